@@ -1,0 +1,106 @@
+/* SPDX-License-Identifier: GPL-2.0-or-later */
+/*
+ * The daemon's settings, filled by the command line parser (options.c) and read
+ * by every part of the daemon. After parsing it is never written again.
+ */
+#ifndef VUFSD_CONFIG_H
+#define VUFSD_CONFIG_H
+
+#include <stdbool.h>
+#include <stdint.h>
+#include <sys/types.h>
+
+enum vufsd_cache {
+    VUFSD_CACHE_AUTO,     /* entry/attr timeout 1 s */
+    VUFSD_CACHE_ALWAYS,   /* 86400 s, keep page cache across opens */
+    VUFSD_CACHE_METADATA, /* attrs cached, data direct */
+    VUFSD_CACHE_NEVER,    /* 0 s, direct I/O */
+};
+
+enum vufsd_sandbox {
+    VUFSD_SANDBOX_NAMESPACE,
+    VUFSD_SANDBOX_CHROOT,
+    VUFSD_SANDBOX_NONE,
+};
+
+enum vufsd_seccomp {
+    VUFSD_SECCOMP_KILL,
+    VUFSD_SECCOMP_LOG,
+    VUFSD_SECCOMP_TRAP,
+    VUFSD_SECCOMP_NONE,
+};
+
+enum vufsd_inode_handles {
+    VUFSD_HANDLES_NEVER,
+    VUFSD_HANDLES_PREFER,
+    VUFSD_HANDLES_MANDATORY,
+};
+
+enum vufsd_dax_policy {
+    VUFSD_DAX_NEVER,
+    VUFSD_DAX_ALWAYS,
+    VUFSD_DAX_AUTO,
+};
+
+enum vufsd_dax_protocol {
+    VUFSD_DAX_PROTO_SHMEM,  /* mainline BACKEND_SHMEM_MAP/UNMAP (ids 9/10) */
+    VUFSD_DAX_PROTO_LEGACY, /* virtio-fs branch SLAVE_FS_MAP/UNMAP (ids 6/7) */
+};
+
+enum vufsd_log_level {
+    VUFSD_LOG_ERROR,
+    VUFSD_LOG_WARN,
+    VUFSD_LOG_INFO,
+    VUFSD_LOG_DEBUG,
+};
+
+struct vufsd_config {
+    /* Transport */
+    char *socket_path;   /* --socket-path */
+    int listen_fd;       /* --fd, -1 when unset */
+    char *socket_group;  /* --socket-group */
+    char *tag;           /* --tag (informational for vhost-user) */
+    char *mountpoint;    /* --mount: serve /dev/fuse instead of vhost-user */
+    bool reconnect;      /* --reconnect: listen again after a disconnect */
+    unsigned thread_pool_size; /* --thread-pool-size, 0 = serve in queue threads */
+    unsigned poll_us;    /* --poll-us: busy-poll queues this long before sleeping */
+
+    /* Filesystem */
+    char *shared_dir;    /* --shared-dir / -o source= */
+    enum vufsd_cache cache;
+    bool writeback;
+    bool readdirplus;    /* cleared by --no-readdirplus */
+    bool allow_direct_io;
+    bool allow_mmap;
+    bool xattr;
+    char *xattrmap;      /* --xattrmap rules, raw */
+    bool posix_acl;
+    bool security_label;
+    bool killpriv_v2;
+    bool announce_submounts;
+    bool readonly;
+    enum vufsd_inode_handles inode_file_handles;
+    char *translate_uid; /* --translate-uid, raw */
+    char *translate_gid;
+    char *uid_map;       /* --uid-map, raw */
+    char *gid_map;
+
+    /* DAX */
+    uint64_t dax_window;           /* bytes; 0 = no DAX */
+    enum vufsd_dax_policy dax_policy;
+    enum vufsd_dax_protocol dax_protocol;
+    char *stats_file;
+
+    /* Security */
+    enum vufsd_sandbox sandbox;
+    enum vufsd_seccomp seccomp;
+    char *modcaps;       /* --modcaps=+cap:-cap */
+    uint64_t rlimit_nofile; /* 0 = default */
+    bool unsafe_no_isolation; /* allows --sandbox none with --seccomp none */
+
+    /* Logging */
+    enum vufsd_log_level log_level;
+    bool syslog;
+};
+
+#endif

@@ -1,0 +1,35 @@
+/* SPDX-License-Identifier: GPL-2.0-or-later */
+/*
+ * The passthrough filesystem: serves the shared directory through struct fll_ops.
+ * Private to daemon/ (prefix pt_).
+ */
+#ifndef VUFSD_PASSTHROUGH_H
+#define VUFSD_PASSTHROUGH_H
+
+#include "config.h"
+#include "fll.h"
+
+struct pt_fs;
+
+/*
+ * Opens the shared directory (cfg->shared_dir) and prepares the inode and handle
+ * tables. Called before the sandbox is entered, so the directory is resolved on
+ * the host; after pivot_root the fs keeps working through its fds.
+ * Returns NULL and sets *err to a negative errno on failure.
+ */
+struct pt_fs *pt_fs_new(const struct vufsd_config *cfg, int *err);
+void pt_fs_free(struct pt_fs *fs);
+
+/* The operations table to hand to fll_session_new() with fs as userdata. */
+const struct fll_ops *pt_fs_ops(void);
+
+/*
+ * Forgets every inode and handle the client knew (DESTROY, device reset,
+ * frontend disconnect): the next INIT starts from a clean table.
+ */
+void pt_fs_reset(struct pt_fs *fs);
+
+/* Number of inodes currently known (for statistics and the RSS target). */
+size_t pt_fs_inode_count(const struct pt_fs *fs);
+
+#endif

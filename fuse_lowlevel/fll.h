@@ -1,0 +1,331 @@
+/* SPDX-License-Identifier: GPL-2.0-or-later */
+/*
+ * fll: the FUSE wire protocol, transport neutral.
+ *
+ * A transport (the daemon's virtqueues, or a /dev/fuse session) hands a request
+ * over as two iovec lists: the device-readable bytes the client sent (header and
+ * arguments, and WRITE data) and the device-writable buffers the reply goes into.
+ * fll decodes the request through a bounds-checked cursor, validates every
+ * argument, calls the filesystem through struct fll_ops, writes exactly one reply
+ * into the writable buffers and tells the transport how many bytes it wrote.
+ *
+ * Contract with the transport:
+ *   - fll_session_process() takes a request whose in/out lists stay valid until
+ *     the transport's complete() callback runs for it.
+ *   - complete() runs exactly once per request, from the thread that finished it
+ *     (usually the caller of fll_session_process(), but an operation that waits,
+ *     such as a blocking SETLKW, completes later from another thread).
+ *   - out_len == 0 means "no reply" (FORGET, BATCH_FORGET, INTERRUPT).
+ *
+ * Contract with the filesystem (struct fll_ops):
+ *   - Each operation returns 0 (or a byte count where documented) on success
+ *     and a negative errno on failure; fll turns that into the single reply.
+ *   - Node ids, handles and names reach the operation already bounds-checked and
+ *     NUL-terminated, names additionally checked with fll_name_valid().
+ *     Everything else (ids existing, counts being sane) is the filesystem's job.
+ *   - An operation may return FLL_ASYNC: it then owns the request and must call
+ *     fll_reply_err() exactly once later.
+ *
+ * Errors: negative errno everywhere; the sign flips only when the reply header's
+ * error field is written (fll_reply_err and the dispatcher), as FUSE wants.
+ */
+#ifndef VUFS_FLL_H
+#define VUFS_FLL_H
+
+#include <stdbool.h>
+#include <stddef.h>
+#include <stdint.h>
+#include <sys/types.h>
+#include <sys/uio.h>
+#include <linux/fuse.h>
+
+/* ---- Protocol additions newer than the system's <linux/fuse.h> ---------------- */
+
+#ifndef FUSE_STATX
+#define FUSE_STATX 52
+struct fuse_sx_time {
+    int64_t tv_sec;
+    uint32_t tv_nsec;
+    int32_t __reserved;
+};
+
+struct fuse_statx {
+    uint32_t mask;
+    uint32_t blksize;
+    uint64_t attributes;
+    uint32_t nlink;
+    uint32_t uid;
+    uint32_t gid;
+    uint16_t mode;
+    uint16_t __spare0[1];
+    uint64_t ino;
+    uint64_t size;
+    uint64_t blocks;
+    uint64_t attributes_mask;
+    struct fuse_sx_time atime;
+    struct fuse_sx_time btime;
+    struct fuse_sx_time ctime;
+    struct fuse_sx_time mtime;
+    uint32_t rdev_major;
+    uint32_t rdev_minor;
+    uint32_t dev_major;
+    uint32_t dev_minor;
+    uint64_t __spare2[14];
+};
+
+struct fuse_statx_in {
+    uint32_t getattr_flags;
+    uint32_t reserved;
+    uint64_t fh;
+    uint32_t sx_flags;
+    uint32_t sx_mask;
+};
+
+struct fuse_statx_out {
+    uint64_t attr_valid;
+    uint32_t attr_valid_nsec;
+    uint32_t flags;
+    uint64_t spare[2];
+    struct fuse_statx stat;
+};
+#endif
+
+#ifndef FUSE_HAS_EXPIRE_ONLY
+#define FUSE_HAS_EXPIRE_ONLY (1ULL << 35)
+#endif
+#ifndef FUSE_DIRECT_IO_ALLOW_MMAP
+#define FUSE_DIRECT_IO_ALLOW_MMAP (1ULL << 36)
+#endif
+
+/* The newest protocol minor version fll speaks (Linux 6.12 guests send 7.41). */
+#define FLL_KERNEL_MAJOR 7
+#define FLL_KERNEL_MINOR 41
+/* The oldest accepted: Linux 5.10, the first kernel with virtio-fs DAX. */
+#define FLL_MIN_MINOR 31
+
+/* Returned by an operation that will reply later with fll_reply_err(). */
+#define FLL_ASYNC 1
+
+/* ---- Requests -------------------------------------------------------------- */
+
+struct fll_session;
+
+/*
+ * One request, owned by the transport. The transport fills the fields above the
+ * line; fll fills the rest. Embed it in the transport's own request struct and
+ * use container_of() in complete().
+ */
+struct fll_req {
+    struct fll_session *se;
+    const struct iovec *in; /* device-readable: what the client sent */
+    unsigned in_cnt;
+    const struct iovec *out; /* device-writable: where the reply goes */
+    unsigned out_cnt;
+    unsigned queue; /* transport queue index, for statistics and logging */
+    /* ------------------------------------------------------------------------ */
+    struct fuse_in_header hdr; /* copied once out of the client's buffer */
+    bool completed;            /* debug check: exactly one completion */
+};
+
+/* Who sent the request (from the header copied out of guest memory). */
+static inline uid_t fll_req_uid(const struct fll_req *r)
+{
+    return r->hdr.uid;
+}
+static inline gid_t fll_req_gid(const struct fll_req *r)
+{
+    return r->hdr.gid;
+}
+static inline pid_t fll_req_pid(const struct fll_req *r)
+{
+    return (pid_t)r->hdr.pid;
+}
+void *fll_req_userdata(const struct fll_req *r);
+
+/* ---- Bounds-checked cursor over an iovec list --------------------------------- */
+
+/*
+ * A cursor over guest buffers. Every read copies out (the guest may change the
+ * memory under us) and fails, returning false/NULL, when fewer bytes remain.
+ */
+struct fll_cursor {
+    const struct iovec *iov;
+    unsigned cnt;
+    unsigned idx;  /* current iovec */
+    size_t off;    /* offset in iov[idx] */
+    size_t left;   /* bytes left in the whole list (bounded by a limit) */
+};
+
+void fll_cursor_init(struct fll_cursor *c, const struct iovec *iov, unsigned cnt, size_t limit);
+size_t fll_cursor_left(const struct fll_cursor *c);
+bool fll_cursor_copy(struct fll_cursor *c, void *dst, size_t n);
+bool fll_cursor_skip(struct fll_cursor *c, size_t n);
+/* Copies out a NUL-terminated string of at most max-1 bytes; false if absent. */
+bool fll_cursor_str(struct fll_cursor *c, char *dst, size_t max);
+/* Describes the next n bytes as up to max iovecs (no copy); -EINVAL if short,
+ * -E2BIG if more than max iovecs would be needed; else the iovec count. */
+int fll_cursor_iov(struct fll_cursor *c, struct iovec *dst, unsigned max, size_t n);
+/* Writing direction: copies src into the buffers; false if they are too small. */
+bool fll_cursor_put(struct fll_cursor *c, const void *src, size_t n);
+
+/* A name from the client: not empty, not "." or "..", no '/'. */
+bool fll_name_valid(const char *name);
+
+/* ---- Directory listings ---------------------------------------------------- */
+
+/* The reply buffer of READDIR / READDIRPLUS, filled by the filesystem. */
+struct fll_dirbuf {
+    char *buf;
+    size_t size;
+    size_t len;
+    bool plus;
+};
+
+/*
+ * Appends one entry; returns false (and adds nothing) when it does not fit.
+ * For READDIR pass entry == NULL; for READDIRPLUS pass the entry the lookup
+ * produced (a nodeid of 0 means "no lookup was done" and costs the client nothing).
+ */
+bool fll_dirbuf_add(struct fll_dirbuf *db, const char *name, uint64_t ino, uint32_t type,
+                    uint64_t off, const struct fuse_entry_out *entry);
+
+/* ---- The filesystem's operations --------------------------------------------- */
+
+/* What INIT negotiated; the filesystem may adjust 'want' in its init op. */
+struct fll_conn {
+    uint32_t proto_minor;   /* the client's minor version */
+    uint64_t capable;       /* flags the client offered (flags | flags2 << 32) */
+    uint64_t want;          /* flags the filesystem asks for (subset of capable) */
+    uint32_t max_write;     /* bytes per WRITE the transport can carry */
+    uint16_t max_pages;     /* pages per request */
+    uint16_t map_alignment; /* log2 of the DAX mapping alignment; 0 = none */
+    uint32_t max_readahead;
+    uint32_t time_gran;
+};
+
+struct fll_ops {
+    int (*init)(void *fs, struct fll_conn *conn);
+    void (*destroy)(void *fs);
+
+    int (*lookup)(struct fll_req *r, uint64_t parent, const char *name,
+                  struct fuse_entry_out *out);
+    /* No reply: nlookup is the client's count, untrusted. */
+    void (*forget)(struct fll_req *r, uint64_t nodeid, uint64_t nlookup);
+    int (*getattr)(struct fll_req *r, uint64_t nodeid, const struct fuse_getattr_in *in,
+                   struct fuse_attr_out *out);
+    int (*setattr)(struct fll_req *r, uint64_t nodeid, const struct fuse_setattr_in *in,
+                   struct fuse_attr_out *out);
+    /* Returns the target length (not NUL-terminated in buf). */
+    int (*readlink)(struct fll_req *r, uint64_t nodeid, char *buf, size_t size);
+    int (*symlink)(struct fll_req *r, uint64_t parent, const char *name, const char *target,
+                   struct fuse_entry_out *out);
+    int (*mknod)(struct fll_req *r, uint64_t parent, const char *name,
+                 const struct fuse_mknod_in *in, struct fuse_entry_out *out);
+    int (*mkdir)(struct fll_req *r, uint64_t parent, const char *name,
+                 const struct fuse_mkdir_in *in, struct fuse_entry_out *out);
+    int (*unlink)(struct fll_req *r, uint64_t parent, const char *name);
+    int (*rmdir)(struct fll_req *r, uint64_t parent, const char *name);
+    /* RENAME arrives with flags == 0; RENAME2 with the client's flags. */
+    int (*rename)(struct fll_req *r, uint64_t parent, const char *name, uint64_t newparent,
+                  const char *newname, uint32_t flags);
+    int (*link)(struct fll_req *r, uint64_t nodeid, uint64_t newparent, const char *newname,
+                struct fuse_entry_out *out);
+    int (*open)(struct fll_req *r, uint64_t nodeid, const struct fuse_open_in *in,
+                struct fuse_open_out *out);
+    int (*create)(struct fll_req *r, uint64_t parent, const char *name,
+                  const struct fuse_create_in *in, struct fuse_entry_out *entry,
+                  struct fuse_open_out *open);
+    /* TMPFILE: name is the placeholder the client sends; parent is the directory. */
+    int (*tmpfile)(struct fll_req *r, uint64_t parent, const char *name,
+                   const struct fuse_create_in *in, struct fuse_entry_out *entry,
+                   struct fuse_open_out *open);
+    /* Reads into dst (already cut to in->size); returns bytes read. */
+    ssize_t (*read)(struct fll_req *r, uint64_t nodeid, const struct fuse_read_in *in,
+                    const struct iovec *dst, unsigned dst_cnt);
+    /* Writes src (exactly in->size bytes, straight from client memory); returns bytes. */
+    ssize_t (*write)(struct fll_req *r, uint64_t nodeid, const struct fuse_write_in *in,
+                     const struct iovec *src, unsigned src_cnt);
+    int (*statfs)(struct fll_req *r, uint64_t nodeid, struct fuse_statfs_out *out);
+    int (*release)(struct fll_req *r, uint64_t nodeid, const struct fuse_release_in *in);
+    int (*fsync)(struct fll_req *r, uint64_t nodeid, const struct fuse_fsync_in *in);
+    int (*flush)(struct fll_req *r, uint64_t nodeid, const struct fuse_flush_in *in);
+    /* setxattr_flags: FUSE_SETXATTR_ACL_KILL_SGID when the client sent the extended form */
+    int (*setxattr)(struct fll_req *r, uint64_t nodeid, const char *name, const void *value,
+                    size_t size, int flags, uint32_t setxattr_flags);
+    /* size == 0: return the needed size. Else fill buf, return the length or -ERANGE. */
+    ssize_t (*getxattr)(struct fll_req *r, uint64_t nodeid, const char *name, void *buf,
+                        size_t size);
+    ssize_t (*listxattr)(struct fll_req *r, uint64_t nodeid, void *buf, size_t size);
+    int (*removexattr)(struct fll_req *r, uint64_t nodeid, const char *name);
+    int (*opendir)(struct fll_req *r, uint64_t nodeid, const struct fuse_open_in *in,
+                   struct fuse_open_out *out);
+    /* Fills db (db->plus for READDIRPLUS) starting at in->offset. */
+    int (*readdir)(struct fll_req *r, uint64_t nodeid, const struct fuse_read_in *in,
+                   struct fll_dirbuf *db);
+    int (*releasedir)(struct fll_req *r, uint64_t nodeid, const struct fuse_release_in *in);
+    int (*fsyncdir)(struct fll_req *r, uint64_t nodeid, const struct fuse_fsync_in *in);
+    int (*getlk)(struct fll_req *r, uint64_t nodeid, const struct fuse_lk_in *in,
+                 struct fuse_lk_out *out);
+    /* sleep: SETLKW. May return FLL_ASYNC and reply later with fll_reply_err(). */
+    int (*setlk)(struct fll_req *r, uint64_t nodeid, const struct fuse_lk_in *in, bool sleep);
+    int (*access)(struct fll_req *r, uint64_t nodeid, const struct fuse_access_in *in);
+    int (*fallocate)(struct fll_req *r, uint64_t nodeid, const struct fuse_fallocate_in *in);
+    int (*lseek)(struct fll_req *r, uint64_t nodeid, const struct fuse_lseek_in *in,
+                 struct fuse_lseek_out *out);
+    ssize_t (*copy_file_range)(struct fll_req *r, uint64_t nodeid,
+                               const struct fuse_copy_file_range_in *in);
+    int (*syncfs)(struct fll_req *r, uint64_t nodeid);
+    int (*statx)(struct fll_req *r, uint64_t nodeid, const struct fuse_statx_in *in,
+                 struct fuse_statx_out *out);
+    int (*interrupt)(struct fll_req *r, uint64_t unique);
+    /* DAX. entries[] are already copied out of the (unaligned) client buffer. */
+    int (*setupmapping)(struct fll_req *r, uint64_t nodeid, const struct fuse_setupmapping_in *in);
+    int (*removemapping)(struct fll_req *r, const struct fuse_removemapping_one *entries,
+                         unsigned count);
+};
+
+/* ---- Sessions ----------------------------------------------------------------- */
+
+struct fll_transport {
+    /* The request is done; out_len bytes of reply are in r->out (0 = no reply). */
+    void (*complete)(struct fll_req *r, size_t out_len);
+};
+
+struct fll_session_config {
+    const struct fll_ops *ops;
+    void *fs;                          /* passed back to ops via fll_req_userdata() */
+    const struct fll_transport *transport;
+    uint32_t max_write;                /* largest WRITE payload the transport carries */
+};
+
+struct fll_session *fll_session_new(const struct fll_session_config *cfg);
+void fll_session_free(struct fll_session *se);
+
+/*
+ * Decode, validate, dispatch and reply. Never fails: a malformed request gets an
+ * errno reply (EINVAL/EIO), an unknown opcode ENOSYS, a request too short to
+ * carry a header gets no reply at all (out_len 0). Thread safe.
+ */
+void fll_session_process(struct fll_session *se, struct fll_req *r);
+
+/* For FLL_ASYNC operations: the one reply, 0 or a negative errno. */
+void fll_reply_err(struct fll_req *r, int err);
+
+/* Whether INIT has completed (and DESTROY not yet received). */
+bool fll_session_initialized(const struct fll_session *se);
+/* Name of an opcode, for logs ("LOOKUP"), or NULL. */
+const char *fll_opcode_name(uint32_t opcode);
+
+/* ---- /dev/fuse transport --------------------------------------------------------- */
+
+/*
+ * Mounts the filesystem at mountpoint with libfuse3 (mount only), serves
+ * requests from /dev/fuse with nthreads threads until unmounted or
+ * fll_devfuse_stop() is called, then unmounts. Returns 0 or -errno.
+ */
+struct fll_devfuse;
+int fll_devfuse_run(const struct fll_ops *ops, void *fs, const char *mountpoint,
+                    const char *fsname, unsigned nthreads, struct fll_devfuse **handle_out);
+void fll_devfuse_stop(struct fll_devfuse *h);
+
+#endif
