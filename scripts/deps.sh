@@ -1,0 +1,26 @@
+#!/usr/bin/env bash
+# Installs the Debian 12 packages vufsd needs to build, test and demo.
+# Sourced-or-run by scripts/test.sh and scripts/demo.sh; VUFS_NO_INSTALL=1 skips it.
+{
+set -euo pipefail
+if [ "${VUFS_NO_INSTALL:-0}" = 1 ]; then
+    exit 0
+fi
+sudo=""
+[ "$(id -u)" = 0 ] || sudo=sudo
+packages=(
+    # build
+    gcc meson ninja-build pkg-config
+    libglib2.0-dev libfuse3-dev fuse3 libcap-ng-dev libseccomp-dev libcmocka-dev
+    # fuzzing (libFuzzer) and sanitizers with clang
+    clang-14 libclang-rt-14-dev
+    # real-guest tests and the peer we measure against (/usr/lib/qemu/virtiofsd)
+    qemu-system-x86 qemu-system-common busybox-static fio xz-utils
+    # tools the scripts use
+    python3 procps util-linux
+)
+echo "vufsd: installing build and test dependencies (apt-get)"
+$sudo apt-get update -q
+DEBIAN_FRONTEND=noninteractive $sudo apt-get install -y -q "${packages[@]}" >/dev/null
+exit 0
+}
