@@ -1,0 +1,186 @@
+#!/bin/bash
+# SPDX-License-Identifier: GPL-2.0-or-later
+#
+# Run one test script inside a real Linux guest (QEMU, TCG) whose virtio-fs
+# device is served by a vhost-user-fs backend, and say PASS or FAIL.
+#
+#   run-guest.sh --backend 'CMD {socket} {dir}' --script GUEST_SCRIPT [options]
+#
+# The backend command is a shell command line; {socket} and {dir} are replaced
+# by the vhost-user socket path and the shared directory. Options:
+#   --dir DIR            shared directory (default: RUNDIR/shared, removed on PASS)
+#   --file HOST[:GUEST]  extra file for the guest (executables get their libraries)
+#   --set KEY=VALUE      setting for the guest script (sourced from /run/settings)
+#   --timeout SEC        whole-run limit, default 600
+#   --min-sums N         the guest must print at least N "VUFS-SUM" lines
+#   --rundir DIR         where logs go (default: a new ${VUFS_GUEST_LOGS:-/tmp}/vufs-guest.*)
+#   --keep               keep the shared directory even on PASS
+#   --smp N / --mem MB   guest size (default 2 / 2048)
+#
+# The guest prints its output on ttyS1 (RUNDIR/output.log), the kernel console is
+# RUNDIR/console.log and the backend's RUNDIR/backend.log. The verdict comes from
+# the guest's "VUFS-GUEST-RESULT rc=N" marker (QEMU exits 0 even when killed),
+# plus the host's own check of every "VUFS-SUM SHA256 PATH" line the guest
+# printed against the real file in the shared directory after the guest is gone.
+# Exit status: 0 PASS, 1 FAIL, 2 usage.
+{
+set -uo pipefail
+
+here=$(cd "$(dirname "$0")" && pwd)
+backend= script= dir= timeout=600 min_sums=0 rundir= keep=0 smp=2 mem=2048
+files=() sets=()
+
+usage() { sed -n '4,25p' "$0" >&2; exit 2; }
+while [ $# -gt 0 ]; do
+    case "$1" in
+    --backend) backend=$2; shift 2 ;;
+    --script) script=$2; shift 2 ;;
+    --dir) dir=$2; shift 2 ;;
+    --file) files+=(--file "$2"); shift 2 ;;
+    --set) sets+=("$2"); shift 2 ;;
+    --timeout) timeout=$2; shift 2 ;;
+    --min-sums) min_sums=$2; shift 2 ;;
+    --rundir) rundir=$2; shift 2 ;;
+    --keep) keep=1; shift ;;
+    --smp) smp=$2; shift 2 ;;
+    --mem) mem=$2; shift 2 ;;
+    -h|--help) usage ;;
+    *) echo "run-guest: unknown argument $1" >&2; usage ;;
+    esac
+done
+[ -n "$backend" ] && [ -n "$script" ] || usage
+
+start=$(date +%s)
+deadline=$((start + timeout))
+if [ -z "$rundir" ]; then
+    rundir=$(mktemp -d "${VUFS_GUEST_LOGS:-/tmp}/vufs-guest.XXXXXX")
+else
+    mkdir -p "$rundir"
+fi
+rundir=$(cd "$rundir" && pwd)
+own_dir=0
+if [ -z "$dir" ]; then
+    dir=$rundir/shared
+    own_dir=1
+fi
+mkdir -p "$dir"
+dir=$(cd "$dir" && pwd)
+sock=$rundir/vhost.sock
+rm -f "$sock" "$rundir"/{console,output,backend}.log
+
+log() { echo "run-guest: $*" >&2; }
+qemu_pid= backend_pid=
+
+# Stop one process group (the legacy daemon forks into a pid namespace, so its
+# children are only reachable through the group), politely first.
+stop_group() {
+    local pid=$1 i
+    [ -n "$pid" ] || return 0
+    kill -TERM -- "-$pid" 2>/dev/null || kill -TERM "$pid" 2>/dev/null || return 0
+    for i in $(seq 50); do
+        kill -0 -- "-$pid" 2>/dev/null || break
+        sleep 0.1
+    done
+    kill -KILL -- "-$pid" 2>/dev/null || true
+    wait "$pid" 2>/dev/null || true
+}
+cleanup() {
+    stop_group "$qemu_pid"; qemu_pid=
+    stop_group "$backend_pid"; backend_pid=
+}
+trap cleanup EXIT
+trap 'log "interrupted"; exit 1' INT TERM HUP
+
+verdict() {
+    local v=$1; shift
+    echo "run-guest: $v: $* ($(( $(date +%s) - start )) s, logs in $rundir)"
+    if [ "$v" = FAIL ]; then
+        for f in output backend console; do
+            [ -s "$rundir/$f.log" ] || continue
+            echo "---- last lines of $f.log ----"
+            tail -n 25 "$rundir/$f.log"
+        done
+        exit 1
+    fi
+    [ $own_dir = 1 ] && [ $keep = 0 ] && rm -rf "$dir"
+    exit 0
+}
+
+# Guest pieces: the kernel and the base initramfs (cached), plus this run's archive.
+base=$("$here/mkinitramfs.sh" base) || verdict FAIL "cannot build the base initramfs (kernel fetch needs Debian's archive)"
+kdir=$("$here/fetch-kernel.sh" 2>/dev/null) || verdict FAIL "no guest kernel"
+"$here/mkinitramfs.sh" run "$rundir/run.cpio" "$script" ${sets[@]+"${sets[@]}"} \
+    ${files[@]+"${files[@]}"} || verdict FAIL "cannot build the per-run initramfs"
+cat "$base" "$rundir/run.cpio" > "$rundir/initrd.img"
+
+# Backend first: it creates the socket QEMU connects to.
+cmd=${backend//\{socket\}/$sock}
+cmd=${cmd//\{dir\}/$dir}
+echo "$cmd" > "$rundir/backend.cmd"
+setsid bash -c "exec $cmd" > "$rundir/backend.log" 2>&1 < /dev/null &
+backend_pid=$!
+while [ ! -S "$sock" ]; do
+    kill -0 "$backend_pid" 2>/dev/null || verdict FAIL "backend exited before creating $sock"
+    [ "$(date +%s)" -lt $((start + 30)) ] || verdict FAIL "backend did not create $sock within 30 s"
+    sleep 0.05
+done
+
+# shellcheck disable=SC2054
+qemu=(qemu-system-x86_64 -machine q35 -accel tcg,thread=multi -cpu max
+    -smp "$smp" -m "${mem}M"
+    -object "memory-backend-memfd,id=mem,size=${mem}M,share=on" -numa node,memdev=mem
+    -chardev "socket,id=vfs,path=$sock"
+    -device vhost-user-fs-pci,chardev=vfs,tag=myfs,queue-size=1024
+    -kernel "$kdir/vmlinux" -initrd "$rundir/initrd.img"
+    -append "console=ttyS0 rdinit=/init panic=-1 quiet loglevel=4 vufs.tag=myfs"
+    -nodefaults -no-user-config -display none -no-reboot
+    -chardev "file,id=con,path=$rundir/console.log" -serial chardev:con
+    -chardev "file,id=out,path=$rundir/output.log" -serial chardev:out)
+printf '%q ' "${qemu[@]}" > "$rundir/qemu.cmd"
+setsid "${qemu[@]}" > "$rundir/qemu.log" 2>&1 < /dev/null &
+qemu_pid=$!
+log "guest started (qemu pid $qemu_pid, backend pid $backend_pid, logs $rundir)"
+
+# Wait for the result marker, or QEMU's death, or the deadline.
+marker=
+while :; do
+    marker=$(grep -a -m1 -o 'VUFS-GUEST-RESULT rc=[0-9]*' "$rundir/output.log" 2>/dev/null) && break
+    kill -0 "$qemu_pid" 2>/dev/null || { sleep 0.2; marker=$(grep -a -m1 -o 'VUFS-GUEST-RESULT rc=[0-9]*' "$rundir/output.log" 2>/dev/null) && break; verdict FAIL "QEMU exited without a result ($(tail -n 3 "$rundir/qemu.log" | tr '\n' ' '))"; }
+    [ "$(date +%s)" -lt "$deadline" ] || verdict FAIL "no result within $timeout s"
+    sleep 0.2
+done
+rc=${marker#*rc=}
+
+# Let the guest unmount and power off so every write has reached the backend.
+while kill -0 "$qemu_pid" 2>/dev/null && [ "$(date +%s)" -lt $((deadline + 30)) ]; do
+    sleep 0.1
+done
+wait "$qemu_pid" 2>/dev/null; qemu_pid=
+[ -s "$rundir/console.log" ] && grep -a -E 'BUG:|Oops|Kernel panic|general protection' "$rundir/console.log" > "$rundir/kernel-errors.log"
+stop_group "$backend_pid"; backend_pid=
+
+grep -a -o 'VUFS-GUEST-\(BOOTED\|MOUNTED\)[[:print:]]*' "$rundir/output.log" >&2 || true
+
+# Host-side check of the checksums the guest computed.
+nsums=0 bad=0
+while read -r _ sum path; do
+    [ -n "$path" ] || continue
+    nsums=$((nsums + 1))
+    case "$path" in
+    /*|*..*) log "refusing checksum path $path"; bad=$((bad + 1)); continue ;;
+    esac
+    host=$(sha256sum "$dir/$path" 2>/dev/null | cut -d' ' -f1)
+    if [ "$host" != "$sum" ]; then
+        log "checksum mismatch for $path: guest $sum host ${host:-missing}"
+        bad=$((bad + 1))
+    else
+        echo "host-check ok $path"
+    fi
+done < <(grep -a -o 'VUFS-SUM [0-9a-f]\{64\} [^[:space:]]*' "$rundir/output.log")
+
+[ "$rc" = 0 ] || verdict FAIL "guest test exited with rc=$rc"
+[ -s "$rundir/kernel-errors.log" ] && verdict FAIL "guest kernel reported errors: $(head -n 1 "$rundir/kernel-errors.log")"
+[ $bad = 0 ] || verdict FAIL "$bad of $nsums host checksum comparisons failed"
+[ $nsums -ge "$min_sums" ] || verdict FAIL "guest printed $nsums checksums, expected at least $min_sums"
+verdict PASS "guest rc=0, $nsums host checksums matched"
+}
