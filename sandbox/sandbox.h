@@ -1,0 +1,180 @@
+/* SPDX-License-Identifier: GPL-2.0-or-later */
+/*
+ * sb: the daemon's sandbox. Namespaces or chroot, capabilities, seccomp, rlimits.
+ *
+ * Threat model: the guest is untrusted; the frontend (QEMU) and the operator are
+ * trusted. Everything here narrows what a daemon that a guest managed to confuse
+ * can still do: see the repository's docs/security.md.
+ *
+ * Every function returns 0 or a negative errno and never exits, so the daemon
+ * decides how to log and cmocka tests can check each step in a child process.
+ * The module logs nothing (see sb_describe() for the one line main logs).
+ *
+ * Call order, from main() (single threaded until the last step is done, because
+ * unshare(CLONE_NEWNS), capabilities and setgroups are per thread or refuse a
+ * shared fs_struct):
+ *
+ *   sb_enter_pid_ns()        namespace mode only, as early as possible: forks;
+ *                            the parent waits and forwards signals and the exit
+ *                            status, only the child returns (as pid 1)
+ *   ... parse, open the shared directory, create the listening socket ...
+ *   sb_config_check()        refuses --sandbox none + --seccomp none without the
+ *                            unsafe switch
+ *   sb_apply_rlimit()        RLIMIT_NOFILE
+ *   sb_enter()               mount/net/ipc/uts namespaces + pivot_root, or chroot
+ *   sb_drop_caps()           supplementary groups, capability sets, bounding set
+ *   sb_seccomp_load()        the syscall allowlist (all threads, TSYNC)
+ *   ... first guest request ...
+ *
+ * Files: sandbox.c (config, checks, description), rlimit.c, ns.c (pid namespace,
+ * mount namespace, chroot), caps.c (libcap-ng), seccomp.c (libseccomp filter
+ * construction and loading), seccomp_list.c (the allowlists, one reason each).
+ */
+#ifndef VUFS_SANDBOX_H
+#define VUFS_SANDBOX_H
+
+#include <stdbool.h>
+#include <stddef.h>
+#include <stdint.h>
+#include <seccomp.h>
+
+enum sb_mode {
+    SB_MODE_NAMESPACE, /* new mount, pid, net, ipc, uts namespaces + pivot_root */
+    SB_MODE_CHROOT,    /* chroot into the shared directory (containers) */
+    SB_MODE_NONE,      /* no filesystem isolation: main warns */
+};
+
+enum sb_seccomp_action {
+    SB_SECCOMP_KILL, /* kill the whole process (TRAP where the kernel lacks it) */
+    SB_SECCOMP_LOG,  /* allow, but the kernel logs the syscall (audit) */
+    SB_SECCOMP_TRAP, /* SIGSYS to the thread: a handler can report it */
+    SB_SECCOMP_NONE, /* no filter */
+};
+
+/* Per-feature additions to the syscall allowlist. */
+enum {
+    SB_FEAT_XATTR = 1u << 0,        /* get/set/list/removexattr */
+    SB_FEAT_LOCKS = 1u << 1,        /* flock (POSIX/OFD locks go through fcntl) */
+    SB_FEAT_DAX = 1u << 2,          /* mapping file ranges for the DAX window */
+    SB_FEAT_SYSLOG = 1u << 3,       /* an AF_UNIX datagram socket to /dev/log */
+    SB_FEAT_DEVFUSE = 1u << 4,      /* the /dev/fuse transport (splice, unmount) */
+    SB_FEAT_FILE_HANDLES = 1u << 5, /* name_to_handle_at/open_by_handle_at */
+    SB_FEAT_ALL_ = (1u << 6) - 1,
+};
+
+struct sb_config {
+    enum sb_mode mode;
+    const char *shared_dir;          /* absolute or relative host path */
+    enum sb_seccomp_action seccomp;
+    unsigned features;               /* SB_FEAT_* */
+    const char *modcaps;             /* "+cap:-cap", NULL or "" for none */
+    uint64_t rlimit_nofile;          /* 0 = default (see sb_rlimit_default) */
+    bool unsafe_no_isolation;        /* allows mode NONE with seccomp NONE */
+};
+
+/* ---- Configuration --------------------------------------------------------------- */
+
+/* NAMESPACE when running as root (euid 0), else NONE. */
+enum sb_mode sb_default_mode(void);
+
+/* "namespace"/"chroot"/"none" and "kill"/"log"/"trap"/"none"; -EINVAL if unknown. */
+int sb_mode_parse(const char *s, enum sb_mode *out);
+int sb_seccomp_action_parse(const char *s, enum sb_seccomp_action *out);
+const char *sb_mode_name(enum sb_mode m);
+const char *sb_seccomp_action_name(enum sb_seccomp_action a);
+
+/*
+ * Refuses dangerous or inconsistent settings before anything is applied:
+ * -EPERM for mode NONE + seccomp NONE without unsafe_no_isolation, -EINVAL for a
+ * missing shared_dir (namespace/chroot), bad modcaps or unknown features.
+ * *msg (if msg is given) points to a static sentence saying why; NULL on success.
+ */
+int sb_config_check(const struct sb_config *cfg, const char **msg);
+
+/*
+ * The effective security settings as one log line, e.g.
+ * "sandbox=namespace seccomp=kill features=xattr,locks caps=chown,... nofile=1000000".
+ * Returns the length snprintf would have written (the line is truncated to size).
+ */
+int sb_describe(const struct sb_config *cfg, char *buf, size_t size);
+
+/* ---- Resource limits ------------------------------------------------------------- */
+
+/*
+ * The RLIMIT_NOFILE to ask for: requested if non-zero, else
+ * min(1,000,000, nr_open). nr_open is /proc/sys/fs/nr_open (0 = unknown).
+ */
+uint64_t sb_rlimit_default(uint64_t requested, uint64_t nr_open);
+
+/*
+ * Sets RLIMIT_NOFILE (soft and hard) to sb_rlimit_default(cfg->rlimit_nofile,
+ * nr_open). Without CAP_SYS_RESOURCE the hard limit cannot grow: an explicit
+ * request above it fails with -EPERM, the default settles for the hard limit.
+ * *applied (optional) receives the soft limit in force afterwards.
+ */
+int sb_apply_rlimit(const struct sb_config *cfg, uint64_t *applied);
+
+/*
+ * How many fds the guest may make the daemon hold: the limit minus a reserve
+ * the daemon keeps for itself (sockets, eventfds, memory regions, logs).
+ */
+uint64_t sb_guest_fd_budget(uint64_t nofile);
+#define SB_FD_RESERVE 256
+
+/* ---- Namespaces and chroot ---------------------------------------------------------- */
+
+/*
+ * Namespace mode, called early and single threaded: unshare(CLONE_NEWPID) and
+ * fork. Returns 0 in the child, which is pid 1 of the new namespace (SIGTERM,
+ * SIGINT and SIGHUP are given a handler that exits 128+signo until the daemon
+ * installs its own, since pid 1 ignores signals without a handler). The parent
+ * never returns: it forwards SIGTERM/SIGINT/SIGHUP to the child, waits, and exits
+ * with the child's status. Returns -errno (no fork happened) on failure.
+ */
+int sb_enter_pid_ns(void);
+
+/*
+ * Mode NAMESPACE: new mount, net, ipc and uts namespaces, all mounts MS_SLAVE,
+ * a fresh proc (when in a new pid namespace), pivot_root into cfg->shared_dir and
+ * the old root detached. Mode CHROOT: chroot into cfg->shared_dir. Mode NONE:
+ * nothing. The working directory is the new root afterwards.
+ *
+ * *proc_self_fd (optional) receives an O_PATH fd on /proc/self/fd (opened in
+ * every mode, before the host's tree goes away), so the passthrough can reopen
+ * its O_PATH fds through it after the switch. The caller owns and closes it.
+ */
+int sb_enter(const struct sb_config *cfg, int *proc_self_fd);
+
+/* ---- Capabilities -------------------------------------------------------------------- */
+
+/*
+ * The capability set to keep: the passthrough's base set (CHOWN, DAC_OVERRIDE,
+ * FOWNER, FSETID, SETGID, SETUID, MKNOD, SETFCAP; DAC_READ_SEARCH with
+ * SB_FEAT_FILE_HANDLES) adjusted by modcaps ("+sys_admin:-mknod", names with or
+ * without "cap_", any case). Bits are capability numbers. -EINVAL on a bad list.
+ */
+int sb_caps_compute(unsigned features, const char *modcaps, uint64_t *out);
+
+/*
+ * Drops every supplementary group, then keeps exactly sb_caps_compute() in the
+ * effective and permitted sets (none inheritable or ambient) and clears the
+ * bounding set. A no-op returning 0 when the process has no capabilities at all
+ * (an unprivileged daemon). Per thread: call before any thread exists.
+ */
+int sb_drop_caps(const struct sb_config *cfg);
+
+/* ---- Seccomp ---------------------------------------------------------------------------- */
+
+/*
+ * Builds (does not load) the filter for cfg->seccomp and cfg->features into *out
+ * (release with seccomp_release). *out is NULL for SB_SECCOMP_NONE.
+ */
+int sb_seccomp_build(const struct sb_config *cfg, scmp_filter_ctx *out);
+
+/* Builds and loads the filter (no_new_privs, synchronised to all threads). */
+int sb_seccomp_load(const struct sb_config *cfg);
+
+/* The number of allowlist entries for features (for logs and tests). */
+size_t sb_seccomp_allowlist_len(unsigned features);
+
+#endif
