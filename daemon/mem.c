@@ -1,0 +1,185 @@
+/* SPDX-License-Identifier: GPL-2.0-or-later */
+#include "mem.h"
+
+#include <errno.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/mman.h>
+
+struct vmem_map {
+    int refcount; /* atomic */
+    void *base;
+    size_t len;
+};
+
+static const struct vmem_region *vmem_find_gpa(const struct vq_mem *m, uint64_t gpa)
+{
+    for (unsigned i = 0; i < m->nregions; i++) {
+        const struct vmem_region *r = &m->r[i];
+        if (gpa >= r->gpa && gpa - r->gpa < r->size)
+            return r;
+    }
+    return NULL;
+}
+
+int vmem_gpa_iov(const struct vq_mem *m, uint64_t gpa, uint64_t len, struct iovec *iov,
+                 unsigned max, unsigned *cnt)
+{
+    if (len && gpa > UINT64_MAX - (len - 1))
+        return -EFAULT;
+    while (len) {
+        const struct vmem_region *r = vmem_find_gpa(m, gpa);
+        if (!r)
+            return -EFAULT;
+        uint64_t off = gpa - r->gpa;
+        uint64_t chunk = r->size - off;
+        if (chunk > len)
+            chunk = len;
+        if (chunk > SIZE_MAX)
+            return -EFAULT;
+        if (*cnt >= max)
+            return -E2BIG;
+        iov[*cnt].iov_base = r->host + off;
+        iov[*cnt].iov_len = (size_t)chunk;
+        (*cnt)++;
+        len -= chunk;
+        gpa += chunk; /* cannot wrap: checked above */
+    }
+    return 0;
+}
+
+void *vmem_gpa_host(const struct vq_mem *m, uint64_t gpa, uint64_t len)
+{
+    const struct vmem_region *r = vmem_find_gpa(m, gpa);
+    if (!r || len > r->size - (gpa - r->gpa))
+        return NULL;
+    return r->host + (gpa - r->gpa);
+}
+
+void *vmem_uva_host(const struct vq_mem *m, uint64_t uva, uint64_t len)
+{
+    for (unsigned i = 0; i < m->nregions; i++) {
+        const struct vmem_region *r = &m->r[i];
+        if (uva >= r->uva && uva - r->uva < r->size) {
+            if (len > r->size - (uva - r->uva))
+                return NULL;
+            return r->host + (uva - r->uva);
+        }
+    }
+    return NULL;
+}
+
+/* ---- Tables ---------------------------------------------------------------- */
+
+static void vmem_map_unref(struct vmem_map *map)
+{
+    if (!map || __atomic_sub_fetch(&map->refcount, 1, __ATOMIC_ACQ_REL) != 0)
+        return;
+    munmap(map->base, map->len);
+    free(map);
+}
+
+struct vmem_table *vmem_table_new(void)
+{
+    struct vmem_table *t = calloc(1, sizeof(*t));
+    if (t)
+        t->refcount = 1;
+    return t;
+}
+
+struct vmem_table *vmem_table_copy(const struct vmem_table *t)
+{
+    struct vmem_table *n = vmem_table_new();
+    if (!n)
+        return NULL;
+    n->mem = t->mem;
+    for (unsigned i = 0; i < n->mem.nregions; i++)
+        if (n->mem.r[i].map)
+            __atomic_add_fetch(&n->mem.r[i].map->refcount, 1, __ATOMIC_RELAXED);
+    return n;
+}
+
+struct vmem_table *vmem_table_ref(struct vmem_table *t)
+{
+    __atomic_add_fetch(&t->refcount, 1, __ATOMIC_RELAXED);
+    return t;
+}
+
+void vmem_table_unref(struct vmem_table *t)
+{
+    if (!t || __atomic_sub_fetch(&t->refcount, 1, __ATOMIC_ACQ_REL) != 0)
+        return;
+    for (unsigned i = 0; i < t->mem.nregions; i++)
+        vmem_map_unref(t->mem.r[i].map);
+    free(t);
+}
+
+static bool vmem_overlaps(uint64_t a, uint64_t alen, uint64_t b, uint64_t blen)
+{
+    /* [a, a+alen) and [b, b+blen), both known not to wrap. */
+    return a < b + blen && b < a + alen;
+}
+
+int vmem_desc_check(const struct vq_mem *m, const struct vmem_desc *d)
+{
+    if (d->size == 0 || d->size > SIZE_MAX)
+        return -EINVAL;
+    if (d->gpa > UINT64_MAX - d->size || d->uva > UINT64_MAX - d->size ||
+        d->mmap_offset > UINT64_MAX - d->size || d->mmap_offset + d->size > SIZE_MAX ||
+        d->mmap_offset + d->size > (uint64_t)INT64_MAX)
+        return -EINVAL;
+    if (m->nregions >= VMEM_MAX_REGIONS)
+        return -ENOSPC;
+    for (unsigned i = 0; i < m->nregions; i++) {
+        const struct vmem_region *r = &m->r[i];
+        if (vmem_overlaps(d->gpa, d->size, r->gpa, r->size) ||
+            vmem_overlaps(d->uva, d->size, r->uva, r->size))
+            return -EEXIST;
+    }
+    return 0;
+}
+
+int vmem_table_add(struct vmem_table *t, const struct vmem_desc *d, int fd)
+{
+    int ret = vmem_desc_check(&t->mem, d);
+    if (ret < 0)
+        return ret;
+
+    size_t len = (size_t)(d->mmap_offset + d->size);
+    void *base = mmap(NULL, len, PROT_READ | PROT_WRITE, MAP_SHARED | MAP_NORESERVE, fd, 0);
+    if (base == MAP_FAILED)
+        return -errno;
+    struct vmem_map *map = calloc(1, sizeof(*map));
+    if (!map) {
+        munmap(base, len);
+        return -ENOMEM;
+    }
+    map->refcount = 1;
+    map->base = base;
+    map->len = len;
+    /* The guest's memory is no use in a core dump, and it may be huge. */
+    madvise(base, len, MADV_DONTDUMP);
+
+    struct vmem_region *r = &t->mem.r[t->mem.nregions++];
+    r->gpa = d->gpa;
+    r->size = d->size;
+    r->uva = d->uva;
+    r->mmap_offset = d->mmap_offset;
+    r->host = (uint8_t *)base + d->mmap_offset;
+    r->map = map;
+    return 0;
+}
+
+int vmem_table_remove(struct vmem_table *t, const struct vmem_desc *d)
+{
+    for (unsigned i = 0; i < t->mem.nregions; i++) {
+        struct vmem_region *r = &t->mem.r[i];
+        if (r->gpa == d->gpa && r->size == d->size && r->uva == d->uva) {
+            vmem_map_unref(r->map);
+            memmove(r, r + 1, (t->mem.nregions - i - 1) * sizeof(*r));
+            t->mem.nregions--;
+            return 0;
+        }
+    }
+    return -ENOENT;
+}

@@ -1,0 +1,93 @@
+/* SPDX-License-Identifier: GPL-2.0-or-later */
+/*
+ * Guest memory (prefix vmem_): the regions the frontend shares, and the two
+ * translations the rings need:
+ *   - guest-physical -> host, for descriptor addresses (may straddle regions:
+ *     the result is a list of iovecs, one per region crossed);
+ *   - frontend virtual (userspace_addr) -> host, for the ring addresses of
+ *     SET_VRING_ADDR (must be contiguous in one region).
+ * Every check is overflow safe: a start and a length are validated as
+ * "len <= region_end - start", never by computing start + len.
+ *
+ * Table changes while queues run (SET_MEM_TABLE, ADD_MEM_REG, REM_MEM_REG) use an
+ * RCU-like swap, not a queue stop: a table is immutable once published and
+ * reference counted. The device swaps in a new table under its memory lock; each
+ * queue thread takes a reference at the start of each batch, every in-flight
+ * request holds a reference to the table its iovecs point into, and each
+ * mapping is itself reference counted, so a region is unmapped only when the
+ * last table that contains it is released (never under a request that still
+ * reads or writes it).
+ */
+#ifndef VUFSD_MEM_H
+#define VUFSD_MEM_H
+
+#include <stdbool.h>
+#include <stddef.h>
+#include <stdint.h>
+#include <sys/uio.h>
+
+/* What GET_MAX_MEM_SLOTS answers, and the size of a table. */
+#define VMEM_MAX_REGIONS 32
+
+struct vmem_map; /* one mmap of one region fd, reference counted */
+
+struct vmem_region {
+    uint64_t gpa;         /* guest physical address of the first byte */
+    uint64_t size;        /* bytes, > 0 */
+    uint64_t uva;         /* frontend virtual address of the first byte */
+    uint64_t mmap_offset; /* offset of the first byte in the region's fd */
+    uint8_t *host;        /* our address of the first byte */
+    struct vmem_map *map; /* NULL for memory the caller owns (unit tests) */
+};
+
+/* The pure view the walker and translations use. */
+struct vq_mem {
+    unsigned nregions;
+    struct vmem_region r[VMEM_MAX_REGIONS];
+};
+
+/*
+ * Appends to iov[*cnt..max) the host ranges of guest-physical [gpa, gpa+len).
+ * Returns 0, -EFAULT if any byte is unmapped or gpa+len overflows, -E2BIG if it
+ * needs more than max iovecs. len == 0 appends nothing and succeeds.
+ */
+int vmem_gpa_iov(const struct vq_mem *m, uint64_t gpa, uint64_t len, struct iovec *iov,
+                 unsigned max, unsigned *cnt);
+/* Host address of [gpa, gpa+len) when it lies in one region, else NULL. */
+void *vmem_gpa_host(const struct vq_mem *m, uint64_t gpa, uint64_t len);
+/* Host address of frontend-virtual [uva, uva+len) in one region, else NULL. */
+void *vmem_uva_host(const struct vq_mem *m, uint64_t uva, uint64_t len);
+
+/* ---- Reference-counted tables (daemon side) ---------------------------------- */
+
+struct vmem_table {
+    int refcount; /* atomic */
+    struct vq_mem mem;
+};
+
+/* Region as the frontend describes it (vhost-user VhostUserMemoryRegion). */
+struct vmem_desc {
+    uint64_t gpa;
+    uint64_t size;
+    uint64_t uva;
+    uint64_t mmap_offset;
+};
+
+struct vmem_table *vmem_table_new(void);
+/* A new table with the same regions (mappings shared by reference). */
+struct vmem_table *vmem_table_copy(const struct vmem_table *t);
+struct vmem_table *vmem_table_ref(struct vmem_table *t);
+void vmem_table_unref(struct vmem_table *t);
+
+/*
+ * Validates d (non-empty, no overflow, no overlap with t's regions in either
+ * address space, room in the table), maps fd and appends the region to t, which
+ * must not be published yet. Does not take fd (the caller closes it). 0 / -errno.
+ */
+int vmem_table_add(struct vmem_table *t, const struct vmem_desc *d, int fd);
+/* Removes the region matching d's gpa, size and uva. 0 or -ENOENT. */
+int vmem_table_remove(struct vmem_table *t, const struct vmem_desc *d);
+/* Pure validation used by vmem_table_add (exposed for tests). */
+int vmem_desc_check(const struct vq_mem *m, const struct vmem_desc *d);
+
+#endif

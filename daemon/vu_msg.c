@@ -1,0 +1,133 @@
+/* SPDX-License-Identifier: GPL-2.0-or-later */
+#include "vu_msg.h"
+
+#include <errno.h>
+
+/* How a request's payload size is checked. */
+enum vu_size_rule {
+    VU_SZ_NONE,      /* unknown request */
+    VU_SZ_EXACT,     /* == size */
+    VU_SZ_MEM_TABLE, /* 8 + nregions * 32, 1 <= nregions <= 8 */
+};
+
+/* How many fds a request carries. */
+enum vu_fd_rule {
+    VU_FD_NONE,     /* 0 */
+    VU_FD_ONE,      /* 1 */
+    VU_FD_ZERO_ONE, /* 0 or 1 */
+    VU_FD_REGIONS,  /* one per region */
+    VU_FD_VRING,    /* 1, or 0 with VU_VRING_NOFD in the u64 */
+};
+
+struct vu_req_info {
+    const char *name;
+    enum vu_size_rule size_rule;
+    uint32_t size;
+    enum vu_fd_rule fds;
+    bool has_reply;
+};
+
+#define U64 sizeof(uint64_t)
+#define STATE sizeof(struct vu_vring_state)
+
+static const struct vu_req_info vu_reqs[VU_REQUEST_MAX] = {
+    [VU_GET_FEATURES] = {"GET_FEATURES", VU_SZ_EXACT, 0, VU_FD_NONE, true},
+    [VU_SET_FEATURES] = {"SET_FEATURES", VU_SZ_EXACT, U64, VU_FD_NONE},
+    [VU_SET_OWNER] = {"SET_OWNER", VU_SZ_EXACT, 0, VU_FD_NONE},
+    [VU_RESET_OWNER] = {"RESET_OWNER", VU_SZ_EXACT, 0, VU_FD_NONE},
+    [VU_SET_MEM_TABLE] = {"SET_MEM_TABLE", VU_SZ_MEM_TABLE, 0, VU_FD_REGIONS},
+    [VU_SET_VRING_NUM] = {"SET_VRING_NUM", VU_SZ_EXACT, STATE, VU_FD_NONE},
+    [VU_SET_VRING_ADDR] = {"SET_VRING_ADDR", VU_SZ_EXACT, sizeof(struct vu_vring_addr),
+                           VU_FD_NONE},
+    [VU_SET_VRING_BASE] = {"SET_VRING_BASE", VU_SZ_EXACT, STATE, VU_FD_NONE},
+    [VU_GET_VRING_BASE] = {"GET_VRING_BASE", VU_SZ_EXACT, STATE, VU_FD_NONE, true},
+    [VU_SET_VRING_KICK] = {"SET_VRING_KICK", VU_SZ_EXACT, U64, VU_FD_VRING},
+    [VU_SET_VRING_CALL] = {"SET_VRING_CALL", VU_SZ_EXACT, U64, VU_FD_VRING},
+    [VU_SET_VRING_ERR] = {"SET_VRING_ERR", VU_SZ_EXACT, U64, VU_FD_VRING},
+    [VU_GET_PROTOCOL_FEATURES] = {"GET_PROTOCOL_FEATURES", VU_SZ_EXACT, 0, VU_FD_NONE, true},
+    [VU_SET_PROTOCOL_FEATURES] = {"SET_PROTOCOL_FEATURES", VU_SZ_EXACT, U64, VU_FD_NONE},
+    [VU_GET_QUEUE_NUM] = {"GET_QUEUE_NUM", VU_SZ_EXACT, 0, VU_FD_NONE, true},
+    [VU_SET_VRING_ENABLE] = {"SET_VRING_ENABLE", VU_SZ_EXACT, STATE, VU_FD_NONE},
+    [VU_SET_BACKEND_REQ_FD] = {"SET_BACKEND_REQ_FD", VU_SZ_EXACT, 0, VU_FD_ONE},
+    [VU_GET_MAX_MEM_SLOTS] = {"GET_MAX_MEM_SLOTS", VU_SZ_EXACT, 0, VU_FD_NONE, true},
+    [VU_ADD_MEM_REG] = {"ADD_MEM_REG", VU_SZ_EXACT, sizeof(struct vu_mem_reg), VU_FD_ONE},
+    /* Some frontends attach the region's fd to REM_MEM_REG too; it is closed unused. */
+    [VU_REM_MEM_REG] = {"REM_MEM_REG", VU_SZ_EXACT, sizeof(struct vu_mem_reg),
+                        VU_FD_ZERO_ONE},
+    [VU_SET_STATUS] = {"SET_STATUS", VU_SZ_EXACT, U64, VU_FD_NONE},
+    [VU_GET_STATUS] = {"GET_STATUS", VU_SZ_EXACT, 0, VU_FD_NONE, true},
+};
+
+#undef U64
+#undef STATE
+
+static const struct vu_req_info *vu_info(uint32_t request)
+{
+    if (request >= VU_REQUEST_MAX || !vu_reqs[request].name)
+        return NULL;
+    return &vu_reqs[request];
+}
+
+const char *vu_request_name(uint32_t request)
+{
+    const struct vu_req_info *i = vu_info(request);
+    return i ? i->name : NULL;
+}
+
+bool vu_request_has_reply(uint32_t request)
+{
+    const struct vu_req_info *i = vu_info(request);
+    return i && i->has_reply;
+}
+
+int vu_msg_check(const struct vu_msg *msg, size_t payload_len, int nfds)
+{
+    const struct vu_msg_hdr *h = &msg->hdr;
+
+    if ((h->flags & VU_VERSION_MASK) != VU_VERSION || (h->flags & VU_FLAG_REPLY))
+        return -EBADMSG;
+    if (payload_len > VU_MAX_PAYLOAD || h->size != payload_len)
+        return -EBADMSG;
+    if (nfds < 0 || nfds > VU_MAX_FDS)
+        return -EBADF;
+
+    const struct vu_req_info *info = vu_info(h->request);
+    if (!info)
+        return -ENOSYS;
+
+    unsigned want_fds = 0;
+    switch (info->size_rule) {
+    case VU_SZ_EXACT:
+        if (payload_len != info->size)
+            return -EBADMSG;
+        break;
+    case VU_SZ_MEM_TABLE: {
+        const size_t head = offsetof(struct vu_mem_table, regions);
+        if (payload_len < head)
+            return -EBADMSG;
+        uint32_t n = msg->payload.mem.nregions;
+        if (n == 0 || n > VU_MEM_TABLE_REGIONS ||
+            payload_len != head + (size_t)n * sizeof(struct vu_mem_region))
+            return -EBADMSG;
+        want_fds = n;
+        break;
+    }
+    case VU_SZ_NONE:
+        return -ENOSYS;
+    }
+
+    switch (info->fds) {
+    case VU_FD_NONE:
+        return nfds == 0 ? 0 : -EBADF;
+    case VU_FD_ONE:
+        return nfds == 1 ? 0 : -EBADF;
+    case VU_FD_ZERO_ONE:
+        return nfds <= 1 ? 0 : -EBADF;
+    case VU_FD_REGIONS:
+        return (unsigned)nfds == want_fds ? 0 : -EBADF;
+    case VU_FD_VRING:
+        want_fds = (msg->payload.u64 & VU_VRING_NOFD) ? 0 : 1;
+        return (unsigned)nfds == want_fds ? 0 : -EBADF;
+    }
+    return -EBADMSG;
+}

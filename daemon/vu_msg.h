@@ -1,0 +1,136 @@
+/* SPDX-License-Identifier: GPL-2.0-or-later */
+/*
+ * vhost-user messages (prefix vu_): the wire layout (QEMU docs/interop/vhost-user.rst)
+ * and a pure validator that checks a message's header, payload size and fd
+ * count before anything reads the payload. No I/O here: tests and fuzzers call
+ * vu_msg_check() on buffers directly.
+ */
+#ifndef VUFSD_VU_MSG_H
+#define VUFSD_VU_MSG_H
+
+#include <stdbool.h>
+#include <stddef.h>
+#include <stdint.h>
+
+/* Front-end -> back-end requests. */
+enum vu_request {
+    VU_GET_FEATURES = 1,
+    VU_SET_FEATURES = 2,
+    VU_SET_OWNER = 3,
+    VU_RESET_OWNER = 4,
+    VU_SET_MEM_TABLE = 5,
+    VU_SET_LOG_BASE = 6,
+    VU_SET_LOG_FD = 7,
+    VU_SET_VRING_NUM = 8,
+    VU_SET_VRING_ADDR = 9,
+    VU_SET_VRING_BASE = 10,
+    VU_GET_VRING_BASE = 11,
+    VU_SET_VRING_KICK = 12,
+    VU_SET_VRING_CALL = 13,
+    VU_SET_VRING_ERR = 14,
+    VU_GET_PROTOCOL_FEATURES = 15,
+    VU_SET_PROTOCOL_FEATURES = 16,
+    VU_GET_QUEUE_NUM = 17,
+    VU_SET_VRING_ENABLE = 18,
+    VU_SET_BACKEND_REQ_FD = 21,
+    VU_GET_CONFIG = 24,
+    VU_SET_CONFIG = 25,
+    VU_GET_MAX_MEM_SLOTS = 36,
+    VU_ADD_MEM_REG = 37,
+    VU_REM_MEM_REG = 38,
+    VU_SET_STATUS = 39,
+    VU_GET_STATUS = 40,
+    VU_REQUEST_MAX = 64, /* ids at or above are unknown */
+};
+
+/* Header flags. */
+#define VU_VERSION 0x1u
+#define VU_VERSION_MASK 0x3u
+#define VU_FLAG_REPLY 0x4u
+#define VU_FLAG_NEED_REPLY 0x8u
+
+/* Virtio / vhost-user feature bits we use. */
+#define VU_F_PROTOCOL_FEATURES 30
+#define VU_PROTOCOL_F_MQ 0
+#define VU_PROTOCOL_F_REPLY_ACK 3
+#define VU_PROTOCOL_F_BACKEND_REQ 5
+#define VU_PROTOCOL_F_BACKEND_SEND_FD 10
+#define VU_PROTOCOL_F_CONFIGURE_MEM_SLOTS 15
+#define VU_PROTOCOL_F_STATUS 16
+
+/* The u64 of SET_VRING_KICK/CALL/ERR: queue index in bits 0-7, no fd in bit 8. */
+#define VU_VRING_IDX_MASK 0xffu
+#define VU_VRING_NOFD (1u << 8)
+
+/* Most fds one message may carry (SET_MEM_TABLE's regions). */
+#define VU_MAX_FDS 8
+/* Regions in SET_MEM_TABLE (VHOST_MEMORY_BASELINE_NREGIONS). */
+#define VU_MEM_TABLE_REGIONS 8
+/* Largest payload we read at all; a larger size means the stream is corrupt. */
+#define VU_MAX_PAYLOAD 4096
+
+struct vu_msg_hdr {
+    uint32_t request;
+    uint32_t flags;
+    uint32_t size; /* payload bytes that follow */
+} __attribute__((packed));
+
+struct vu_vring_state {
+    uint32_t index;
+    uint32_t num;
+};
+
+struct vu_vring_addr {
+    uint32_t index;
+    uint32_t flags;
+    uint64_t desc_uva;
+    uint64_t used_uva;
+    uint64_t avail_uva;
+    uint64_t log_gpa;
+};
+
+struct vu_mem_region {
+    uint64_t gpa;
+    uint64_t size;
+    uint64_t uva;
+    uint64_t mmap_offset;
+};
+
+struct vu_mem_table {
+    uint32_t nregions;
+    uint32_t padding;
+    struct vu_mem_region regions[VU_MEM_TABLE_REGIONS];
+};
+
+struct vu_mem_reg {
+    uint64_t padding;
+    struct vu_mem_region region;
+};
+
+struct vu_msg {
+    struct vu_msg_hdr hdr;
+    union {
+        uint64_t u64;
+        struct vu_vring_state state;
+        struct vu_vring_addr addr;
+        struct vu_mem_table mem;
+        struct vu_mem_reg memreg;
+        uint8_t raw[VU_MAX_PAYLOAD];
+    } payload;
+};
+
+/* Name of a request for logs, or NULL when unknown. */
+const char *vu_request_name(uint32_t request);
+/* Whether the request has its own reply (GET_*), sent whatever REPLY_ACK says. */
+bool vu_request_has_reply(uint32_t request);
+
+/*
+ * Validates a received message: version bits, no REPLY flag, hdr.size equal to
+ * payload_len and at most VU_MAX_PAYLOAD, the payload size the request's type
+ * needs (for SET_MEM_TABLE also nregions), and the number of fds. Returns 0,
+ * -ENOSYS for an unknown request (otherwise well formed), -EBADMSG for a bad
+ * header or size, -EBADF for a wrong fd count.
+ */
+int vu_msg_check(const struct vu_msg *msg, size_t payload_len, int nfds);
+
+#endif

@@ -1,0 +1,106 @@
+/* SPDX-License-Identifier: GPL-2.0-or-later */
+/* Guest memory: region validation, real memfd mappings, translations, table swaps. */
+#include <setjmp.h>
+#include <stdarg.h>
+#include <stddef.h>
+#include <stdint.h>
+#include <string.h>
+#include <cmocka.h>
+#include <errno.h>
+#include <sys/mman.h>
+#include <unistd.h>
+
+#include "mem.h"
+
+static int memfd(size_t size)
+{
+    int fd = memfd_create("guest", MFD_CLOEXEC);
+    assert_true(fd >= 0);
+    assert_int_equal(ftruncate(fd, (off_t)size), 0);
+    return fd;
+}
+
+static void test_desc_check(void **state)
+{
+    (void)state;
+    struct vq_mem m = {0};
+    struct vmem_desc d = {.gpa = 0x1000, .size = 0x1000, .uva = 0x100000};
+    assert_int_equal(vmem_desc_check(&m, &d), 0);
+    d.size = 0;
+    assert_int_equal(vmem_desc_check(&m, &d), -EINVAL);
+    d = (struct vmem_desc){.gpa = UINT64_MAX - 10, .size = 0x1000};
+    assert_int_equal(vmem_desc_check(&m, &d), -EINVAL);
+    d = (struct vmem_desc){.gpa = 0, .size = 0x1000, .uva = UINT64_MAX - 0xfff};
+    assert_int_equal(vmem_desc_check(&m, &d), -EINVAL);
+    d = (struct vmem_desc){.gpa = 0, .size = 0x1000, .mmap_offset = UINT64_MAX};
+    assert_int_equal(vmem_desc_check(&m, &d), -EINVAL);
+    /* Overlaps in either address space. */
+    m.nregions = 1;
+    m.r[0] = (struct vmem_region){.gpa = 0x10000, .size = 0x10000, .uva = 0x500000};
+    d = (struct vmem_desc){.gpa = 0x1f000, .size = 0x2000, .uva = 0x900000};
+    assert_int_equal(vmem_desc_check(&m, &d), -EEXIST);
+    d = (struct vmem_desc){.gpa = 0x40000, .size = 0x2000, .uva = 0x50f000};
+    assert_int_equal(vmem_desc_check(&m, &d), -EEXIST);
+    d = (struct vmem_desc){.gpa = 0x20000, .size = 0x2000, .uva = 0x510000};
+    assert_int_equal(vmem_desc_check(&m, &d), 0);
+    m.nregions = VMEM_MAX_REGIONS;
+    assert_int_equal(vmem_desc_check(&m, &d), -ENOSPC);
+}
+
+static void test_map_translate_swap(void **state)
+{
+    (void)state;
+    int fd = memfd(0x3000);
+    struct vmem_table *t = vmem_table_new();
+    /* Region: file offset 0x1000.., gpa 0x40000, frontend VA 0x7f0000. */
+    struct vmem_desc d = {.gpa = 0x40000, .size = 0x2000, .uva = 0x7f0000, .mmap_offset = 0x1000};
+    assert_int_equal(vmem_table_add(t, &d, fd), 0);
+    close(fd);
+
+    uint8_t *h = vmem_gpa_host(&t->mem, 0x40010, 16);
+    assert_non_null(h);
+    assert_ptr_equal(vmem_uva_host(&t->mem, 0x7f0010, 16), h);
+    memcpy(h, "hello", 6);
+    assert_null(vmem_gpa_host(&t->mem, 0x41ff0, 0x20)); /* runs off the end */
+    assert_null(vmem_uva_host(&t->mem, 0x40010, 16));   /* a gpa is not a uva */
+    assert_null(vmem_gpa_host(&t->mem, 0x7f0010, 16));  /* and vice versa */
+
+    /* A copy shares the mapping; dropping the original keeps it alive. */
+    struct vmem_table *n = vmem_table_copy(t);
+    vmem_table_unref(t);
+    assert_string_equal((char *)vmem_gpa_host(&n->mem, 0x40010, 6), "hello");
+
+    struct iovec iov[2];
+    unsigned cnt = 0;
+    assert_int_equal(vmem_gpa_iov(&n->mem, 0x40000, 0x2000, iov, 2, &cnt), 0);
+    assert_int_equal(cnt, 1);
+    cnt = 0;
+    assert_int_equal(vmem_gpa_iov(&n->mem, 0x40000, 0x2001, iov, 2, &cnt), -EFAULT);
+
+    assert_int_equal(vmem_table_remove(n, &d), 0);
+    assert_int_equal(n->mem.nregions, 0);
+    assert_int_equal(vmem_table_remove(n, &d), -ENOENT);
+    vmem_table_unref(n);
+}
+
+static void test_map_bad_fd(void **state)
+{
+    (void)state;
+    struct vmem_table *t = vmem_table_new();
+    struct vmem_desc d = {.gpa = 0, .size = 0x1000, .uva = 0x1000};
+    int fd = memfd_create("x", MFD_CLOEXEC);
+    close(fd);
+    assert_true(vmem_table_add(t, &d, fd) < 0);
+    assert_int_equal(t->mem.nregions, 0);
+    vmem_table_unref(t);
+}
+
+int main(void)
+{
+    const struct CMUnitTest tests[] = {
+        cmocka_unit_test(test_desc_check),
+        cmocka_unit_test(test_map_translate_swap),
+        cmocka_unit_test(test_map_bad_fd),
+    };
+    return cmocka_run_group_tests(tests, NULL, NULL);
+}

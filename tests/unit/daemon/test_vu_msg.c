@@ -1,0 +1,161 @@
+/* SPDX-License-Identifier: GPL-2.0-or-later */
+/* The vhost-user message validator against truncated, oversized and wrong-fd-count messages. */
+#include <setjmp.h>
+#include <stdarg.h>
+#include <stddef.h>
+#include <stdint.h>
+#include <string.h>
+#include <cmocka.h>
+#include <errno.h>
+
+#include "vu_msg.h"
+
+static struct vu_msg msg(uint32_t req, uint32_t size)
+{
+    struct vu_msg m;
+    memset(&m, 0, sizeof(m));
+    m.hdr.request = req;
+    m.hdr.flags = VU_VERSION;
+    m.hdr.size = size;
+    return m;
+}
+
+static void test_well_formed(void **state)
+{
+    (void)state;
+    struct vu_msg m = msg(VU_GET_FEATURES, 0);
+    assert_int_equal(vu_msg_check(&m, 0, 0), 0);
+    m = msg(VU_SET_FEATURES, 8);
+    assert_int_equal(vu_msg_check(&m, 8, 0), 0);
+    m = msg(VU_SET_VRING_ADDR, sizeof(struct vu_vring_addr));
+    assert_int_equal(vu_msg_check(&m, sizeof(struct vu_vring_addr), 0), 0);
+    m = msg(VU_GET_VRING_BASE, 8);
+    m.hdr.flags |= VU_FLAG_NEED_REPLY;
+    assert_int_equal(vu_msg_check(&m, 8, 0), 0);
+    m = msg(VU_ADD_MEM_REG, sizeof(struct vu_mem_reg));
+    assert_int_equal(vu_msg_check(&m, sizeof(struct vu_mem_reg), 1), 0);
+    m = msg(VU_REM_MEM_REG, sizeof(struct vu_mem_reg));
+    assert_int_equal(vu_msg_check(&m, sizeof(struct vu_mem_reg), 0), 0);
+    assert_int_equal(vu_msg_check(&m, sizeof(struct vu_mem_reg), 1), 0);
+    m = msg(VU_SET_BACKEND_REQ_FD, 0);
+    assert_int_equal(vu_msg_check(&m, 0, 1), 0);
+    assert_true(vu_request_has_reply(VU_GET_QUEUE_NUM));
+    assert_false(vu_request_has_reply(VU_SET_OWNER));
+    assert_string_equal(vu_request_name(VU_SET_MEM_TABLE), "SET_MEM_TABLE");
+}
+
+static void test_bad_header(void **state)
+{
+    (void)state;
+    struct vu_msg m = msg(VU_GET_FEATURES, 0);
+    m.hdr.flags = 0; /* version 0 */
+    assert_int_equal(vu_msg_check(&m, 0, 0), -EBADMSG);
+    m.hdr.flags = 2;
+    assert_int_equal(vu_msg_check(&m, 0, 0), -EBADMSG);
+    m.hdr.flags = VU_VERSION | VU_FLAG_REPLY; /* a reply sent as a request */
+    assert_int_equal(vu_msg_check(&m, 0, 0), -EBADMSG);
+}
+
+static void test_truncated(void **state)
+{
+    (void)state;
+    struct vu_msg m = msg(VU_SET_FEATURES, 4);
+    assert_int_equal(vu_msg_check(&m, 4, 0), -EBADMSG);
+    m = msg(VU_SET_VRING_NUM, 4);
+    assert_int_equal(vu_msg_check(&m, 4, 0), -EBADMSG);
+    m = msg(VU_SET_VRING_ADDR, 32);
+    assert_int_equal(vu_msg_check(&m, 32, 0), -EBADMSG);
+    m = msg(VU_ADD_MEM_REG, 32);
+    assert_int_equal(vu_msg_check(&m, 32, 1), -EBADMSG);
+    m = msg(VU_SET_MEM_TABLE, 4); /* not even nregions */
+    assert_int_equal(vu_msg_check(&m, 4, 0), -EBADMSG);
+    /* hdr.size says more than arrived. */
+    m = msg(VU_SET_FEATURES, 8);
+    assert_int_equal(vu_msg_check(&m, 7, 0), -EBADMSG);
+}
+
+static void test_oversized(void **state)
+{
+    (void)state;
+    struct vu_msg m = msg(VU_SET_FEATURES, 16);
+    assert_int_equal(vu_msg_check(&m, 16, 0), -EBADMSG);
+    m = msg(VU_GET_FEATURES, 8);
+    assert_int_equal(vu_msg_check(&m, 8, 0), -EBADMSG);
+    m = msg(VU_SET_OWNER, VU_MAX_PAYLOAD + 1);
+    assert_int_equal(vu_msg_check(&m, VU_MAX_PAYLOAD + 1, 0), -EBADMSG);
+    m = msg(VU_SET_OWNER, UINT32_MAX);
+    assert_int_equal(vu_msg_check(&m, UINT32_MAX, 0), -EBADMSG);
+}
+
+static void test_mem_table(void **state)
+{
+    (void)state;
+    size_t head = offsetof(struct vu_mem_table, regions);
+    size_t one = sizeof(struct vu_mem_region);
+    struct vu_msg m = msg(VU_SET_MEM_TABLE, (uint32_t)(head + 2 * one));
+    m.payload.mem.nregions = 2;
+    assert_int_equal(vu_msg_check(&m, head + 2 * one, 2), 0);
+    assert_int_equal(vu_msg_check(&m, head + 2 * one, 1), -EBADF);
+    assert_int_equal(vu_msg_check(&m, head + 2 * one, 3), -EBADF);
+    m.payload.mem.nregions = 3; /* claims more regions than the payload holds */
+    assert_int_equal(vu_msg_check(&m, head + 2 * one, 3), -EBADMSG);
+    m.payload.mem.nregions = 0;
+    m.hdr.size = (uint32_t)head;
+    assert_int_equal(vu_msg_check(&m, head, 0), -EBADMSG);
+    m.payload.mem.nregions = 9; /* more than VU_MEM_TABLE_REGIONS */
+    m.hdr.size = (uint32_t)(head + 9 * one);
+    assert_int_equal(vu_msg_check(&m, head + 9 * one, 8), -EBADMSG);
+    m.payload.mem.nregions = UINT32_MAX;
+    assert_int_equal(vu_msg_check(&m, head + 9 * one, 8), -EBADMSG);
+}
+
+static void test_wrong_fd_count(void **state)
+{
+    (void)state;
+    struct vu_msg m = msg(VU_SET_FEATURES, 8);
+    assert_int_equal(vu_msg_check(&m, 8, 1), -EBADF);
+    m = msg(VU_SET_BACKEND_REQ_FD, 0);
+    assert_int_equal(vu_msg_check(&m, 0, 0), -EBADF);
+    assert_int_equal(vu_msg_check(&m, 0, 2), -EBADF);
+    m = msg(VU_ADD_MEM_REG, sizeof(struct vu_mem_reg));
+    assert_int_equal(vu_msg_check(&m, sizeof(struct vu_mem_reg), 0), -EBADF);
+    m = msg(VU_REM_MEM_REG, sizeof(struct vu_mem_reg));
+    assert_int_equal(vu_msg_check(&m, sizeof(struct vu_mem_reg), 2), -EBADF);
+    /* Vring fds: one unless the NOFD bit says none. */
+    m = msg(VU_SET_VRING_KICK, 8);
+    m.payload.u64 = 1;
+    assert_int_equal(vu_msg_check(&m, 8, 1), 0);
+    assert_int_equal(vu_msg_check(&m, 8, 0), -EBADF);
+    m.payload.u64 = 1 | VU_VRING_NOFD;
+    assert_int_equal(vu_msg_check(&m, 8, 0), 0);
+    assert_int_equal(vu_msg_check(&m, 8, 1), -EBADF);
+    assert_int_equal(vu_msg_check(&m, 8, -1), -EBADF);
+    assert_int_equal(vu_msg_check(&m, 8, VU_MAX_FDS + 1), -EBADF);
+}
+
+static void test_unknown(void **state)
+{
+    (void)state;
+    struct vu_msg m = msg(VU_SET_LOG_BASE, 40);
+    assert_int_equal(vu_msg_check(&m, 40, 1), -ENOSYS);
+    m = msg(999, 0);
+    assert_int_equal(vu_msg_check(&m, 0, 0), -ENOSYS);
+    m = msg(UINT32_MAX, 8);
+    assert_int_equal(vu_msg_check(&m, 8, 0), -ENOSYS);
+    assert_null(vu_request_name(999));
+    /* An unknown id is still checked for a sane header first. */
+    m = msg(999, 0);
+    m.hdr.flags = 0;
+    assert_int_equal(vu_msg_check(&m, 0, 0), -EBADMSG);
+}
+
+int main(void)
+{
+    const struct CMUnitTest tests[] = {
+        cmocka_unit_test(test_well_formed),  cmocka_unit_test(test_bad_header),
+        cmocka_unit_test(test_truncated),    cmocka_unit_test(test_oversized),
+        cmocka_unit_test(test_mem_table),    cmocka_unit_test(test_wrong_fd_count),
+        cmocka_unit_test(test_unknown),
+    };
+    return cmocka_run_group_tests(tests, NULL, NULL);
+}
