@@ -1,0 +1,466 @@
+/* SPDX-License-Identifier: GPL-2.0-or-later */
+/*
+ * The guest's SETUPMAPPING/REMOVEMAPPING, inode removal and placement with LRU
+ * reclaim, as exact frontend map/unmap calls.
+ *
+ * Every change of a slot follows one pattern (see dax_i.h, "Locking"):
+ *   1. under w->lock: wait until the slot is idle, plan the change, check it fits,
+ *      claim the slot (MAPPING or UNMAPPING);
+ *   2. for each frontend call: drop the lock, call, retake the lock, stop with
+ *      -ECONNRESET if a reset happened meanwhile, else record the result in the
+ *      table so the table always equals what the frontend holds;
+ *   3. release the slot (MAPPED or FREE) and wake waiters.
+ * Plans never change another slot, so a thread owns at most one slot while it
+ * waits, except reclaim, which claims only idle slots and never waits.
+ */
+#include <errno.h>
+#include <string.h>
+
+#include "dax_i.h"
+
+/* One mapping to unmap: where it is and what the ghost list should remember. */
+struct victim {
+    uint32_t s;
+    unsigned i;
+    uint64_t moffset, len;
+    uint64_t key, ridx;
+    bool ghost;
+};
+
+/* A mapping to make: the new one or a survivor of a split. */
+struct piece {
+    struct dax_inode *ino;
+    uint64_t foffset;
+    uint32_t off, len;
+    bool writable;
+};
+
+static uint64_t slot_base(uint32_t s)
+{
+    return (uint64_t)s << DAX_RANGE_SHIFT;
+}
+
+static void lru_touch_locked(struct dax_window *w, uint32_t s)
+{
+    if (w->slots[s].list == DAX_LIST_LRU && w->lru.head != s) {
+        dax_list_remove_locked(w, &w->lru, s);
+        dax_list_push_head_locked(w, &w->lru, s);
+    }
+}
+
+/*
+ * The owner of the victims' (busy) slots unmaps them, in batches when the frontend
+ * takes batches. Lock held; dropped around the callbacks. A failed call leaves its
+ * victims mapped. 0, the callback's error, or -ECONNRESET.
+ */
+static int unmap_victims_locked(struct dax_window *w, const struct victim *v, unsigned n,
+                                uint64_t epoch)
+{
+    unsigned done = 0;
+
+    while (done < n) {
+        struct fuse_removemapping_one batch[DAX_UNMAP_BATCH];
+        unsigned k = n - done;
+        int r;
+
+        if (!w->ops->unmap_batch || k == 1)
+            k = 1;
+        else if (k > DAX_UNMAP_BATCH)
+            k = DAX_UNMAP_BATCH;
+        for (unsigned j = 0; j < k; j++)
+            batch[j] = (struct fuse_removemapping_one){ v[done + j].moffset, v[done + j].len };
+        pthread_mutex_unlock(&w->lock);
+        if (k == 1)
+            r = w->ops->unmap(w->ctx, batch[0].moffset, batch[0].len);
+        else
+            r = w->ops->unmap_batch(w->ctx, batch, k);
+        pthread_mutex_lock(&w->lock);
+        if (w->epoch != epoch)
+            return -ECONNRESET;
+        if (r < 0) {
+            w->st.unmap_errors++;
+            return r;
+        }
+        for (unsigned j = 0; j < k; j++) {
+            const struct victim *x = &v[done + j];
+            struct dax_inode *ino = w->slots[x->s].ext[x->i].ino;
+
+            assert(ino && ino->key == x->key);
+            if (x->ghost) {
+                ino->st.unmaps++;
+                w->st.unmaps++;
+                dax_ghost_add_locked(w, x->key, x->ridx);
+            }
+            dax_extent_del_locked(w, x->s, x->i);
+        }
+        done += k;
+    }
+    return 0;
+}
+
+/* Owner of busy slot s makes one mapping. Lock held; dropped around the call. */
+static int map_piece_locked(struct dax_window *w, uint32_t s, const struct piece *p,
+                            uint64_t epoch)
+{
+    uint64_t t0, dt;
+    int r;
+
+    pthread_mutex_unlock(&w->lock);
+    t0 = dax_now_ns();
+    r = w->ops->map(w->ctx, p->ino->key, p->foffset, slot_base(s) + p->off, p->len,
+                    p->writable);
+    dt = dax_now_ns() - t0;
+    pthread_mutex_lock(&w->lock);
+    if (w->epoch != epoch)
+        return -ECONNRESET;
+    w->st.map_lat_count++;
+    w->st.map_lat_sum_ns += dt;
+    if (dt > w->st.map_lat_max_ns)
+        w->st.map_lat_max_ns = dt;
+    if (r < 0) {
+        w->st.map_errors++;
+        return r;
+    }
+    r = dax_extent_add_locked(w, s, p->ino, p->foffset, p->off, p->len, p->writable);
+    assert(r == 0); /* the plan checked the room */
+    return r;
+}
+
+static void count_new_map_locked(struct dax_window *w, struct dax_inode *ino, uint64_t foffset,
+                                 bool upgrade)
+{
+    dax_inode_decay_locked(w, ino);
+    if (upgrade) {
+        ino->st.upgrades++;
+        w->st.upgrades++;
+        return;
+    }
+    ino->st.maps++;
+    ino->st.recent_maps++;
+    w->st.maps++;
+    w->st.recent_maps++;
+    if (dax_ghost_take_locked(w, ino->key, foffset >> DAX_RANGE_SHIFT)) {
+        ino->st.ghost_hits++;
+        ino->st.recent_ghost_hits++;
+        w->st.ghost_hits++;
+        w->st.recent_ghost_hits++;
+    }
+    dax_activity_locked(w);
+}
+
+/*
+ * Make [off, off + len) of slot s show nw (or nothing when nw is NULL), keeping
+ * the parts of old mappings outside the range. With pin, the slot is pinned on
+ * success. Lock held on entry and exit.
+ */
+static int slot_change_locked(struct dax_window *w, uint32_t s, uint32_t off, uint32_t len,
+                              const struct piece *nw, bool pin)
+{
+    struct dax_slot *sl = &w->slots[s];
+    struct victim v[DAX_SLOT_MAX_EXTENTS];
+    struct piece surv[2 * DAX_SLOT_MAX_EXTENTS];
+    unsigned nv = 0, ns = 0;
+    bool upgrade = false;
+    uint64_t epoch;
+    int r = 0;
+
+    dax_slot_wait_idle_locked(w, s);
+    epoch = w->epoch;
+
+    for (unsigned i = 0; i < DAX_SLOT_MAX_EXTENTS; i++) {
+        const struct dax_extent *e = &sl->ext[i];
+        uint32_t lo;
+
+        if (!e->ino || e->off + e->len <= off || e->off >= off + len)
+            continue;
+        if (nw && e->off == off && e->len == len && e->ino == nw->ino &&
+            e->foffset == nw->foffset) {
+            if (e->writable || !nw->writable) {
+                /* Identical, rights suffice: nothing for the frontend to do. */
+                w->st.noops++;
+                lru_touch_locked(w, s);
+                if (pin)
+                    sl->pins++;
+                return 0;
+            }
+            upgrade = true;
+        }
+        lo = e->off > off ? e->off : off;
+        v[nv++] = (struct victim){
+            .s = s, .i = i, .moffset = slot_base(s) + e->off, .len = e->len,
+            .key = e->ino->key, .ridx = (e->foffset + (lo - e->off)) >> DAX_RANGE_SHIFT,
+            .ghost = !upgrade,
+        };
+        if (e->off < off)
+            surv[ns++] = (struct piece){ e->ino, e->foffset, e->off, off - e->off, e->writable };
+        if (e->off + e->len > off + len)
+            surv[ns++] = (struct piece){ e->ino, e->foffset + (off + len - e->off), off + len,
+                                         e->off + e->len - (off + len), e->writable };
+    }
+    if (!nw && nv == 0)
+        return 0;
+    if (sl->nextents - nv + ns + (nw ? 1 : 0) > DAX_SLOT_MAX_EXTENTS)
+        return -ENOSPC;
+
+    dax_slot_set_state_locked(w, s, nw ? DAX_SLOT_MAPPING : DAX_SLOT_UNMAPPING);
+    /* Survivors' inodes must outlive the unlocked calls even if their extents go. */
+    for (unsigned j = 0; j < ns; j++)
+        surv[j].ino->refs++;
+
+    r = unmap_victims_locked(w, v, nv, epoch);
+    for (unsigned j = 0; j < ns && r == 0; j++) {
+        int rs = map_piece_locked(w, s, &surv[j], epoch);
+
+        if (rs == -ECONNRESET)
+            r = rs;
+        else if (rs == 0)
+            w->st.remaps++;
+        /* else: the survivor is lost; the table says so, as the frontend does. */
+    }
+    if (r == 0 && nw) {
+        r = map_piece_locked(w, s, nw, epoch);
+        if (r == 0) {
+            count_new_map_locked(w, nw->ino, nw->foffset, upgrade);
+            lru_touch_locked(w, s);
+            if (pin)
+                sl->pins++;
+        }
+    }
+    for (unsigned j = 0; j < ns; j++)
+        surv[j].ino->refs--;
+    dax_slot_release_locked(w, s);
+    return r;
+}
+
+int dax_setupmapping(struct dax_window *w, uint64_t key, uint64_t foffset, uint64_t len,
+                     uint64_t moffset, uint64_t flags)
+{
+    struct dax_inode *ino;
+    int r = dax_setup_check(w, moffset, len, foffset, flags);
+
+    if (r < 0)
+        return r;
+    pthread_mutex_lock(&w->lock);
+    ino = dax_inode_get_locked(w, key);
+    if (!ino) {
+        pthread_mutex_unlock(&w->lock);
+        return -ENOMEM;
+    }
+    ino->refs++;
+    while (len > 0 && r == 0) {
+        uint32_t s = (uint32_t)(moffset >> DAX_RANGE_SHIFT);
+        uint32_t off = (uint32_t)(moffset & (DAX_RANGE_SIZE - 1));
+        uint32_t plen = (uint32_t)(len < DAX_RANGE_SIZE - off ? len : DAX_RANGE_SIZE - off);
+        struct piece p = { ino, foffset, off, plen, (flags & FUSE_SETUPMAPPING_FLAG_WRITE) != 0 };
+
+        r = slot_change_locked(w, s, off, plen, &p, false);
+        moffset += plen;
+        foffset += plen;
+        len -= plen;
+    }
+    ino->refs--;
+    pthread_mutex_unlock(&w->lock);
+    return r;
+}
+
+int dax_removemapping(struct dax_window *w, const struct fuse_removemapping_one *e,
+                      unsigned count)
+{
+    int r = dax_remove_check(w, e, count);
+
+    if (r < 0)
+        return r;
+    pthread_mutex_lock(&w->lock);
+    for (unsigned k = 0; k < count && r == 0; k++) {
+        uint64_t moffset = e[k].moffset, len = e[k].len;
+
+        while (len > 0 && r == 0) {
+            uint32_t s = (uint32_t)(moffset >> DAX_RANGE_SHIFT);
+            uint32_t off = (uint32_t)(moffset & (DAX_RANGE_SIZE - 1));
+            uint32_t plen = (uint32_t)(len < DAX_RANGE_SIZE - off ? len : DAX_RANGE_SIZE - off);
+
+            r = slot_change_locked(w, s, off, plen, NULL, false);
+            moffset += plen;
+            len -= plen;
+        }
+    }
+    pthread_mutex_unlock(&w->lock);
+    return r;
+}
+
+int dax_remove_inode(struct dax_window *w, uint64_t key)
+{
+    struct dax_inode *ino;
+    int r = 0;
+
+    pthread_mutex_lock(&w->lock);
+    ino = dax_inode_find_locked(w, key);
+    if (!ino)
+        goto out_unlock;
+    ino->refs++;
+    while (ino->ext_head != DAX_NONE) {
+        uint32_t s = ino->ext_head / DAX_SLOT_MAX_EXTENTS;
+        struct victim v[DAX_SLOT_MAX_EXTENTS];
+        unsigned nv = 0;
+        uint64_t epoch;
+
+        if (dax_slot_busy(&w->slots[s])) {
+            dax_slot_wait_idle_locked(w, s);
+            continue; /* the owner may have changed this inode's extents */
+        }
+        epoch = w->epoch;
+        for (unsigned i = 0; i < DAX_SLOT_MAX_EXTENTS; i++) {
+            const struct dax_extent *e = &w->slots[s].ext[i];
+
+            if (e->ino == ino)
+                v[nv++] = (struct victim){
+                    .s = s, .i = i, .moffset = slot_base(s) + e->off, .len = e->len,
+                    .key = key, .ridx = e->foffset >> DAX_RANGE_SHIFT, .ghost = false,
+                };
+        }
+        assert(nv > 0);
+        dax_slot_set_state_locked(w, s, DAX_SLOT_UNMAPPING);
+        r = unmap_victims_locked(w, v, nv, epoch);
+        if (r == 0) {
+            ino->st.unmaps += nv;
+            w->st.unmaps += nv;
+        }
+        dax_slot_release_locked(w, s);
+        if (r < 0)
+            break;
+    }
+    ino->refs--;
+out_unlock:
+    pthread_mutex_unlock(&w->lock);
+    return r;
+}
+
+/* ---- Placement ------------------------------------------------------------------------ */
+
+/* A free slot wholly inside the window (the last slot may be cut short). */
+static uint32_t free_full_slot_locked(struct dax_window *w)
+{
+    for (uint32_t s = w->free_list.head; s != DAX_NONE; s = w->slots[s].next)
+        if (slot_base(s) + DAX_RANGE_SIZE <= w->size)
+            return s;
+    return DAX_NONE;
+}
+
+static unsigned reclaim_batch(const struct dax_window *w)
+{
+    unsigned b = w->nslots / DAX_RECLAIM_BATCH_DIV;
+
+    return b < 1 ? 1 : b > DAX_RECLAIM_BATCH_MAX ? DAX_RECLAIM_BATCH_MAX : b;
+}
+
+/*
+ * Unmap the least recently used idle, unpinned slots (a batch). 0 when some were
+ * freed, -EAGAIN when all candidates are busy (wait and retry), -ENOSPC when every
+ * mapped slot is pinned, or a callback error.
+ */
+static int reclaim_locked(struct dax_window *w)
+{
+    struct victim v[DAX_RECLAIM_BATCH_MAX * DAX_SLOT_MAX_EXTENTS];
+    uint32_t claimed[DAX_RECLAIM_BATCH_MAX];
+    unsigned nc = 0, nv = 0, want = reclaim_batch(w);
+    bool busy_seen = w->busy > 0;
+    uint64_t epoch = w->epoch;
+    int r;
+
+    for (uint32_t s = w->lru.tail; s != DAX_NONE && nc < want; s = w->slots[s].prev) {
+        struct dax_slot *sl = &w->slots[s];
+
+        if (dax_slot_busy(sl)) {
+            busy_seen = true;
+            continue;
+        }
+        if (sl->pins)
+            continue;
+        claimed[nc++] = s;
+        for (unsigned i = 0; i < DAX_SLOT_MAX_EXTENTS; i++)
+            if (sl->ext[i].ino)
+                v[nv++] = (struct victim){
+                    .s = s, .i = i, .moffset = slot_base(s) + sl->ext[i].off,
+                    .len = sl->ext[i].len, .key = sl->ext[i].ino->key,
+                    .ridx = sl->ext[i].foffset >> DAX_RANGE_SHIFT, .ghost = true,
+                };
+    }
+    if (nc == 0)
+        return busy_seen ? -EAGAIN : -ENOSPC;
+    for (unsigned j = 0; j < nc; j++)
+        dax_slot_set_state_locked(w, claimed[j], DAX_SLOT_UNMAPPING);
+    r = unmap_victims_locked(w, v, nv, epoch);
+    if (r == 0)
+        w->st.reclaims += nc;
+    for (unsigned j = 0; j < nc; j++)
+        dax_slot_release_locked(w, claimed[j]);
+    return r;
+}
+
+static struct dax_extent *find_placed_locked(struct dax_window *w, struct dax_inode *ino,
+                                             uint64_t frange, uint32_t *slot)
+{
+    for (uint32_t id = ino->ext_head; id != DAX_NONE;) {
+        uint32_t s = id / DAX_SLOT_MAX_EXTENTS;
+        struct dax_extent *e = &w->slots[s].ext[id % DAX_SLOT_MAX_EXTENTS];
+
+        if (e->foffset == frange && e->off == 0 && e->len == DAX_RANGE_SIZE) {
+            *slot = s;
+            return e;
+        }
+        id = e->ino_next;
+    }
+    return NULL;
+}
+
+int dax_place(struct dax_window *w, uint64_t key, uint64_t foffset, bool writable,
+              uint64_t *moffset)
+{
+    uint64_t frange = foffset & ~(DAX_RANGE_SIZE - 1);
+    struct dax_inode *ino;
+    uint32_t s = DAX_NONE;
+    int r;
+
+    if (frange > (uint64_t)INT64_MAX - DAX_RANGE_SIZE)
+        return -EOVERFLOW;
+    pthread_mutex_lock(&w->lock);
+    ino = dax_inode_get_locked(w, key);
+    if (!ino) {
+        pthread_mutex_unlock(&w->lock);
+        return -ENOMEM;
+    }
+    ino->refs++;
+    for (;;) {
+        struct piece p = { ino, frange, 0, (uint32_t)DAX_RANGE_SIZE, writable };
+        struct dax_extent *e;
+
+        e = find_placed_locked(w, ino, frange, &s);
+        if (e && dax_slot_busy(&w->slots[s])) {
+            dax_slot_wait_idle_locked(w, s);
+            continue;
+        }
+        if (e) {
+            /* A hit, or the read->write upgrade in place. */
+            p.writable = writable || e->writable;
+            r = slot_change_locked(w, s, 0, (uint32_t)DAX_RANGE_SIZE, &p, true);
+            break;
+        }
+        s = free_full_slot_locked(w);
+        if (s != DAX_NONE) {
+            r = slot_change_locked(w, s, 0, (uint32_t)DAX_RANGE_SIZE, &p, true);
+            break;
+        }
+        r = reclaim_locked(w);
+        if (r == -EAGAIN) {
+            pthread_cond_wait(&w->cond, &w->lock);
+            continue;
+        }
+        if (r < 0)
+            break;
+    }
+    if (r == 0)
+        *moffset = slot_base(s);
+    ino->refs--;
+    pthread_mutex_unlock(&w->lock);
+    return r;
+}

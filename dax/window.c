@@ -1,0 +1,573 @@
+/* SPDX-License-Identifier: GPL-2.0-or-later */
+/*
+ * The window object: slot table, slot states and lists, the per-inode index,
+ * reset, pins and the statistics snapshot. See dax_i.h for the state diagram
+ * and the locking rules.
+ */
+#include <errno.h>
+#include <stdlib.h>
+#include <string.h>
+#include <time.h>
+
+#include "dax_i.h"
+
+uint64_t dax_now_ns(void)
+{
+    struct timespec ts;
+
+    clock_gettime(CLOCK_MONOTONIC, &ts);
+    return (uint64_t)ts.tv_sec * 1000000000u + (uint64_t)ts.tv_nsec;
+}
+
+/* ---- Lists (free list, LRU), threaded through the slots ---------------------- */
+
+static uint8_t list_id(const struct dax_window *w, const struct dax_list *l)
+{
+    return l == &w->free_list ? DAX_LIST_FREE : DAX_LIST_LRU;
+}
+
+void dax_list_remove_locked(struct dax_window *w, struct dax_list *l, uint32_t s)
+{
+    struct dax_slot *sl = &w->slots[s];
+
+    assert(sl->list == list_id(w, l));
+    if (sl->prev != DAX_NONE)
+        w->slots[sl->prev].next = sl->next;
+    else
+        l->head = sl->next;
+    if (sl->next != DAX_NONE)
+        w->slots[sl->next].prev = sl->prev;
+    else
+        l->tail = sl->prev;
+    sl->prev = sl->next = DAX_NONE;
+    sl->list = DAX_LIST_NONE;
+    l->count--;
+}
+
+void dax_list_push_head_locked(struct dax_window *w, struct dax_list *l, uint32_t s)
+{
+    struct dax_slot *sl = &w->slots[s];
+
+    assert(sl->list == DAX_LIST_NONE);
+    sl->prev = DAX_NONE;
+    sl->next = l->head;
+    if (l->head != DAX_NONE)
+        w->slots[l->head].prev = s;
+    else
+        l->tail = s;
+    l->head = s;
+    sl->list = list_id(w, l);
+    l->count++;
+}
+
+/* ---- Slot states ------------------------------------------------------------------ */
+
+static bool transition_ok(enum dax_slot_state from, enum dax_slot_state to)
+{
+    switch (from) {
+    case DAX_SLOT_FREE:
+        return to == DAX_SLOT_MAPPING;
+    case DAX_SLOT_MAPPING:
+        return to == DAX_SLOT_MAPPED || to == DAX_SLOT_FREE;
+    case DAX_SLOT_MAPPED:
+        /* -> FREE only by reset */
+        return to == DAX_SLOT_MAPPING || to == DAX_SLOT_UNMAPPING || to == DAX_SLOT_FREE;
+    case DAX_SLOT_UNMAPPING:
+        return to == DAX_SLOT_FREE || to == DAX_SLOT_MAPPED;
+    }
+    return false;
+}
+
+void dax_slot_check_locked(const struct dax_window *w, uint32_t s)
+{
+    const struct dax_slot *sl = &w->slots[s];
+
+    (void)sl;
+    assert(s < w->nslots);
+    assert((sl->list == DAX_LIST_FREE) == (sl->state == DAX_SLOT_FREE));
+    assert((sl->list == DAX_LIST_LRU) == (sl->nextents > 0));
+    assert(sl->state != DAX_SLOT_FREE || sl->nextents == 0);
+    assert(sl->state != DAX_SLOT_MAPPED || sl->nextents > 0);
+    assert(sl->nextents <= DAX_SLOT_MAX_EXTENTS);
+}
+
+void dax_slot_set_state_locked(struct dax_window *w, uint32_t s, enum dax_slot_state to)
+{
+    struct dax_slot *sl = &w->slots[s];
+    enum dax_slot_state from = sl->state;
+
+    assert(transition_ok(from, to));
+    (void)transition_ok;
+    if (from == DAX_SLOT_FREE)
+        dax_list_remove_locked(w, &w->free_list, s);
+    if (from == DAX_SLOT_MAPPING || from == DAX_SLOT_UNMAPPING)
+        w->busy--;
+    sl->state = to;
+    if (to == DAX_SLOT_FREE)
+        dax_list_push_head_locked(w, &w->free_list, s);
+    if (to == DAX_SLOT_MAPPING || to == DAX_SLOT_UNMAPPING)
+        w->busy++;
+    dax_slot_check_locked(w, s);
+}
+
+/* The owner is done: idle again, FREE or MAPPED by what is left; wake waiters. */
+void dax_slot_release_locked(struct dax_window *w, uint32_t s)
+{
+    assert(dax_slot_busy(&w->slots[s]));
+    dax_slot_set_state_locked(w, s, w->slots[s].nextents ? DAX_SLOT_MAPPED : DAX_SLOT_FREE);
+    pthread_cond_broadcast(&w->cond);
+}
+
+void dax_slot_wait_idle_locked(struct dax_window *w, uint32_t s)
+{
+    while (dax_slot_busy(&w->slots[s]))
+        pthread_cond_wait(&w->cond, &w->lock);
+}
+
+/* ---- Per-inode index ----------------------------------------------------------------- */
+
+static uint32_t hash_u64(uint64_t k)
+{
+    k ^= k >> 33;
+    k *= UINT64_C(0xff51afd7ed558ccd);
+    k ^= k >> 33;
+    return (uint32_t)k;
+}
+
+struct dax_inode *dax_inode_find_locked(struct dax_window *w, uint64_t key)
+{
+    struct dax_inode *ino = w->ino_hash[hash_u64(key) & (w->ino_buckets - 1)];
+
+    while (ino && ino->key != key)
+        ino = ino->hnext;
+    return ino;
+}
+
+/* Find or create; NULL when out of memory. */
+struct dax_inode *dax_inode_get_locked(struct dax_window *w, uint64_t key)
+{
+    struct dax_inode *ino = dax_inode_find_locked(w, key);
+    uint32_t b;
+
+    if (ino)
+        return ino;
+    ino = calloc(1, sizeof(*ino));
+    if (!ino)
+        return NULL;
+    ino->key = key;
+    ino->st.key = key;
+    ino->ext_head = DAX_NONE;
+    ino->decay_epoch = w->decay_epoch;
+    b = hash_u64(key) & (w->ino_buckets - 1);
+    ino->hnext = w->ino_hash[b];
+    w->ino_hash[b] = ino;
+    w->ninodes++;
+    return ino;
+}
+
+static void inode_unhash_locked(struct dax_window *w, struct dax_inode *ino)
+{
+    struct dax_inode **pp = &w->ino_hash[hash_u64(ino->key) & (w->ino_buckets - 1)];
+
+    while (*pp != ino)
+        pp = &(*pp)->hnext;
+    *pp = ino->hnext;
+    w->ninodes--;
+}
+
+/* Apply the halvings of recent_* that happened since the inode was last touched. */
+void dax_inode_decay_locked(struct dax_window *w, struct dax_inode *ino)
+{
+    uint64_t n = w->decay_epoch - ino->decay_epoch;
+
+    if (n >= 64) {
+        ino->st.recent_maps = ino->st.recent_ghost_hits = 0;
+    } else {
+        ino->st.recent_maps >>= n;
+        ino->st.recent_ghost_hits >>= n;
+    }
+    ino->decay_epoch = w->decay_epoch;
+}
+
+/* One map happened: advance the activity clock, halving recent demand each period. */
+static void decay_epoch_locked(struct dax_window *w)
+{
+    w->decay_epoch++;
+    w->st.recent_maps >>= 1;
+    w->st.recent_ghost_hits >>= 1;
+}
+
+void dax_activity_locked(struct dax_window *w)
+{
+    if (++w->events_in_period < w->period_events)
+        return;
+    w->events_in_period = 0;
+    decay_epoch_locked(w);
+}
+
+void dax_decay_by_time_locked(struct dax_window *w)
+{
+    uint64_t now, n;
+
+    if (w->decay_interval_ns == UINT64_MAX)
+        return;
+    now = dax_now_ns();
+    n = (now - w->last_decay_ns) / w->decay_interval_ns;
+    if (n == 0)
+        return;
+    w->last_decay_ns += n * w->decay_interval_ns;
+    for (n = n > 64 ? 64 : n; n > 0; n--)
+        decay_epoch_locked(w);
+}
+
+/* ---- Extents ------------------------------------------------------------------------------ */
+
+int dax_extent_add_locked(struct dax_window *w, uint32_t s, struct dax_inode *ino,
+                          uint64_t foffset, uint32_t off, uint32_t len, bool writable)
+{
+    struct dax_slot *sl = &w->slots[s];
+    struct dax_extent *e;
+    unsigned i;
+
+    for (i = 0; i < DAX_SLOT_MAX_EXTENTS && sl->ext[i].ino; i++)
+        ;
+    if (i == DAX_SLOT_MAX_EXTENTS)
+        return -ENOSPC;
+    e = &sl->ext[i];
+    e->ino = ino;
+    e->foffset = foffset;
+    e->off = off;
+    e->len = len;
+    e->writable = writable;
+    e->ino_prev = DAX_NONE;
+    e->ino_next = ino->ext_head;
+    if (ino->ext_head != DAX_NONE)
+        w->slots[ino->ext_head / DAX_SLOT_MAX_EXTENTS]
+            .ext[ino->ext_head % DAX_SLOT_MAX_EXTENTS].ino_prev = dax_ext_id(s, i);
+    ino->ext_head = dax_ext_id(s, i);
+    ino->st.extents++;
+    ino->st.bytes_mapped += len;
+    w->st.extents++;
+    w->st.bytes_mapped += len;
+    if (sl->nextents++ == 0)
+        dax_list_push_head_locked(w, &w->lru, s);
+    return 0;
+}
+
+static struct dax_extent *ext_by_id(struct dax_window *w, uint32_t id)
+{
+    return &w->slots[id / DAX_SLOT_MAX_EXTENTS].ext[id % DAX_SLOT_MAX_EXTENTS];
+}
+
+void dax_extent_del_locked(struct dax_window *w, uint32_t s, unsigned i)
+{
+    struct dax_slot *sl = &w->slots[s];
+    struct dax_extent *e = &sl->ext[i];
+    struct dax_inode *ino = e->ino;
+
+    assert(ino);
+    if (e->ino_prev != DAX_NONE)
+        ext_by_id(w, e->ino_prev)->ino_next = e->ino_next;
+    else
+        ino->ext_head = e->ino_next;
+    if (e->ino_next != DAX_NONE)
+        ext_by_id(w, e->ino_next)->ino_prev = e->ino_prev;
+    ino->st.extents--;
+    ino->st.bytes_mapped -= e->len;
+    w->st.extents--;
+    w->st.bytes_mapped -= e->len;
+    memset(e, 0, sizeof(*e));
+    if (--sl->nextents == 0)
+        dax_list_remove_locked(w, &w->lru, s);
+}
+
+/* ---- Life cycle ------------------------------------------------------------------------- */
+
+int dax_window_new(const struct dax_config *cfg, const struct dax_ops *ops, void *ctx,
+                   struct dax_window **out)
+{
+    struct dax_window *w;
+    uint64_t page = cfg->page_size ? cfg->page_size : 4096;
+    uint64_t nslots;
+    uint32_t b;
+    int r;
+
+    *out = NULL;
+    if (!ops || !ops->map || !ops->unmap)
+        return -EINVAL;
+    if (page & (page - 1) || page > DAX_RANGE_SIZE)
+        return -EINVAL;
+    if (cfg->window_size == 0 || cfg->window_size % page)
+        return -EINVAL;
+    nslots = dax_div_round_up(cfg->window_size, DAX_RANGE_SIZE);
+    /* Extent ids are u32 slot * DAX_SLOT_MAX_EXTENTS + i: 8 PiB windows at most. */
+    if (nslots >= DAX_NONE / DAX_SLOT_MAX_EXTENTS)
+        return -EINVAL;
+    if (cfg->policy != DAX_POLICY_NEVER && cfg->policy != DAX_POLICY_ALWAYS &&
+        cfg->policy != DAX_POLICY_AUTO)
+        return -EINVAL;
+
+    w = calloc(1, sizeof(*w));
+    if (!w)
+        return -ENOMEM;
+    w->ops = ops;
+    w->ctx = ctx;
+    w->size = cfg->window_size;
+    w->page_size = page;
+    w->policy = cfg->policy;
+    w->nslots = (uint32_t)nslots;
+    w->free_list.head = w->free_list.tail = DAX_NONE;
+    w->lru.head = w->lru.tail = DAX_NONE;
+    w->decay_interval_ns = cfg->decay_interval_ns ? cfg->decay_interval_ns : 1000000000u;
+    w->last_decay_ns = dax_now_ns();
+    w->period_events = nslots * DAX_POLICY_PERIOD_SLOTS;
+    if (w->period_events < 256)
+        w->period_events = 256;
+    w->slots = calloc(nslots, sizeof(*w->slots));
+    for (b = 64; b < nslots && b < (1u << 24); b <<= 1)
+        ;
+    w->ino_buckets = b;
+    w->ino_hash = calloc(b, sizeof(*w->ino_hash));
+    if (!w->slots || !w->ino_hash) {
+        r = -ENOMEM;
+        goto out_free;
+    }
+    r = dax_ghost_init(w, cfg->ghost_capacity ? cfg->ghost_capacity
+                                              : (unsigned)(nslots < 64 ? 64 : nslots));
+    if (r < 0)
+        goto out_free;
+    /* Push in reverse so slot 0 is at the head of the free list. */
+    for (uint32_t s = w->nslots; s-- > 0;) {
+        w->slots[s].prev = w->slots[s].next = DAX_NONE;
+        w->slots[s].state = DAX_SLOT_FREE;
+        dax_list_push_head_locked(w, &w->free_list, s);
+    }
+    pthread_mutex_init(&w->lock, NULL);
+    pthread_cond_init(&w->cond, NULL);
+    *out = w;
+    return 0;
+
+out_free:
+    free(w->ino_hash);
+    free(w->slots);
+    free(w);
+    return r;
+}
+
+void dax_window_free(struct dax_window *w)
+{
+    if (!w)
+        return;
+    for (uint32_t b = 0; b < w->ino_buckets; b++) {
+        struct dax_inode *ino = w->ino_hash[b], *next;
+
+        for (; ino; ino = next) {
+            next = ino->hnext;
+            free(ino);
+        }
+    }
+    dax_ghost_fini(w);
+    pthread_cond_destroy(&w->cond);
+    pthread_mutex_destroy(&w->lock);
+    free(w->ino_hash);
+    free(w->slots);
+    free(w);
+}
+
+uint64_t dax_window_size(const struct dax_window *w)
+{
+    return w->size;
+}
+
+unsigned dax_window_nslots(const struct dax_window *w)
+{
+    return w->nslots;
+}
+
+void dax_window_reset(struct dax_window *w)
+{
+    pthread_mutex_lock(&w->lock);
+    w->epoch++;
+    for (uint32_t s = 0; s < w->nslots; s++) {
+        struct dax_slot *sl = &w->slots[s];
+
+        for (unsigned i = 0; i < DAX_SLOT_MAX_EXTENTS; i++)
+            if (sl->ext[i].ino)
+                dax_extent_del_locked(w, s, i);
+        /* Busy slots are returned by their owners, who see the new epoch. */
+        if (sl->state == DAX_SLOT_MAPPED)
+            dax_slot_set_state_locked(w, s, DAX_SLOT_FREE);
+    }
+    dax_ghost_clear_locked(w);
+    pthread_mutex_unlock(&w->lock);
+}
+
+/* ---- Pins ------------------------------------------------------------------------------------ */
+
+static int slot_of(const struct dax_window *w, uint64_t moffset, uint32_t *s)
+{
+    if (moffset >= w->size)
+        return -EINVAL;
+    *s = (uint32_t)(moffset >> DAX_RANGE_SHIFT);
+    return 0;
+}
+
+int dax_pin(struct dax_window *w, uint64_t moffset)
+{
+    uint32_t s;
+    int r = slot_of(w, moffset, &s);
+
+    if (r < 0)
+        return r;
+    pthread_mutex_lock(&w->lock);
+    if (w->slots[s].nextents == 0)
+        r = -ENOENT;
+    else if (w->slots[s].pins == UINT32_MAX)
+        r = -EOVERFLOW;
+    else
+        w->slots[s].pins++;
+    pthread_mutex_unlock(&w->lock);
+    return r;
+}
+
+int dax_unpin(struct dax_window *w, uint64_t moffset)
+{
+    uint32_t s;
+    int r = slot_of(w, moffset, &s);
+
+    if (r < 0)
+        return r;
+    pthread_mutex_lock(&w->lock);
+    if (w->slots[s].pins == 0)
+        r = -EINVAL;
+    else
+        w->slots[s].pins--;
+    pthread_mutex_unlock(&w->lock);
+    return r;
+}
+
+/* ---- Introspection --------------------------------------------------------------------------- */
+
+static void window_stats_locked(struct dax_window *w, struct dax_window_stats *st)
+{
+    *st = w->st;
+    st->window_size = w->size;
+    st->nslots = w->nslots;
+    st->slots_used = w->nslots - w->free_list.count;
+    st->ghost_entries = w->ghost_live;
+    st->inodes = w->ninodes;
+    st->policy = w->policy;
+}
+
+void dax_window_get_stats(struct dax_window *w, struct dax_window_stats *st)
+{
+    pthread_mutex_lock(&w->lock);
+    window_stats_locked(w, st);
+    pthread_mutex_unlock(&w->lock);
+}
+
+int dax_inode_get_stats(struct dax_window *w, uint64_t key, struct dax_inode_stats *st)
+{
+    struct dax_inode *ino;
+    int r = -ENOENT;
+
+    pthread_mutex_lock(&w->lock);
+    ino = dax_inode_find_locked(w, key);
+    if (ino) {
+        dax_inode_decay_locked(w, ino);
+        *st = ino->st;
+        r = 0;
+    }
+    pthread_mutex_unlock(&w->lock);
+    return r;
+}
+
+int dax_inode_forget(struct dax_window *w, uint64_t key)
+{
+    struct dax_inode *ino;
+    int r = 0;
+
+    pthread_mutex_lock(&w->lock);
+    ino = dax_inode_find_locked(w, key);
+    if (!ino) {
+        r = -ENOENT;
+    } else if (ino->st.extents || ino->refs) {
+        r = -EBUSY;
+    } else {
+        dax_policy_release_locked(w, ino);
+        inode_unhash_locked(w, ino);
+        free(ino);
+    }
+    pthread_mutex_unlock(&w->lock);
+    return r;
+}
+
+struct mapping_snap {
+    uint64_t key, foffset, moffset, len;
+    bool writable;
+};
+
+static int cmp_snap(const void *a, const void *b)
+{
+    const struct mapping_snap *x = a, *y = b;
+
+    return x->moffset < y->moffset ? -1 : x->moffset > y->moffset;
+}
+
+int dax_for_each_mapping(struct dax_window *w, dax_mapping_fn fn, void *opaque)
+{
+    struct mapping_snap *snap;
+    size_t n = 0;
+
+    pthread_mutex_lock(&w->lock);
+    snap = calloc(w->st.extents ? w->st.extents : 1, sizeof(*snap));
+    if (!snap) {
+        pthread_mutex_unlock(&w->lock);
+        return -ENOMEM;
+    }
+    for (uint32_t s = 0; s < w->nslots; s++)
+        for (unsigned i = 0; i < DAX_SLOT_MAX_EXTENTS; i++) {
+            const struct dax_extent *e = &w->slots[s].ext[i];
+
+            if (!e->ino)
+                continue;
+            snap[n++] = (struct mapping_snap){
+                .key = e->ino->key,
+                .foffset = e->foffset,
+                .moffset = ((uint64_t)s << DAX_RANGE_SHIFT) + e->off,
+                .len = e->len,
+                .writable = e->writable,
+            };
+        }
+    pthread_mutex_unlock(&w->lock);
+    qsort(snap, n, sizeof(*snap), cmp_snap);
+    for (size_t i = 0; i < n; i++)
+        fn(opaque, snap[i].key, snap[i].foffset, snap[i].moffset, snap[i].len,
+           snap[i].writable);
+    free(snap);
+    return 0;
+}
+
+int dax_stats_snapshot(struct dax_window *w, struct dax_window_stats *ws,
+                       struct dax_inode_stats **inodes, size_t *n)
+{
+    struct dax_inode_stats *arr;
+    size_t k = 0;
+
+    pthread_mutex_lock(&w->lock);
+    window_stats_locked(w, ws);
+    arr = calloc(w->ninodes ? w->ninodes : 1, sizeof(*arr));
+    if (!arr) {
+        pthread_mutex_unlock(&w->lock);
+        return -ENOMEM;
+    }
+    for (uint32_t b = 0; b < w->ino_buckets; b++)
+        for (struct dax_inode *ino = w->ino_hash[b]; ino; ino = ino->hnext) {
+            dax_inode_decay_locked(w, ino);
+            arr[k++] = ino->st;
+        }
+    pthread_mutex_unlock(&w->lock);
+    *inodes = arr;
+    *n = k;
+    return 0;
+}
