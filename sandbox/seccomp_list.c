@@ -72,7 +72,7 @@ const struct sb_syscall sb_syscalls[] = {
     { "ftruncate", BASE, SB_ARGS_ANY, "SETATTR size, DAX window file sizing" },
     { "futex", BASE, SB_ARGS_ANY, "mutexes and condition variables" },
     { "futex_waitv", BASE, SB_ARGS_ANY, "glibc futex wait on recent kernels" },
-    { "getcwd", SAN, SB_ARGS_ANY, "sanitizer runtime: report paths" },
+    { "getcwd", BASE, SB_ARGS_ANY, "glib and sanitizer reports resolve relative paths (read only)" },
     { "getdents64", BASE, SB_ARGS_ANY, "FUSE_READDIR, FUSE_READDIRPLUS" },
     { "getegid", BASE, SB_ARGS_ANY, "credentials for logs and checks" },
     { "geteuid", BASE, SB_ARGS_ANY, "credentials for logs and checks" },
