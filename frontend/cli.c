@@ -1,4 +1,363 @@
-int main(void)
+/* SPDX-License-Identifier: GPL-2.0-or-later */
+/*
+ * vufs-frontend: drive a vhost-user-fs backend from the command line, the way
+ * QEMU and a guest driver would, and show each step.
+ *
+ *   vufs-frontend (--socket PATH | --backend 'CMD {socket} {dir}' --dir DIR)
+ *                 [--queues N] [--queue-size N] [--proto MINOR] [--no-event-idx]
+ *                 [--no-indirect] [--backend-log FILE] [--timeout MS]
+ *                 COMMAND [ARGS] [COMMAND [ARGS]]...
+ *
+ * Commands run in order after INIT: init, ls PATH, cat PATH, write PATH TEXT,
+ * stat PATH, mkdir PATH, rm PATH, rmdir PATH, statfs.
+ */
+#include <errno.h>
+#include <fcntl.h>
+#include <inttypes.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/stat.h>
+
+#include <glib.h>
+
+#include "vfe.h"
+
+struct cli {
+    struct vfe_dev *dev;
+    struct vfe_fuse *fuse;
+    bool inited;
+};
+
+static int fail(const char *what, int r)
 {
+    fprintf(stderr, "vufs-frontend: %s: %s\n", what, g_strerror(-r));
+    return r;
+}
+
+static int do_init(struct cli *c)
+{
+    if (c->inited)
+        return 0;
+    struct vfe_fuse_init_result res;
+    int r = vfe_fuse_init(c->fuse, &res);
+    if (r < 0)
+        return fail("FUSE_INIT", r);
+    printf("FUSE_INIT: protocol %u.%u, max_write %u, max_readahead %u, max_pages %u, "
+           "flags 0x%" PRIx64 "\n",
+           res.major, res.minor, res.max_write, res.max_readahead, res.max_pages, res.flags);
+    c->inited = true;
     return 0;
+}
+
+/* Splits PATH into its parent's node id and the last name. */
+static int lookup_parent(struct cli *c, const char *path, uint64_t *parent, char **name)
+{
+    g_autofree char *dir = g_path_get_dirname(path);
+    *name = g_path_get_basename(path);
+    struct fuse_entry_out e;
+    int r = vfe_fuse_lookup_path(c->fuse, dir, &e);
+    if (r < 0)
+        return r;
+    *parent = e.nodeid;
+    return 0;
+}
+
+static void print_dirent(void *opaque, const char *name, size_t namelen, uint64_t ino,
+                         uint32_t type, uint64_t off)
+{
+    static const char types[16] = { [1] = 'p', [2] = 'c', [4] = 'd', [6] = 'b', [8] = '-',
+                                    [10] = 'l', [12] = 's' };
+    char t = type < 16 && types[type] ? types[type] : '?';
+    printf("  %c %10" PRIu64 "  %.*s\n", t, ino, (int)namelen, name);
+}
+
+static int cmd_ls(struct cli *c, const char *path)
+{
+    struct fuse_entry_out e;
+    int r = vfe_fuse_lookup_path(c->fuse, path, &e);
+    if (r < 0)
+        return fail(path, r);
+    printf("READDIR %s (node %" PRIu64 "):\n", path, (uint64_t)e.nodeid);
+    r = vfe_fuse_readdir_all(c->fuse, e.nodeid, print_dirent, NULL);
+    if (r < 0)
+        return fail("READDIR", r);
+    printf("  (%d entries)\n", r);
+    return 0;
+}
+
+static int cmd_cat(struct cli *c, const char *path)
+{
+    struct fuse_entry_out e;
+    int r = vfe_fuse_lookup_path(c->fuse, path, &e);
+    if (r < 0)
+        return fail(path, r);
+    struct fuse_open_out o;
+    r = vfe_fuse_open(c->fuse, e.nodeid, O_RDONLY, &o);
+    if (r < 0)
+        return fail("OPEN", r);
+    printf("READ %s (node %" PRIu64 ", fh %" PRIu64 ", size %" PRIu64 "):\n", path,
+           (uint64_t)e.nodeid, (uint64_t)o.fh, (uint64_t)e.attr.size);
+    g_autofree char *buf = g_malloc(64 * 1024);
+    uint64_t off = 0;
+    for (;;) {
+        ssize_t n = vfe_fuse_read(c->fuse, e.nodeid, o.fh, off, buf, 64 * 1024);
+        if (n < 0) {
+            r = fail("READ", (int)n);
+            break;
+        }
+        if (n == 0)
+            break;
+        fwrite(buf, 1, (size_t)n, stdout);
+        off += (uint64_t)n;
+    }
+    fflush(stdout);
+    int r2 = vfe_fuse_release(c->fuse, e.nodeid, o.fh, O_RDONLY);
+    return r < 0 ? r : r2;
+}
+
+static int cmd_write(struct cli *c, const char *path, const char *text)
+{
+    uint64_t parent;
+    g_autofree char *name = NULL;
+    int r = lookup_parent(c, path, &parent, &name);
+    if (r < 0)
+        return fail(path, r);
+    struct fuse_entry_out e;
+    struct fuse_open_out o;
+    r = vfe_fuse_create(c->fuse, parent, name, O_WRONLY | O_CREAT | O_TRUNC, 0644, &e, &o);
+    if (r == -EEXIST) {
+        r = vfe_fuse_lookup(c->fuse, parent, name, &e);
+        if (r == 0)
+            r = vfe_fuse_open(c->fuse, e.nodeid, O_WRONLY | O_TRUNC, &o);
+    }
+    if (r < 0)
+        return fail("CREATE/OPEN", r);
+    size_t len = strlen(text);
+    ssize_t n = vfe_fuse_write(c->fuse, e.nodeid, o.fh, 0, text, len);
+    if (n < 0)
+        r = fail("WRITE", (int)n);
+    else
+        printf("WRITE %s (node %" PRIu64 "): %zd bytes\n", path, (uint64_t)e.nodeid, n);
+    int r2 = vfe_fuse_release(c->fuse, e.nodeid, o.fh, O_WRONLY);
+    return r < 0 ? r : r2;
+}
+
+static int cmd_stat(struct cli *c, const char *path)
+{
+    struct fuse_entry_out e;
+    int r = vfe_fuse_lookup_path(c->fuse, path, &e);
+    if (r < 0)
+        return fail(path, r);
+    struct fuse_attr_out a;
+    r = vfe_fuse_getattr(c->fuse, e.nodeid, &a);
+    if (r < 0)
+        return fail("GETATTR", r);
+    printf("GETATTR %s: node %" PRIu64 " ino %" PRIu64 " mode %o nlink %u uid %u gid %u "
+           "size %" PRIu64 " mtime %" PRIu64 "\n",
+           path, (uint64_t)e.nodeid, (uint64_t)a.attr.ino, a.attr.mode, a.attr.nlink,
+           a.attr.uid, a.attr.gid, (uint64_t)a.attr.size, (uint64_t)a.attr.mtime);
+    return 0;
+}
+
+static int cmd_mkdir(struct cli *c, const char *path)
+{
+    uint64_t parent;
+    g_autofree char *name = NULL;
+    int r = lookup_parent(c, path, &parent, &name);
+    if (r < 0)
+        return fail(path, r);
+    struct fuse_entry_out e;
+    r = vfe_fuse_mkdir(c->fuse, parent, name, 0755, &e);
+    if (r < 0)
+        return fail("MKDIR", r);
+    printf("MKDIR %s: node %" PRIu64 "\n", path, (uint64_t)e.nodeid);
+    return 0;
+}
+
+static int cmd_remove(struct cli *c, const char *path, bool dir)
+{
+    uint64_t parent;
+    g_autofree char *name = NULL;
+    int r = lookup_parent(c, path, &parent, &name);
+    if (r < 0)
+        return fail(path, r);
+    r = dir ? vfe_fuse_rmdir(c->fuse, parent, name) : vfe_fuse_unlink(c->fuse, parent, name);
+    if (r < 0)
+        return fail(dir ? "RMDIR" : "UNLINK", r);
+    printf("%s %s: done\n", dir ? "RMDIR" : "UNLINK", path);
+    return 0;
+}
+
+static int cmd_statfs(struct cli *c)
+{
+    struct fuse_statfs_out s;
+    int r = vfe_fuse_statfs(c->fuse, FUSE_ROOT_ID, &s);
+    if (r < 0)
+        return fail("STATFS", r);
+    printf("STATFS: bsize %u blocks %" PRIu64 " bfree %" PRIu64 " files %" PRIu64
+           " namelen %u\n",
+           s.st.bsize, (uint64_t)s.st.blocks, (uint64_t)s.st.bfree, (uint64_t)s.st.files,
+           s.st.namelen);
+    return 0;
+}
+
+static void usage(FILE *to)
+{
+    fprintf(to,
+            "usage: vufs-frontend (--socket PATH | --backend 'CMD {socket} {dir}' --dir DIR)\n"
+            "                     [--queues N] [--queue-size N] [--proto MINOR]\n"
+            "                     [--no-event-idx] [--no-indirect] [--backend-log FILE]\n"
+            "                     [--timeout MS] COMMAND [ARGS]...\n"
+            "commands: init | ls PATH | cat PATH | write PATH TEXT | stat PATH |\n"
+            "          mkdir PATH | rm PATH | rmdir PATH | statfs\n");
+}
+
+static bool parse_uint(const char *s, unsigned long max, unsigned long *v)
+{
+    char *end;
+    errno = 0;
+    unsigned long x = strtoul(s, &end, 0);
+    if (errno || *end || end == s || x > max)
+        return false;
+    *v = x;
+    return true;
+}
+
+static int run_commands(struct cli *c, int argc, char **argv)
+{
+    static const struct {
+        const char *name;
+        int nargs;
+    } cmds[] = { { "init", 0 },  { "ls", 1 },    { "cat", 1 },   { "write", 2 }, { "stat", 1 },
+                 { "mkdir", 1 }, { "rm", 1 },    { "rmdir", 1 }, { "statfs", 0 } };
+    /* Validate the whole list before touching the backend. */
+    for (int i = 0; i < argc;) {
+        int k = -1;
+        for (size_t j = 0; j < sizeof(cmds) / sizeof(cmds[0]); j++)
+            if (!strcmp(argv[i], cmds[j].name))
+                k = (int)j;
+        if (k < 0 || i + cmds[k].nargs > argc - 1) {
+            fprintf(stderr, "vufs-frontend: bad command near '%s'\n", argv[i]);
+            return -EINVAL;
+        }
+        i += 1 + cmds[k].nargs;
+    }
+    int r = do_init(c);
+    for (int i = 0; i < argc && r == 0;) {
+        const char *cmd = argv[i];
+        if (!strcmp(cmd, "init")) {
+            i += 1;
+        } else if (!strcmp(cmd, "ls")) {
+            r = cmd_ls(c, argv[i + 1]);
+            i += 2;
+        } else if (!strcmp(cmd, "cat")) {
+            r = cmd_cat(c, argv[i + 1]);
+            i += 2;
+        } else if (!strcmp(cmd, "write")) {
+            r = cmd_write(c, argv[i + 1], argv[i + 2]);
+            i += 3;
+        } else if (!strcmp(cmd, "stat")) {
+            r = cmd_stat(c, argv[i + 1]);
+            i += 2;
+        } else if (!strcmp(cmd, "mkdir")) {
+            r = cmd_mkdir(c, argv[i + 1]);
+            i += 2;
+        } else if (!strcmp(cmd, "rm")) {
+            r = cmd_remove(c, argv[i + 1], false);
+            i += 2;
+        } else if (!strcmp(cmd, "rmdir")) {
+            r = cmd_remove(c, argv[i + 1], true);
+            i += 2;
+        } else {
+            r = cmd_statfs(c);
+            i += 1;
+        }
+    }
+    return r;
+}
+
+int main(int argc, char **argv)
+{
+    struct vfe_dev_config cfg = { 0 };
+    unsigned long v;
+    unsigned proto = 0;
+    int i = 1;
+    for (; i < argc && !strncmp(argv[i], "--", 2); i++) {
+        const char *o = argv[i];
+        const char *val = i + 1 < argc ? argv[i + 1] : NULL;
+        bool takes = true;
+        if (!strcmp(o, "--help")) {
+            usage(stdout);
+            return 0;
+        } else if (!strcmp(o, "--no-event-idx") || !strcmp(o, "--no-indirect")) {
+            takes = false;
+            uint64_t base = cfg.features ? cfg.features
+                                         : (1ull << VFE_F_VERSION_1) | (1ull << VFE_F_EVENT_IDX) |
+                                               (1ull << VFE_F_INDIRECT_DESC);
+            base &= ~(1ull << (o[5] == 'e' ? VFE_F_EVENT_IDX : VFE_F_INDIRECT_DESC));
+            cfg.features = base;
+        } else if (!val) {
+            usage(stderr);
+            return 2;
+        } else if (!strcmp(o, "--socket")) {
+            cfg.conn.socket_path = val;
+        } else if (!strcmp(o, "--backend")) {
+            cfg.conn.backend_cmd = val;
+        } else if (!strcmp(o, "--dir")) {
+            cfg.conn.dir = val;
+        } else if (!strcmp(o, "--backend-log")) {
+            cfg.conn.backend_log = val;
+        } else if (!strcmp(o, "--queues") && parse_uint(val, 64, &v) && v > 0) {
+            cfg.request_queues = (unsigned)v;
+        } else if (!strcmp(o, "--queue-size") && parse_uint(val, VFE_VQ_MAX_SIZE, &v)) {
+            cfg.queue_size = (unsigned)v;
+        } else if (!strcmp(o, "--proto") && parse_uint(val, 41, &v) && v >= 31) {
+            proto = (unsigned)v;
+        } else if (!strcmp(o, "--timeout") && parse_uint(val, 3600000, &v) && v > 0) {
+            cfg.conn.timeout_ms = (int)v;
+        } else {
+            fprintf(stderr, "vufs-frontend: bad option or value: %s\n", o);
+            usage(stderr);
+            return 2;
+        }
+        if (takes)
+            i++;
+    }
+    if ((!cfg.conn.socket_path && !cfg.conn.backend_cmd) || i >= argc) {
+        usage(stderr);
+        return 2;
+    }
+
+    struct cli c = { 0 };
+    if (cfg.conn.backend_cmd)
+        printf("spawning backend: %s\n", cfg.conn.backend_cmd);
+    int r = vfe_dev_connect(&cfg, &c.dev);
+    if (r < 0) {
+        fail("connect", r);
+        return 1;
+    }
+    printf("connected to %s: features 0x%" PRIx64 ", protocol features 0x%" PRIx64
+           ", backend queues %" PRIu64 "\n",
+           vfe_conn_socket_path(vfe_dev_conn(c.dev)), vfe_dev_offered_features(c.dev),
+           vfe_dev_protocol_features(c.dev), vfe_dev_backend_queues(c.dev));
+    r = vfe_dev_start(c.dev);
+    if (r < 0) {
+        fail("device start", r);
+        vfe_dev_close(c.dev);
+        return 1;
+    }
+    printf("device started: %u queues (hiprio + %u request), features 0x%" PRIx64 "\n",
+           vfe_dev_nqueues(c.dev), vfe_dev_nqueues(c.dev) - 1, vfe_dev_features(c.dev));
+    struct vfe_fuse_config fc = { .proto_minor = proto, .uid = 0, .gid = 0, .pid = 1 };
+    r = vfe_fuse_new(c.dev, &fc, &c.fuse);
+    if (r < 0) {
+        fail("fuse client", r);
+        vfe_dev_close(c.dev);
+        return 1;
+    }
+    r = run_commands(&c, argc - i, argv + i);
+    vfe_fuse_free(c.fuse);
+    vfe_dev_close(c.dev);
+    return r < 0 ? 1 : 0;
 }

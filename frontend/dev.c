@@ -1,0 +1,290 @@
+/* SPDX-License-Identifier: GPL-2.0-or-later */
+/*
+ * The vhost-user-fs device as QEMU 7.2 drives it: negotiation on connect, the
+ * start sequence when the guest driver sets DRIVER_OK, GET_VRING_BASE on stop.
+ * The state diagram is in vfe.h (struct vfe_dev_config).
+ */
+#include <assert.h>
+#include <errno.h>
+#include <string.h>
+
+#include <glib.h>
+
+#include "vfe.h"
+#include "vfe_i.h"
+
+enum vfe_dev_state {
+    VFE_DEV_NEW,
+    VFE_DEV_OWNED,
+    VFE_DEV_RUNNING,
+};
+
+struct vfe_dev {
+    enum vfe_dev_state state;
+    struct vfe_dev_config cfg;
+    struct vfe_conn *conn;
+    struct vfe_mem *mem;
+    unsigned nqueues;
+    struct vfe_vq **vqs;
+    uint64_t offered;
+    uint64_t features;
+    uint64_t protocol_offered;
+    uint64_t protocol;
+    uint64_t backend_queues;
+};
+
+#define assert_dev_state(d, s) assert((d)->state == (s))
+
+static int negotiate(struct vfe_dev *d)
+{
+    struct vfe_conn *c = d->conn;
+    int r = vfe_conn_get_u64(c, VFE_VU_GET_FEATURES, &d->offered);
+    if (r < 0)
+        return r;
+    if (d->offered & (1ull << VFE_F_PROTOCOL_FEATURES)) {
+        r = vfe_conn_get_u64(c, VFE_VU_GET_PROTOCOL_FEATURES, &d->protocol_offered);
+        if (r < 0)
+            return r;
+        uint64_t want = d->cfg.protocol_features;
+        if (!want)
+            want = (1ull << VFE_VU_PF_MQ) | (1ull << VFE_VU_PF_REPLY_ACK) |
+                   (1ull << VFE_VU_PF_BACKEND_REQ) | (1ull << VFE_VU_PF_BACKEND_SEND_FD);
+        d->protocol = want & d->protocol_offered;
+        r = vfe_conn_set_u64(c, VFE_VU_SET_PROTOCOL_FEATURES, d->protocol);
+        if (r < 0)
+            return r;
+        vfe_conn_set_reply_ack(c, d->protocol & (1ull << VFE_VU_PF_REPLY_ACK));
+    }
+    d->backend_queues = 0;
+    if (d->protocol & (1ull << VFE_VU_PF_MQ)) {
+        r = vfe_conn_get_u64(c, VFE_VU_GET_QUEUE_NUM, &d->backend_queues);
+        if (r < 0)
+            return r;
+    }
+    if (d->backend_queues && d->nqueues > d->backend_queues)
+        return -ERANGE;
+    if (!d->cfg.no_backend_channel && (d->protocol & (1ull << VFE_VU_PF_BACKEND_REQ))) {
+        r = vfe_conn_start_backend_channel(c, d->cfg.backend_req, d->cfg.backend_req_opaque);
+        if (r < 0)
+            return r;
+    }
+    struct vfe_msg m;
+    vfe_msg_init(&m, VFE_VU_SET_OWNER, 0);
+    return vfe_conn_call(c, &m, NULL, 0, NULL);
+}
+
+int vfe_dev_connect(const struct vfe_dev_config *cfg, struct vfe_dev **out)
+{
+    struct vfe_dev *d = g_new0(struct vfe_dev, 1);
+    d->state = VFE_DEV_NEW;
+    d->cfg = *cfg;
+    d->nqueues = 1 + (cfg->request_queues ? cfg->request_queues : 1);
+    if (!d->cfg.queue_size)
+        d->cfg.queue_size = 128;
+    if (!d->cfg.features)
+        d->cfg.features = (1ull << VFE_F_VERSION_1) | (1ull << VFE_F_INDIRECT_DESC) |
+                          (1ull << VFE_F_EVENT_IDX);
+    int r = vfe_mem_new(&cfg->mem, &d->mem);
+    if (r < 0)
+        goto out_close;
+    r = vfe_conn_open(&cfg->conn, &d->conn);
+    if (r < 0)
+        goto out_close;
+    r = negotiate(d);
+    if (r < 0)
+        goto out_close;
+    d->state = VFE_DEV_OWNED;
+    *out = d;
+    return 0;
+
+out_close:
+    vfe_dev_close(d);
+    return r;
+}
+
+static int set_vring_fd(struct vfe_conn *c, uint32_t request, unsigned index, int fd)
+{
+    struct vfe_msg m;
+    vfe_msg_init(&m, request, 0);
+    vfe_msg_set_u64(&m, index & VFE_VU_VRING_IDX_MASK);
+    return vfe_conn_call(c, &m, &fd, 1, NULL);
+}
+
+static int set_state(struct vfe_conn *c, uint32_t request, unsigned index, unsigned num)
+{
+    struct vfe_msg m;
+    vfe_msg_init(&m, request, 0);
+    vfe_msg_set_state(&m, index, num);
+    return vfe_conn_call(c, &m, NULL, 0, NULL);
+}
+
+static int create_queues(struct vfe_dev *d)
+{
+    d->features = d->cfg.features & d->offered;
+    bool event_idx = d->features & (1ull << VFE_F_EVENT_IDX);
+    bool indirect = d->features & (1ull << VFE_F_INDIRECT_DESC);
+    d->vqs = g_new0(struct vfe_vq *, d->nqueues);
+    for (unsigned i = 0; i < d->nqueues; i++) {
+        struct vfe_vq_config qc = {
+            .index = i, .size = d->cfg.queue_size, .event_idx = event_idx, .indirect = indirect };
+        int r = vfe_vq_new(d->mem, &qc, &d->vqs[i]);
+        if (r < 0)
+            return r;
+    }
+    return 0;
+}
+
+int vfe_dev_start(struct vfe_dev *d)
+{
+    assert_dev_state(d, VFE_DEV_OWNED);
+    struct vfe_conn *c = d->conn;
+    int r;
+    if (!d->vqs) {
+        r = create_queues(d);
+        if (r < 0)
+            return r;
+    }
+    uint64_t feat = d->features;
+    if (d->offered & (1ull << VFE_F_PROTOCOL_FEATURES))
+        feat |= 1ull << VFE_F_PROTOCOL_FEATURES;
+    r = vfe_conn_set_u64(c, VFE_VU_SET_FEATURES, feat);
+    if (r < 0)
+        return r;
+
+    struct vfe_vu_region regs[VFE_VU_MAX_REGIONS];
+    int fds[VFE_VU_MAX_REGIONS];
+    unsigned n = vfe_mem_nregions(d->mem);
+    if (n > VFE_VU_MAX_REGIONS)
+        return -E2BIG;
+    for (unsigned i = 0; i < n; i++) {
+        vfe_mem_region(d->mem, i, &regs[i]);
+        fds[i] = vfe_mem_fd(d->mem);
+    }
+    struct vfe_msg m;
+    vfe_msg_init(&m, VFE_VU_SET_MEM_TABLE, 0);
+    r = vfe_msg_set_mem(&m, regs, n);
+    if (r < 0)
+        return r;
+    r = vfe_conn_call(c, &m, fds, n, NULL);
+    if (r < 0)
+        return r;
+
+    for (unsigned i = 0; i < d->nqueues; i++) {
+        struct vfe_vq *vq = d->vqs[i];
+        r = set_state(c, VFE_VU_SET_VRING_NUM, i, vfe_vq_size(vq));
+        if (r < 0)
+            return r;
+        r = set_state(c, VFE_VU_SET_VRING_BASE, i, vfe_vq_avail_idx(vq));
+        if (r < 0)
+            return r;
+        struct vfe_vu_addr a;
+        vfe_vq_addr(vq, &a);
+        vfe_msg_init(&m, VFE_VU_SET_VRING_ADDR, 0);
+        vfe_msg_set_addr(&m, &a);
+        r = vfe_conn_call(c, &m, NULL, 0, NULL);
+        if (r < 0)
+            return r;
+        r = set_vring_fd(c, VFE_VU_SET_VRING_KICK, i, vfe_vq_kick_fd(vq));
+        if (r < 0)
+            return r;
+        r = set_vring_fd(c, VFE_VU_SET_VRING_CALL, i, vfe_vq_call_fd(vq));
+        if (r < 0)
+            return r;
+        if (d->cfg.send_vring_err) {
+            vfe_msg_init(&m, VFE_VU_SET_VRING_ERR, 0);
+            vfe_msg_set_u64(&m, i | VFE_VU_VRING_NOFD);
+            r = vfe_conn_call(c, &m, NULL, 0, NULL);
+            if (r < 0)
+                return r;
+        }
+    }
+    if (d->offered & (1ull << VFE_F_PROTOCOL_FEATURES)) {
+        for (unsigned i = 0; i < d->nqueues; i++) {
+            r = set_state(c, VFE_VU_SET_VRING_ENABLE, i, 1);
+            if (r < 0)
+                return r;
+        }
+    }
+    d->state = VFE_DEV_RUNNING;
+    return 0;
+}
+
+int vfe_dev_stop(struct vfe_dev *d)
+{
+    assert_dev_state(d, VFE_DEV_RUNNING);
+    int ret = 0;
+    d->state = VFE_DEV_OWNED;
+    for (unsigned i = 0; i < d->nqueues; i++) {
+        struct vfe_msg m, rep;
+        vfe_msg_init(&m, VFE_VU_GET_VRING_BASE, 0);
+        vfe_msg_set_state(&m, i, 0);
+        int r = vfe_conn_call(d->conn, &m, NULL, 0, &rep);
+        if (r < 0) {
+            if (!ret)
+                ret = r;
+            continue;
+        }
+        /* The backend stopped at rep.num; in-flight requests are dropped
+         * and the queue restarts from that index. */
+        vfe_vq_reset(d->vqs[i], (uint16_t)rep.payload.state.num);
+    }
+    return ret;
+}
+
+void vfe_dev_close(struct vfe_dev *d)
+{
+    if (!d)
+        return;
+    if (d->state == VFE_DEV_RUNNING && d->conn)
+        vfe_dev_stop(d);
+    /* Closing the socket first lets the backend exit before the memory goes. */
+    vfe_conn_close(d->conn);
+    if (d->vqs)
+        for (unsigned i = 0; i < d->nqueues; i++)
+            vfe_vq_free(d->vqs[i]);
+    g_free(d->vqs);
+    vfe_mem_free(d->mem);
+    g_free(d);
+}
+
+struct vfe_conn *vfe_dev_conn(struct vfe_dev *d)
+{
+    return d->conn;
+}
+
+struct vfe_mem *vfe_dev_mem(struct vfe_dev *d)
+{
+    return d->mem;
+}
+
+struct vfe_vq *vfe_dev_vq(struct vfe_dev *d, unsigned i)
+{
+    if (!d->vqs || i >= d->nqueues)
+        return NULL;
+    return d->vqs[i];
+}
+
+unsigned vfe_dev_nqueues(const struct vfe_dev *d)
+{
+    return d->nqueues;
+}
+
+uint64_t vfe_dev_features(const struct vfe_dev *d)
+{
+    return d->features;
+}
+
+uint64_t vfe_dev_offered_features(const struct vfe_dev *d)
+{
+    return d->offered;
+}
+
+uint64_t vfe_dev_protocol_features(const struct vfe_dev *d)
+{
+    return d->protocol;
+}
+
+uint64_t vfe_dev_backend_queues(const struct vfe_dev *d)
+{
+    return d->backend_queues;
+}

@@ -1,0 +1,514 @@
+/* SPDX-License-Identifier: GPL-2.0-or-later */
+/*
+ * vfe: an in-tree vhost-user-fs frontend. It plays QEMU (the vhost-user
+ * messages, guest memory, the rings) and the guest driver (virtio split rings,
+ * FUSE requests), so tests and benchmarks can drive any vhost-user-fs backend.
+ *
+ * Layers, each usable on its own (hostile tests use the lower ones directly):
+ *   vfe_msg_*   vhost-user message encoding, no I/O               (msg.c)
+ *   vfe_conn_*  the socket: connect or spawn a backend, send and
+ *               receive messages (raw or checked), the backend
+ *               request channel thread                             (conn.c)
+ *   vfe_mem_*   memfd guest memory in several regions, allocator  (mem.c)
+ *   vfe_vq_*    split virtqueues in guest memory                   (ring.c)
+ *   vfe_dev_*   the device: QEMU's negotiation and start/stop      (dev.c)
+ *   vfe_fuse_*  a FUSE client over the request queues              (fuse.c)
+ *
+ * Errors are negative errno values everywhere. Nothing here aborts on what a
+ * backend sends: a misbehaving backend gets -EPROTO, and a broken queue stays
+ * broken (vfe_vq_broken()).
+ *
+ * Threads: a vfe_conn is used by one thread at a time (its backend request
+ * channel runs in its own thread); a vfe_vq by one thread at a time; different
+ * queues may be driven by different threads concurrently. The allocator of a
+ * vfe_mem is locked internally.
+ */
+#ifndef VFE_H
+#define VFE_H
+
+#include <stdbool.h>
+#include <stddef.h>
+#include <stdint.h>
+#include <sys/types.h>
+#include <linux/fuse.h>
+
+/* ---- vhost-user messages (msg.c) ------------------------------------------- */
+
+enum vfe_vu_request {
+    VFE_VU_GET_FEATURES = 1,
+    VFE_VU_SET_FEATURES = 2,
+    VFE_VU_SET_OWNER = 3,
+    VFE_VU_RESET_OWNER = 4,
+    VFE_VU_SET_MEM_TABLE = 5,
+    VFE_VU_SET_LOG_BASE = 6,
+    VFE_VU_SET_LOG_FD = 7,
+    VFE_VU_SET_VRING_NUM = 8,
+    VFE_VU_SET_VRING_ADDR = 9,
+    VFE_VU_SET_VRING_BASE = 10,
+    VFE_VU_GET_VRING_BASE = 11,
+    VFE_VU_SET_VRING_KICK = 12,
+    VFE_VU_SET_VRING_CALL = 13,
+    VFE_VU_SET_VRING_ERR = 14,
+    VFE_VU_GET_PROTOCOL_FEATURES = 15,
+    VFE_VU_SET_PROTOCOL_FEATURES = 16,
+    VFE_VU_GET_QUEUE_NUM = 17,
+    VFE_VU_SET_VRING_ENABLE = 18,
+    VFE_VU_SET_BACKEND_REQ_FD = 21,
+    VFE_VU_GET_CONFIG = 24,
+    VFE_VU_RESET_DEVICE = 34,
+    VFE_VU_GET_MAX_MEM_SLOTS = 36,
+    VFE_VU_SET_STATUS = 39,
+    VFE_VU_GET_STATUS = 40,
+};
+
+/* Header flags. */
+#define VFE_VU_VERSION 0x1u
+#define VFE_VU_VERSION_MASK 0x3u
+#define VFE_VU_FLAG_REPLY 0x4u
+#define VFE_VU_FLAG_NEED_REPLY 0x8u
+
+/* Protocol feature bits. */
+#define VFE_VU_PF_MQ 0
+#define VFE_VU_PF_LOG_SHMFD 1
+#define VFE_VU_PF_REPLY_ACK 3
+#define VFE_VU_PF_BACKEND_REQ 5
+#define VFE_VU_PF_CONFIG 9
+#define VFE_VU_PF_BACKEND_SEND_FD 10
+#define VFE_VU_PF_RESET_DEVICE 13
+#define VFE_VU_PF_CONFIGURE_MEM_SLOTS 15
+#define VFE_VU_PF_STATUS 16
+
+/* Virtio / vhost-user feature bits. */
+#define VFE_F_INDIRECT_DESC 28
+#define VFE_F_EVENT_IDX 29
+#define VFE_F_PROTOCOL_FEATURES 30
+#define VFE_F_VERSION_1 32
+
+/* SET_VRING_KICK/CALL/ERR payload: queue index in the low byte, and this bit
+ * when no fd is attached. */
+#define VFE_VU_VRING_IDX_MASK 0xffull
+#define VFE_VU_VRING_NOFD (1ull << 8)
+
+#define VFE_VU_HDR_SIZE 12u
+#define VFE_VU_MAX_PAYLOAD 4096u
+#define VFE_VU_MAX_FDS 16u
+#define VFE_VU_MAX_REGIONS 8u
+
+struct vfe_vu_state {
+    uint32_t index;
+    uint32_t num;
+};
+
+struct vfe_vu_addr {
+    uint32_t index;
+    uint32_t flags;
+    uint64_t desc_user_addr;
+    uint64_t used_user_addr;
+    uint64_t avail_user_addr;
+    uint64_t log_guest_addr;
+};
+
+struct vfe_vu_region {
+    uint64_t guest_phys_addr;
+    uint64_t memory_size;
+    uint64_t userspace_addr;
+    uint64_t mmap_offset;
+};
+
+struct vfe_vu_mem {
+    uint32_t nregions;
+    uint32_t padding;
+    struct vfe_vu_region regions[VFE_VU_MAX_REGIONS];
+};
+
+/* One message as it travels: header, then size bytes of payload. */
+struct vfe_msg {
+    uint32_t request;
+    uint32_t flags;
+    uint32_t size;
+    union {
+        uint64_t u64;
+        struct vfe_vu_state state;
+        struct vfe_vu_addr addr;
+        struct vfe_vu_mem mem;
+        uint8_t raw[VFE_VU_MAX_PAYLOAD];
+    } payload;
+} __attribute__((packed));
+
+void vfe_msg_init(struct vfe_msg *m, uint32_t request, uint32_t flags);
+void vfe_msg_set_u64(struct vfe_msg *m, uint64_t v);
+void vfe_msg_set_state(struct vfe_msg *m, uint32_t index, uint32_t num);
+void vfe_msg_set_addr(struct vfe_msg *m, const struct vfe_vu_addr *a);
+/* -E2BIG with more than VFE_VU_MAX_REGIONS regions. */
+int vfe_msg_set_mem(struct vfe_msg *m, const struct vfe_vu_region *r, unsigned n);
+/* Bytes on the wire: header plus payload. */
+size_t vfe_msg_wire_len(const struct vfe_msg *m);
+/* Is reply a well-formed reply to request carrying a payload of exactly
+ * payload_size bytes? 0 or -EPROTO. */
+int vfe_msg_check_reply(const struct vfe_msg *reply, uint32_t request, uint32_t payload_size);
+const char *vfe_msg_name(uint32_t request);
+
+/* ---- The connection (conn.c) ----------------------------------------------- */
+
+struct vfe_conn;
+
+/*
+ * Serves one message from the backend request channel; fds are owned by the
+ * callee for the duration of the call (closed afterwards). Returns the u64 to
+ * ack with (0 = success). Runs on the channel thread.
+ */
+typedef uint64_t (*vfe_backend_req_fn)(void *opaque, const struct vfe_msg *m, const int *fds,
+                                       unsigned nfds);
+
+struct vfe_conn_config {
+    /* Exactly one of socket_path (connect to a running backend) or backend_cmd. */
+    const char *socket_path;
+    /* Command line with {socket} and {dir} substituted; run in its own process
+     * group, killed and reaped on close. socket_path, if also set, is the socket
+     * it is told to create; otherwise a temporary one is made. */
+    const char *backend_cmd;
+    const char *dir;            /* for {dir} */
+    const char *backend_log;    /* backend's stdout+stderr go here (NULL: inherit) */
+    int timeout_ms;             /* socket appearance and every reply; 0 = 10 s */
+};
+
+int vfe_conn_open(const struct vfe_conn_config *cfg, struct vfe_conn **out);
+/* Stops the request channel, closes the socket, kills and reaps the backend. */
+void vfe_conn_close(struct vfe_conn *c);
+/* The backend's pid (0 when we connected to a running one), and its exit. */
+pid_t vfe_conn_backend_pid(const struct vfe_conn *c);
+/* Non-blocking: true and *status if the spawned backend has exited. */
+bool vfe_conn_backend_exited(struct vfe_conn *c, int *status);
+const char *vfe_conn_socket_path(const struct vfe_conn *c);
+int vfe_conn_fd(const struct vfe_conn *c);
+void vfe_conn_set_reply_ack(struct vfe_conn *c, bool on);
+
+/* Raw: the header is sent as given (size may lie about payload_len). */
+int vfe_conn_send_raw(struct vfe_conn *c, uint32_t request, uint32_t flags, uint32_t size,
+                      const void *payload, size_t payload_len, const int *fds, unsigned nfds);
+/* Raw: one message back. -ETIMEDOUT, -ECONNRESET on EOF, -EMSGSIZE when the
+ * payload is larger than VFE_VU_MAX_PAYLOAD (it is drained). fds received are
+ * stored in fds (up to *nfds; the count is written back) or closed if fds is NULL. */
+int vfe_conn_recv_raw(struct vfe_conn *c, struct vfe_msg *m, int *fds, unsigned *nfds,
+                      int timeout_ms);
+/* Did the backend close the socket? Waits up to timeout_ms for EOF. */
+bool vfe_conn_wait_closed(struct vfe_conn *c, int timeout_ms);
+
+/* Checked: send m (with fds) and, if the request has its own reply (GET_*),
+ * read and validate it into reply. With REPLY_ACK on, other requests carry
+ * NEED_REPLY and the u64 ack is checked (-EIO when non-zero). */
+int vfe_conn_call(struct vfe_conn *c, struct vfe_msg *m, const int *fds, unsigned nfds,
+                  struct vfe_msg *reply);
+int vfe_conn_get_u64(struct vfe_conn *c, uint32_t request, uint64_t *v);
+int vfe_conn_set_u64(struct vfe_conn *c, uint32_t request, uint64_t v);
+
+/* Creates the backend request socketpair, sends SET_BACKEND_REQ_FD and starts
+ * the thread serving it. handler NULL: every request gets a failure ack. */
+int vfe_conn_start_backend_channel(struct vfe_conn *c, vfe_backend_req_fn handler, void *opaque);
+/* Requests served on the channel so far. */
+unsigned vfe_conn_backend_requests(const struct vfe_conn *c);
+
+/* ---- Guest memory (mem.c) ---------------------------------------------------- */
+
+#define VFE_MEM_MAX_REGIONS 8u
+
+struct vfe_mem_config {
+    unsigned nregions;                     /* 0: the default layout below */
+    uint64_t gpa[VFE_MEM_MAX_REGIONS];     /* page aligned, no overlaps */
+    uint64_t size[VFE_MEM_MAX_REGIONS];    /* page multiples */
+};
+
+/*
+ * The default layout: three regions, non-contiguous in guest-physical space
+ * except regions 1 and 2, which are adjacent (so a buffer can straddle them),
+ * while their mappings are NOT adjacent in our address space (region 2 is mapped
+ * below region 1 with a guard gap), so a backend that does not split a
+ * straddling buffer reads the wrong bytes or faults instead of passing by luck.
+ *   region 0: gpa 0x0,                size 16 MiB    (rings, small buffers)
+ *   region 1: gpa 0x100000000,        size 64 MiB
+ *   region 2: gpa 0x100000000+64 MiB, size 64 MiB
+ * All regions share one memfd at distinct offsets (mmap_offset != 0).
+ */
+void vfe_mem_default_config(struct vfe_mem_config *cfg);
+
+struct vfe_mem;
+
+int vfe_mem_new(const struct vfe_mem_config *cfg, struct vfe_mem **out);
+void vfe_mem_free(struct vfe_mem *m);
+unsigned vfe_mem_nregions(const struct vfe_mem *m);
+/* The SET_MEM_TABLE view (userspace_addr = our mapping) and the fd. */
+void vfe_mem_region(const struct vfe_mem *m, unsigned i, struct vfe_vu_region *r);
+int vfe_mem_fd(const struct vfe_mem *m);
+
+/* Translation; NULL / -EFAULT unless [gpa, gpa+len) lies inside ONE region. */
+void *vfe_mem_gpa_to_hva(const struct vfe_mem *m, uint64_t gpa, uint64_t len);
+int vfe_mem_hva_to_gpa(const struct vfe_mem *m, const void *hva, uint64_t len, uint64_t *gpa);
+/* Copies across region boundaries (GPA-adjacent regions); -EFAULT on holes. */
+int vfe_mem_write(struct vfe_mem *m, uint64_t gpa, const void *src, size_t len);
+int vfe_mem_read(const struct vfe_mem *m, uint64_t gpa, void *dst, size_t len);
+int vfe_mem_fill(struct vfe_mem *m, uint64_t gpa, int byte, size_t len);
+
+/* Allocator. Blocks never cross a region boundary, except straddling ones. */
+int vfe_mem_alloc(struct vfe_mem *m, uint64_t size, uint64_t align, uint64_t *gpa);
+/* Like vfe_mem_alloc in a chosen region. */
+int vfe_mem_alloc_in(struct vfe_mem *m, unsigned region, uint64_t size, uint64_t align,
+                     uint64_t *gpa);
+/* A block that crosses the boundary between two GPA-adjacent regions, half on
+ * each side (page aligned around the boundary). -ENOENT without such regions. */
+int vfe_mem_alloc_straddle(struct vfe_mem *m, uint64_t size, uint64_t *gpa);
+/* The boundary a straddling block at gpa crosses, or 0. */
+uint64_t vfe_mem_straddle_boundary(const struct vfe_mem *m, uint64_t gpa, uint64_t len);
+int vfe_mem_free_block(struct vfe_mem *m, uint64_t gpa);
+uint64_t vfe_mem_allocated(const struct vfe_mem *m);
+
+/* ---- Split virtqueues (ring.c) ----------------------------------------------- */
+
+/* A run of guest memory, for descriptors. */
+struct vfe_sg {
+    uint64_t gpa;
+    uint32_t len;
+};
+
+#define VFE_VQ_MAX_SIZE 32768u
+/* Descriptors per indirect table the queue preallocates per head. */
+#define VFE_VQ_INDIRECT_MAX 64u
+
+struct vfe_vq;
+
+struct vfe_vq_config {
+    unsigned index;
+    unsigned size;      /* power of two, <= VFE_VQ_MAX_SIZE */
+    bool event_idx;     /* VIRTIO_RING_F_EVENT_IDX negotiated */
+    bool indirect;      /* preallocate indirect tables */
+};
+
+int vfe_vq_new(struct vfe_mem *mem, const struct vfe_vq_config *cfg, struct vfe_vq **out);
+void vfe_vq_free(struct vfe_vq *vq);
+unsigned vfe_vq_size(const struct vfe_vq *vq);
+unsigned vfe_vq_index(const struct vfe_vq *vq);
+int vfe_vq_kick_fd(const struct vfe_vq *vq);
+int vfe_vq_call_fd(const struct vfe_vq *vq);
+/* SET_VRING_ADDR payload: our virtual addresses of the three parts. */
+void vfe_vq_addr(const struct vfe_vq *vq, struct vfe_vu_addr *a);
+/* Guest-physical addresses of the three parts. */
+void vfe_vq_gpas(const struct vfe_vq *vq, uint64_t *desc, uint64_t *avail, uint64_t *used);
+/* Free descriptors, and requests in flight. */
+unsigned vfe_vq_free_descs(const struct vfe_vq *vq);
+unsigned vfe_vq_in_flight(const struct vfe_vq *vq);
+/* Set when the backend returned something impossible (bad id, bad length). */
+bool vfe_vq_broken(const struct vfe_vq *vq);
+/* The next avail index (SET_VRING_BASE after a restart). */
+uint16_t vfe_vq_avail_idx(const struct vfe_vq *vq);
+/* Forget every request in flight and start over at index base (after
+ * GET_VRING_BASE). */
+void vfe_vq_reset(struct vfe_vq *vq, uint16_t base);
+
+/*
+ * Adds a request: out[] device-readable, in[] device-writable. indirect: one
+ * descriptor pointing at a table of all of them. -ENOSPC when the ring has no
+ * room, -EINVAL on empty/oversized lists. Does not notify: see vfe_vq_kick().
+ */
+int vfe_vq_add(struct vfe_vq *vq, const struct vfe_sg *out, unsigned nout,
+               const struct vfe_sg *in, unsigned nin, bool indirect, void *token);
+/* Publishes added requests and kicks if the backend wants it (EVENT_IDX /
+ * NO_NOTIFY). Returns whether it kicked. force: kick regardless. */
+bool vfe_vq_kick(struct vfe_vq *vq, bool force);
+/* Takes one completion: its token and the used length. 0, -EAGAIN when none,
+ * -EPROTO when the backend published a bad entry (the queue is then broken). */
+int vfe_vq_get_used(struct vfe_vq *vq, void **token, uint32_t *len);
+/* Arms the call notification and waits for it (or for a completion already
+ * there). 0, -ETIMEDOUT. timeout_ms < 0: forever. */
+int vfe_vq_wait(struct vfe_vq *vq, int timeout_ms);
+/* Suppress call notifications (polling mode). */
+void vfe_vq_disable_cb(struct vfe_vq *vq);
+
+/* Raw access for hostile tests: the descriptor table, writes to any slot, and
+ * publishing any head id (nothing checked, nothing tracked). */
+struct vring_desc;
+struct vring_desc *vfe_vq_raw_desc(struct vfe_vq *vq);
+void vfe_vq_raw_set_desc(struct vfe_vq *vq, unsigned i, uint64_t addr, uint32_t len,
+                         uint16_t flags, uint16_t next);
+void vfe_vq_raw_publish(struct vfe_vq *vq, uint16_t head);
+/* Sets avail->idx to any value (e.g. far ahead of what was published). */
+void vfe_vq_raw_set_avail_idx(struct vfe_vq *vq, uint16_t idx);
+uint16_t vfe_vq_raw_used_idx(const struct vfe_vq *vq);
+void vfe_vq_raw_used_elem(const struct vfe_vq *vq, uint16_t slot, uint32_t *id, uint32_t *len);
+void vfe_vq_raw_kick(struct vfe_vq *vq);
+
+/* ---- The device (dev.c) ------------------------------------------------------- */
+
+/*
+ * Device lifecycle (asserted in debug builds):
+ *
+ *   NEW --vfe_dev_connect--> OWNED --vfe_dev_start--> RUNNING
+ *                              ^                         |
+ *                              +------vfe_dev_stop-------+
+ *   any --vfe_dev_close--> (freed)
+ *
+ * connect: GET_FEATURES, GET_PROTOCOL_FEATURES, SET_PROTOCOL_FEATURES,
+ *   GET_QUEUE_NUM, SET_BACKEND_REQ_FD, SET_OWNER (QEMU 7.2's order).
+ * start: SET_FEATURES, SET_MEM_TABLE, per queue SET_VRING_NUM, SET_VRING_BASE,
+ *   SET_VRING_ADDR, SET_VRING_KICK, SET_VRING_CALL (SET_VRING_ERR), then
+ *   SET_VRING_ENABLE on each.
+ * stop: GET_VRING_BASE per queue (the queues keep their memory; start again
+ *   resumes at the returned indices).
+ */
+struct vfe_dev_config {
+    struct vfe_conn_config conn;
+    struct vfe_mem_config mem;    /* nregions 0: default layout */
+    unsigned request_queues;      /* 0: 1 */
+    unsigned queue_size;          /* 0: 128 */
+    uint64_t features;            /* virtio bits to ask for, masked by the offer;
+                                     0: VERSION_1 | INDIRECT_DESC | EVENT_IDX */
+    uint64_t protocol_features;   /* wanted, masked by the offer; 0: MQ |
+                                     REPLY_ACK | BACKEND_REQ | BACKEND_SEND_FD */
+    bool no_backend_channel;      /* skip SET_BACKEND_REQ_FD */
+    bool send_vring_err;          /* also SET_VRING_ERR */
+    vfe_backend_req_fn backend_req;
+    void *backend_req_opaque;
+};
+
+struct vfe_dev;
+
+/* Opens the connection and negotiates (NEW -> OWNED). */
+int vfe_dev_connect(const struct vfe_dev_config *cfg, struct vfe_dev **out);
+int vfe_dev_start(struct vfe_dev *d);
+int vfe_dev_stop(struct vfe_dev *d);
+void vfe_dev_close(struct vfe_dev *d);
+
+struct vfe_conn *vfe_dev_conn(struct vfe_dev *d);
+struct vfe_mem *vfe_dev_mem(struct vfe_dev *d);
+/* Queue i: 0 hiprio, 1..request_queues. */
+struct vfe_vq *vfe_dev_vq(struct vfe_dev *d, unsigned i);
+unsigned vfe_dev_nqueues(const struct vfe_dev *d);
+uint64_t vfe_dev_features(const struct vfe_dev *d);          /* negotiated */
+uint64_t vfe_dev_offered_features(const struct vfe_dev *d);
+uint64_t vfe_dev_protocol_features(const struct vfe_dev *d); /* negotiated */
+uint64_t vfe_dev_backend_queues(const struct vfe_dev *d);    /* GET_QUEUE_NUM */
+
+/* ---- FUSE client (fuse.c) ----------------------------------------------------- */
+
+/*
+ * One FUSE request and, after completion, its reply. Filled by the caller,
+ * owned by the caller; it must stay valid until completed.
+ * Device-readable part: [fuse_in_header | arg | name\0 | name2\0 | extra] in the
+ * slot's buffer, then in_data[] (guest memory, e.g. WRITE payload).
+ * Device-writable part: [fuse_out_header | out_arg] in the slot's buffer, then
+ * out_data[] (guest memory, e.g. READ / READDIR payload).
+ */
+struct vfe_fuse_op {
+    uint32_t opcode;
+    uint64_t nodeid;
+    const void *arg;
+    uint32_t arg_len;
+    const char *name;
+    const char *name2;
+    const void *extra;
+    uint32_t extra_len;
+    const struct vfe_sg *in_data;
+    unsigned in_data_cnt;
+    void *out_arg;
+    uint32_t out_arg_len;
+    const struct vfe_sg *out_data;
+    unsigned out_data_cnt;
+    unsigned flags;           /* VFE_OP_* */
+    /* Filled on completion. */
+    bool done;
+    int32_t error;            /* 0 or the reply's -errno; -EPROTO on a bad reply */
+    uint32_t reply_len;       /* bytes the backend wrote, header included */
+    uint32_t out_arg_got;     /* bytes of out_arg filled */
+    uint32_t data_len;        /* bytes in out_data */
+    uint64_t unique;
+    uint64_t t_submit_ns;     /* CLOCK_MONOTONIC */
+    uint64_t t_done_ns;
+    void *user;
+};
+
+#define VFE_OP_INDIRECT 0x1u   /* submit as one indirect descriptor */
+#define VFE_OP_NO_REPLY 0x2u   /* FORGET / BATCH_FORGET: no writable part */
+
+struct vfe_fuse_config {
+    unsigned depth;           /* requests in flight per queue; 0: 16 */
+    uint32_t proto_minor;     /* 31..41; 0: 41 */
+    uint64_t init_flags;      /* offered in INIT (flags | flags2 << 32) */
+    uint32_t max_readahead;   /* 0: 128 KiB */
+    int timeout_ms;           /* per synchronous call; 0: 10 s */
+    uint32_t uid, gid, pid;   /* in every header */
+};
+
+struct vfe_fuse;
+
+/* The device must be RUNNING. */
+int vfe_fuse_new(struct vfe_dev *d, const struct vfe_fuse_config *cfg, struct vfe_fuse **out);
+void vfe_fuse_free(struct vfe_fuse *f);
+
+/* Pipelined: queue q (0 hiprio, 1.. request). -EAGAIN when all slots are busy.
+ * vfe_fuse_submit does not kick; vfe_fuse_kick publishes. */
+int vfe_fuse_submit(struct vfe_fuse *f, unsigned q, struct vfe_fuse_op *op);
+void vfe_fuse_kick(struct vfe_fuse *f, unsigned q);
+/* Collects up to max completed ops (waiting up to timeout_ms for the first
+ * one; 0: no wait). Returns the count or -errno (-ETIMEDOUT, -EPROTO). */
+int vfe_fuse_reap(struct vfe_fuse *f, unsigned q, struct vfe_fuse_op **done, unsigned max,
+                  int timeout_ms);
+unsigned vfe_fuse_in_flight(const struct vfe_fuse *f, unsigned q);
+/* Synchronous: submit, kick, wait. Returns op->error (or a transport error). */
+int vfe_fuse_call(struct vfe_fuse *f, unsigned q, struct vfe_fuse_op *op);
+
+/* What INIT negotiated. */
+struct vfe_fuse_init_result {
+    uint32_t major, minor;
+    uint64_t flags;           /* flags | flags2 << 32 */
+    uint32_t max_write;
+    uint32_t max_readahead;
+    uint16_t max_pages;
+    uint16_t map_alignment;
+    uint32_t time_gran;
+    uint16_t max_background;
+    uint16_t congestion_threshold;
+};
+
+/* Helpers on the default request queue (vfe_fuse_set_queue; initially 1). */
+void vfe_fuse_set_queue(struct vfe_fuse *f, unsigned q);
+int vfe_fuse_init(struct vfe_fuse *f, struct vfe_fuse_init_result *res);
+int vfe_fuse_lookup(struct vfe_fuse *f, uint64_t parent, const char *name,
+                    struct fuse_entry_out *out);
+/* Walks a '/'-separated path from the root. */
+int vfe_fuse_lookup_path(struct vfe_fuse *f, const char *path, struct fuse_entry_out *out);
+int vfe_fuse_getattr(struct vfe_fuse *f, uint64_t nodeid, struct fuse_attr_out *out);
+int vfe_fuse_open(struct vfe_fuse *f, uint64_t nodeid, uint32_t flags, struct fuse_open_out *out);
+int vfe_fuse_opendir(struct vfe_fuse *f, uint64_t nodeid, struct fuse_open_out *out);
+int vfe_fuse_create(struct vfe_fuse *f, uint64_t parent, const char *name, uint32_t flags,
+                    uint32_t mode, struct fuse_entry_out *entry, struct fuse_open_out *open);
+int vfe_fuse_mkdir(struct vfe_fuse *f, uint64_t parent, const char *name, uint32_t mode,
+                   struct fuse_entry_out *out);
+int vfe_fuse_unlink(struct vfe_fuse *f, uint64_t parent, const char *name);
+int vfe_fuse_rmdir(struct vfe_fuse *f, uint64_t parent, const char *name);
+/* READ into guest memory (data: sg list); returns bytes read or -errno. */
+ssize_t vfe_fuse_read_sg(struct vfe_fuse *f, uint64_t nodeid, uint64_t fh, uint64_t off,
+                         const struct vfe_sg *data, unsigned cnt, bool indirect);
+ssize_t vfe_fuse_write_sg(struct vfe_fuse *f, uint64_t nodeid, uint64_t fh, uint64_t off,
+                          const struct vfe_sg *data, unsigned cnt, bool indirect);
+/* Convenience: through a bounce buffer in guest memory. */
+ssize_t vfe_fuse_read(struct vfe_fuse *f, uint64_t nodeid, uint64_t fh, uint64_t off, void *buf,
+                      size_t len);
+ssize_t vfe_fuse_write(struct vfe_fuse *f, uint64_t nodeid, uint64_t fh, uint64_t off,
+                       const void *buf, size_t len);
+int vfe_fuse_release(struct vfe_fuse *f, uint64_t nodeid, uint64_t fh, uint32_t flags);
+int vfe_fuse_releasedir(struct vfe_fuse *f, uint64_t nodeid, uint64_t fh);
+int vfe_fuse_fsync(struct vfe_fuse *f, uint64_t nodeid, uint64_t fh, bool datasync);
+int vfe_fuse_statfs(struct vfe_fuse *f, uint64_t nodeid, struct fuse_statfs_out *out);
+/* FORGET on the hiprio queue (no reply; returns once the backend used it). */
+int vfe_fuse_forget(struct vfe_fuse *f, uint64_t nodeid, uint64_t nlookup);
+
+/* READDIR: calls fn for each entry of the directory (opened here). */
+typedef void (*vfe_dirent_fn)(void *opaque, const char *name, size_t namelen, uint64_t ino,
+                              uint32_t type, uint64_t off);
+int vfe_fuse_readdir_all(struct vfe_fuse *f, uint64_t nodeid, vfe_dirent_fn fn, void *opaque);
+/* Parses a READDIR reply buffer; returns entries seen or -EPROTO. Pure. */
+int vfe_fuse_parse_dirents(const void *buf, size_t len, vfe_dirent_fn fn, void *opaque,
+                           uint64_t *last_off);
+
+/* Monotonic nanoseconds (latency timestamps). */
+uint64_t vfe_now_ns(void);
+
+#endif
