@@ -1,0 +1,244 @@
+/* SPDX-License-Identifier: GPL-2.0-or-later */
+#include <errno.h>
+#include <inttypes.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <unistd.h>
+
+#include "fake_frontend.h"
+
+uint64_t fake_rand(uint64_t *s)
+{
+    /* xorshift64* */
+    *s ^= *s >> 12;
+    *s ^= *s << 25;
+    *s ^= *s >> 27;
+    return *s * UINT64_C(2685821657736338717);
+}
+
+void fake_init(struct fake_fe *fe, uint64_t size, uint64_t page)
+{
+    memset(fe, 0, sizeof(*fe));
+    pthread_mutex_init(&fe->lock, NULL);
+    fe->size = size;
+    fe->page = page;
+    fe->owner = calloc(size / page, sizeof(*fe->owner));
+    fe->inflight = calloc(size / DAX_RANGE_SIZE + 1, sizeof(*fe->inflight));
+    fe->rng = 0x9e3779b97f4a7c15u;
+    if (!fe->owner || !fe->inflight)
+        abort();
+}
+
+void fake_fini(struct fake_fe *fe)
+{
+    free(fe->owner);
+    free(fe->inflight);
+    free(fe->maps);
+    pthread_mutex_destroy(&fe->lock);
+}
+
+static void violation(struct fake_fe *fe, const char *what, uint64_t moffset, uint64_t len)
+{
+    fe->violations++;
+    snprintf(fe->last_violation, sizeof(fe->last_violation),
+             "%s: moffset %#" PRIx64 " len %#" PRIx64, what, moffset, len);
+}
+
+static bool inject(struct fake_fe *fe)
+{
+    if (fe->fail_pct && fake_rand(&fe->rng) % 100 < fe->fail_pct) {
+        fe->injected++;
+        return true;
+    }
+    return false;
+}
+
+/* Marks the slot busy for the duration of a call; a second caller is a breach. */
+static void enter(struct fake_fe *fe, uint64_t moffset, uint64_t len)
+{
+    uint64_t s = moffset / DAX_RANGE_SIZE;
+
+    if (s <= fe->size / DAX_RANGE_SIZE) {
+        if (fe->inflight[s]++)
+            violation(fe, "concurrent calls on one slot", moffset, len);
+    }
+}
+
+static void leave(struct fake_fe *fe, uint64_t moffset)
+{
+    uint64_t s = moffset / DAX_RANGE_SIZE;
+
+    if (s <= fe->size / DAX_RANGE_SIZE)
+        fe->inflight[s]--;
+}
+
+static void nap(struct fake_fe *fe)
+{
+    if (fe->sleep_us) {
+        pthread_mutex_unlock(&fe->lock);
+        usleep(fe->sleep_us);
+        pthread_mutex_lock(&fe->lock);
+    }
+}
+
+static int fake_map_cb(void *ctx, uint64_t key, uint64_t foffset, uint64_t moffset, uint64_t len,
+                       bool writable)
+{
+    struct fake_fe *fe = ctx;
+    size_t idx;
+    int r = 0;
+
+    pthread_mutex_lock(&fe->lock);
+    fe->map_calls++;
+    if (len == 0 || moffset % fe->page || len % fe->page || foffset % fe->page ||
+        moffset >= fe->size || len > fe->size - moffset) {
+        violation(fe, "map out of bounds or misaligned", moffset, len);
+        pthread_mutex_unlock(&fe->lock);
+        return -EINVAL;
+    }
+    if (moffset / DAX_RANGE_SIZE != (moffset + len - 1) / DAX_RANGE_SIZE) {
+        violation(fe, "map crosses a slot", moffset, len);
+        pthread_mutex_unlock(&fe->lock);
+        return -EINVAL;
+    }
+    enter(fe, moffset, len);
+    nap(fe);
+    for (uint64_t p = moffset / fe->page; p < (moffset + len) / fe->page; p++)
+        if (fe->owner[p]) {
+            violation(fe, "map over an existing mapping", moffset, len);
+            r = -EINVAL;
+            goto out_leave;
+        }
+    if (inject(fe)) {
+        r = -EIO;
+        goto out_leave;
+    }
+    for (idx = 0; idx < fe->nmaps && fe->maps[idx].live; idx++)
+        ;
+    if (idx == fe->nmaps) {
+        if (fe->nmaps == fe->cap) {
+            fe->cap = fe->cap ? 2 * fe->cap : 64;
+            fe->maps = realloc(fe->maps, fe->cap * sizeof(*fe->maps));
+            if (!fe->maps)
+                abort();
+        }
+        fe->nmaps++;
+    }
+    fe->maps[idx] = (struct fake_map){ key, foffset, moffset, len, writable, true };
+    for (uint64_t p = moffset / fe->page; p < (moffset + len) / fe->page; p++)
+        fe->owner[p] = (uint32_t)idx + 1;
+out_leave:
+    leave(fe, moffset);
+    pthread_mutex_unlock(&fe->lock);
+    return r;
+}
+
+/* Lock held. Removes the exact mapping or records a breach. */
+static int unmap_one_locked(struct fake_fe *fe, uint64_t moffset, uint64_t len)
+{
+    uint32_t o;
+    struct fake_map *m;
+
+    if (moffset % fe->page || moffset >= fe->size) {
+        violation(fe, "unmap out of bounds", moffset, len);
+        return -EINVAL;
+    }
+    o = fe->owner[moffset / fe->page];
+    m = o ? &fe->maps[o - 1] : NULL;
+    if (!m || m->moffset != moffset || m->len != len) {
+        violation(fe, "unmap is not exactly one mapping", moffset, len);
+        return -EINVAL;
+    }
+    for (uint64_t p = moffset / fe->page; p < (moffset + len) / fe->page; p++)
+        fe->owner[p] = 0;
+    m->live = false;
+    return 0;
+}
+
+static int fake_unmap_cb(void *ctx, uint64_t moffset, uint64_t len)
+{
+    struct fake_fe *fe = ctx;
+    int r;
+
+    pthread_mutex_lock(&fe->lock);
+    fe->unmap_calls++;
+    enter(fe, moffset, len);
+    nap(fe);
+    r = inject(fe) ? -EIO : unmap_one_locked(fe, moffset, len);
+    leave(fe, moffset);
+    pthread_mutex_unlock(&fe->lock);
+    return r;
+}
+
+static int fake_unmap_batch_cb(void *ctx, const struct fuse_removemapping_one *e, unsigned n)
+{
+    struct fake_fe *fe = ctx;
+    int r = 0;
+
+    pthread_mutex_lock(&fe->lock);
+    fe->batch_calls++;
+    if (n == 0 || n > DAX_UNMAP_BATCH) {
+        violation(fe, "bad batch size", 0, n);
+        pthread_mutex_unlock(&fe->lock);
+        return -EINVAL;
+    }
+    for (unsigned i = 0; i < n; i++)
+        enter(fe, e[i].moffset, e[i].len);
+    nap(fe);
+    if (inject(fe))
+        r = -EIO;
+    for (unsigned i = 0; i < n && r == 0; i++)
+        r = unmap_one_locked(fe, e[i].moffset, e[i].len);
+    for (unsigned i = 0; i < n; i++)
+        leave(fe, e[i].moffset);
+    pthread_mutex_unlock(&fe->lock);
+    return r;
+}
+
+const struct dax_ops fake_ops = { .map = fake_map_cb, .unmap = fake_unmap_cb };
+const struct dax_ops fake_ops_batch = {
+    .map = fake_map_cb, .unmap = fake_unmap_cb, .unmap_batch = fake_unmap_batch_cb,
+};
+
+const struct fake_map *fake_at(const struct fake_fe *fe, uint64_t moffset)
+{
+    uint32_t o = fe->owner[moffset / fe->page];
+
+    return o ? &fe->maps[o - 1] : NULL;
+}
+
+unsigned fake_count(const struct fake_fe *fe)
+{
+    unsigned n = 0;
+
+    for (size_t i = 0; i < fe->nmaps; i++)
+        n += fe->maps[i].live;
+    return n;
+}
+
+struct cmp_ctx {
+    struct fake_fe *fe;
+    unsigned seen, bad;
+};
+
+static void cmp_one(void *opaque, uint64_t key, uint64_t foffset, uint64_t moffset, uint64_t len,
+                    bool writable)
+{
+    struct cmp_ctx *c = opaque;
+    const struct fake_map *m = fake_at(c->fe, moffset);
+
+    c->seen++;
+    if (!m || m->moffset != moffset || m->len != len || m->key != key ||
+        m->foffset != foffset || m->writable != writable)
+        c->bad++;
+}
+
+int fake_matches_table(struct fake_fe *fe, struct dax_window *w)
+{
+    struct cmp_ctx c = { .fe = fe };
+
+    if (dax_for_each_mapping(w, cmp_one, &c) < 0)
+        return -1;
+    return c.bad || c.seen != fake_count(fe) ? -1 : 0;
+}

@@ -1,0 +1,53 @@
+/* SPDX-License-Identifier: GPL-2.0-or-later */
+/*
+ * A fake frontend for dax/ unit tests. It ENFORCES the mainline frontend's rules:
+ * a map must be aligned, inside the window, within one 2 MiB slot and must not
+ * overlap any existing mapping; an unmap must exactly match one existing mapping;
+ * no two calls may be in flight for the same slot. Every breach is counted in
+ * 'violations' (with the last one described) and the tests require 0.
+ */
+#ifndef DAX_FAKE_FRONTEND_H
+#define DAX_FAKE_FRONTEND_H
+
+#include <pthread.h>
+#include <stdbool.h>
+#include <stdint.h>
+
+#include "dax.h"
+
+struct fake_map {
+    uint64_t key, foffset, moffset, len;
+    bool writable;
+    bool live;
+};
+
+struct fake_fe {
+    pthread_mutex_t lock;
+    uint64_t size, page;
+    uint32_t *owner;        /* per page: index + 1 into maps, 0 = unmapped */
+    uint32_t *inflight;     /* per slot: calls in progress */
+    struct fake_map *maps;
+    size_t nmaps, cap;
+    unsigned violations;
+    char last_violation[256];
+    unsigned map_calls, unmap_calls, batch_calls;
+    unsigned fail_pct;      /* inject -EIO in this % of calls (no change made) */
+    unsigned injected;
+    uint64_t rng;
+    unsigned sleep_us;      /* sleep inside each call */
+};
+
+extern const struct dax_ops fake_ops;       /* map + unmap */
+extern const struct dax_ops fake_ops_batch; /* map + unmap + unmap_batch */
+
+void fake_init(struct fake_fe *fe, uint64_t size, uint64_t page);
+void fake_fini(struct fake_fe *fe);
+/* The mapping covering page-aligned window offset moffset, or NULL. */
+const struct fake_map *fake_at(const struct fake_fe *fe, uint64_t moffset);
+unsigned fake_count(const struct fake_fe *fe);
+uint64_t fake_rand(uint64_t *state);
+
+/* Compares dax_for_each_mapping() with the fake's mappings; 0 = identical. */
+int fake_matches_table(struct fake_fe *fe, struct dax_window *w);
+
+#endif
