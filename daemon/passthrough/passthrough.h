@@ -25,9 +25,28 @@ const struct fll_ops *pt_fs_ops(void);
 
 /*
  * Forgets every inode and handle the client knew (DESTROY, device reset,
- * frontend disconnect): the next INIT starts from a clean table.
+ * frontend disconnect): the next INIT starts from a clean table. SETLKW
+ * requests still waiting for their lock are completed first with EINTR
+ * (fll_reply_err from the calling thread), so the transport must call this
+ * while their request buffers are still valid.
  */
 void pt_fs_reset(struct pt_fs *fs);
+
+/*
+ * The fd budget: inode O_PATH fds, open handles and lock descriptions the fs
+ * may hold. pt_fs_new sets it from cfg->rlimit_nofile (or RLIMIT_NOFILE) minus
+ * 64 + 5 % headroom for the daemon itself; past it, LOOKUP, OPEN, CREATE...
+ * fail with EMFILE while everything already open keeps working.
+ */
+void pt_fs_set_fd_budget(struct pt_fs *fs, long fds);
+long pt_fs_fds_in_use(const struct pt_fs *fs);
+
+/*
+ * Not supported yet, refused by pt_fs_new with -EOPNOTSUPP: --translate-uid/gid,
+ * --uid-map/--gid-map, --inode-file-handles prefer|mandatory, --security-label.
+ * --xattrmap implies --xattr; --posix-acl without xattrs is -EINVAL.
+ * pt_fs_new sets the process umask to 0 and, as root, drops supplementary groups.
+ */
 
 /* Number of inodes currently known (for statistics and the RSS target). */
 size_t pt_fs_inode_count(const struct pt_fs *fs);

@@ -1,0 +1,400 @@
+/* SPDX-License-Identifier: GPL-2.0-or-later */
+/*
+ * Names and attributes: LOOKUP, FORGET, GETATTR, SETATTR, STATX, ACCESS,
+ * READLINK, and the helpers that turn a host statx into FUSE attributes.
+ */
+#include <fcntl.h>
+#include <limits.h>
+#include <string.h>
+#include <sys/sysmacros.h>
+#include <sys/xattr.h>
+
+#include "pt_i.h"
+
+#ifndef STATX_MNT_ID
+#define STATX_MNT_ID 0x00001000U
+#endif
+
+#define PT_STATX_MASK (STATX_BASIC_STATS | STATX_MNT_ID)
+
+static uint32_t pt_encode_dev(uint32_t major, uint32_t minor)
+{
+    /* The kernel's new_encode_dev(): what FUSE carries in a 32-bit rdev. */
+    return (minor & 0xff) | ((major & 0xfff) << 8) | ((minor & ~0xffu) << 12);
+}
+
+void pt_set_timeout(double t, uint64_t *sec, uint32_t *nsec)
+{
+    *sec = (uint64_t)t;
+    *nsec = (uint32_t)((t - (double)(uint64_t)t) * 1e9);
+}
+
+int pt_statx_fd(int fd, struct statx *st)
+{
+    if (statx(fd, "", AT_EMPTY_PATH | AT_SYMLINK_NOFOLLOW, PT_STATX_MASK, st) < 0)
+        return -errno;
+    return 0;
+}
+
+void pt_fill_attr(const struct statx *st, struct fuse_attr *a)
+{
+    memset(a, 0, sizeof(*a));
+    a->ino = st->stx_ino;
+    a->size = st->stx_size;
+    a->blocks = st->stx_blocks;
+    a->atime = (uint64_t)st->stx_atime.tv_sec;
+    a->atimensec = st->stx_atime.tv_nsec;
+    a->mtime = (uint64_t)st->stx_mtime.tv_sec;
+    a->mtimensec = st->stx_mtime.tv_nsec;
+    a->ctime = (uint64_t)st->stx_ctime.tv_sec;
+    a->ctimensec = st->stx_ctime.tv_nsec;
+    a->mode = st->stx_mode;
+    a->nlink = st->stx_nlink;
+    a->uid = st->stx_uid;
+    a->gid = st->stx_gid;
+    a->rdev = pt_encode_dev(st->stx_rdev_major, st->stx_rdev_minor);
+    a->blksize = st->stx_blksize;
+}
+
+int pt_check_name(const char *name)
+{
+    if (!fll_name_valid(name))
+        return -EINVAL;
+    if (strlen(name) > NAME_MAX)
+        return -ENAMETOOLONG;
+    return 0;
+}
+
+int pt_reopen(struct pt_fs *fs, const struct pt_inode *i, int flags)
+{
+    char num[16];
+    int fd;
+
+    /* The type of an inode never changes, and the O_PATH fd pins the inode. */
+    if (i->type == S_IFDIR) {
+        if ((flags & O_ACCMODE) != O_RDONLY)
+            return -EISDIR;
+    } else if (i->type != S_IFREG) {
+        return i->type == S_IFLNK ? -ELOOP : -ENXIO;
+    }
+    snprintf(num, sizeof(num), "%d", i->fd);
+    fd = openat(fs->proc_self_fd, num, (flags & ~(O_CREAT | O_EXCL | O_NOCTTY)) | O_CLOEXEC);
+    return fd < 0 ? -errno : fd;
+}
+
+int pt_fill_entry(struct pt_fs *fs, struct pt_inode *parent, struct pt_inode *i,
+                  const struct statx *st, struct fuse_entry_out *out)
+{
+    memset(out, 0, sizeof(*out));
+    out->nodeid = pt_inode_nodeid(i);
+    out->generation = i->gen;
+    pt_set_timeout(fs->timeout, &out->entry_valid, &out->entry_valid_nsec);
+    pt_set_timeout(fs->timeout, &out->attr_valid, &out->attr_valid_nsec);
+    pt_fill_attr(st, &out->attr);
+    if (fs->announce_submounts && parent && i->type == S_IFDIR &&
+        (i->dev != parent->dev || i->mnt_id != parent->mnt_id))
+        out->attr.flags |= FUSE_ATTR_SUBMOUNT;
+    return 0;
+}
+
+int pt_do_lookup(struct pt_fs *fs, struct pt_inode *parent, const char *name,
+                 struct fuse_entry_out *out)
+{
+    _cleanup_close_ int fd = -1;
+    _cleanup_inode_ struct pt_inode *i = NULL;
+    struct statx st;
+    int ret;
+
+    if (parent->type != S_IFDIR)
+        return -ENOTDIR;
+    fd = openat(parent->fd, name, O_PATH | O_NOFOLLOW | O_CLOEXEC);
+    if (fd < 0)
+        return -errno;
+    ret = pt_statx_fd(fd, &st);
+    if (ret < 0)
+        return ret;
+    ret = pt_inode_intern(fs, pt_take_fd(&fd), &st, true, &i);
+    if (ret < 0)
+        return ret;
+    return pt_fill_entry(fs, parent, i, &st, out);
+}
+
+int pt_op_lookup(struct fll_req *r, uint64_t parent, const char *name, struct fuse_entry_out *out)
+{
+    struct pt_fs *fs = pt_fs_of(r);
+    _cleanup_inode_ struct pt_inode *p = NULL;
+    int ret;
+
+    ret = pt_inode_get(fs, parent, &p);
+    if (ret < 0)
+        return ret;
+    /* "." and ".." (NFS export) never leave the shared directory. */
+    if (strcmp(name, ".") == 0 || (strcmp(name, "..") == 0 && p == fs->root))
+        return pt_do_lookup(fs, p, ".", out);
+    if (strcmp(name, "..") == 0)
+        return pt_do_lookup(fs, p, "..", out);
+    ret = pt_check_name(name);
+    if (ret < 0)
+        return ret;
+    return pt_do_lookup(fs, p, name, out);
+}
+
+void pt_op_forget(struct fll_req *r, uint64_t nodeid, uint64_t nlookup)
+{
+    pt_inode_forget(pt_fs_of(r), nodeid, nlookup);
+}
+
+static int pt_attr_reply(struct pt_fs *fs, int fd, struct fuse_attr_out *out)
+{
+    struct statx st;
+    int ret = pt_statx_fd(fd, &st);
+
+    if (ret < 0)
+        return ret;
+    memset(out, 0, sizeof(*out));
+    pt_set_timeout(fs->timeout, &out->attr_valid, &out->attr_valid_nsec);
+    pt_fill_attr(&st, &out->attr);
+    return 0;
+}
+
+int pt_op_getattr(struct fll_req *r, uint64_t nodeid, const struct fuse_getattr_in *in,
+                  struct fuse_attr_out *out)
+{
+    struct pt_fs *fs = pt_fs_of(r);
+    _cleanup_inode_ struct pt_inode *i = NULL;
+    int ret = pt_inode_get(fs, nodeid, &i);
+
+    if (ret < 0)
+        return ret;
+    return pt_attr_reply(fs, i->fd, out);
+}
+
+void pt_drop_mapped_capability(struct pt_fs *fs, struct pt_inode *i, int fd)
+{
+    char path[PT_PROC_PATH_MAX];
+
+    if (!fs->cap_mapped || atomic_load(&i->cap_clean))
+        return;
+    if (fd >= 0 && i->type == S_IFREG) {
+        if (fremovexattr(fd, fs->cap_mapped) == 0 || errno == ENODATA)
+            atomic_store(&i->cap_clean, true);
+    } else if (i->type == S_IFREG || i->type == S_IFDIR) {
+        if (removexattr(pt_proc_path(path, i->fd), fs->cap_mapped) == 0 || errno == ENODATA)
+            atomic_store(&i->cap_clean, true);
+    }
+}
+
+int pt_kill_suidgid(struct pt_fs *fs, struct pt_inode *i, int fd)
+{
+    struct statx st;
+    mode_t mode, clear = S_ISUID;
+    char path[PT_PROC_PATH_MAX];
+    int ret = pt_statx_fd(fd >= 0 ? fd : i->fd, &st);
+
+    if (ret < 0)
+        return ret;
+    if (i->type != S_IFREG)
+        return 0;
+    mode = st.stx_mode & 07777;
+    if ((mode & (S_ISGID | S_IXGRP)) == (S_ISGID | S_IXGRP))
+        clear |= S_ISGID;
+    if (!(mode & clear))
+        return 0;
+    if (fd >= 0)
+        ret = fchmod(fd, mode & ~clear);
+    else
+        ret = chmod(pt_proc_path(path, i->fd), mode & ~clear);
+    return ret < 0 ? -errno : 0;
+}
+
+static int pt_setattr_times(struct pt_inode *i, int fd, const struct fuse_setattr_in *in)
+{
+    struct timespec tv[2] = { { .tv_nsec = UTIME_OMIT }, { .tv_nsec = UTIME_OMIT } };
+    char path[PT_PROC_PATH_MAX];
+    int ret;
+
+    if (in->valid & FATTR_ATIME_NOW) {
+        tv[0].tv_nsec = UTIME_NOW;
+    } else if (in->valid & FATTR_ATIME) {
+        if (in->atimensec >= 1000000000u || in->atime > (uint64_t)INT64_MAX)
+            return -EINVAL;
+        tv[0].tv_sec = (time_t)in->atime;
+        tv[0].tv_nsec = in->atimensec;
+    }
+    if (in->valid & FATTR_MTIME_NOW) {
+        tv[1].tv_nsec = UTIME_NOW;
+    } else if (in->valid & FATTR_MTIME) {
+        if (in->mtimensec >= 1000000000u || in->mtime > (uint64_t)INT64_MAX)
+            return -EINVAL;
+        tv[1].tv_sec = (time_t)in->mtime;
+        tv[1].tv_nsec = in->mtimensec;
+    }
+    if (fd >= 0)
+        ret = futimens(fd, tv);
+    else {
+        ret = utimensat(i->fd, "", tv, AT_EMPTY_PATH);
+        if (ret < 0 && errno == EINVAL && i->type != S_IFLNK)
+            ret = utimensat(AT_FDCWD, pt_proc_path(path, i->fd), tv, 0);
+    }
+    return ret < 0 ? -errno : 0;
+}
+
+int pt_op_setattr(struct fll_req *r, uint64_t nodeid, const struct fuse_setattr_in *in,
+                  struct fuse_attr_out *out)
+{
+    struct pt_fs *fs = pt_fs_of(r);
+    _cleanup_inode_ struct pt_inode *i = NULL;
+    _cleanup_handle_ struct pt_handle *h = NULL;
+    char path[PT_PROC_PATH_MAX];
+    int fd = -1;
+    int ret;
+
+    ret = pt_inode_get(fs, nodeid, &i);
+    if (ret < 0)
+        return ret;
+    if (fs->readonly)
+        return -EROFS;
+    if (in->valid & FATTR_FH) {
+        ret = pt_handle_get(fs, in->fh, nodeid, &h);
+        if (ret < 0)
+            return ret;
+        if (!h->is_dir)
+            fd = h->fd;
+    }
+
+    if (in->valid & FATTR_MODE) {
+        if (i->type == S_IFLNK)
+            return -EOPNOTSUPP; /* Linux has no symlink modes */
+        if (fd >= 0)
+            ret = fchmod(fd, in->mode & 07777);
+        else
+            ret = chmod(pt_proc_path(path, i->fd), in->mode & 07777);
+        if (ret < 0)
+            return -errno;
+    }
+    if (in->valid & (FATTR_UID | FATTR_GID)) {
+        uid_t uid = (in->valid & FATTR_UID) ? in->uid : (uid_t)-1;
+        gid_t gid = (in->valid & FATTR_GID) ? in->gid : (gid_t)-1;
+        if (fchownat(i->fd, "", uid, gid, AT_EMPTY_PATH | AT_SYMLINK_NOFOLLOW) < 0)
+            return -errno;
+        pt_drop_mapped_capability(fs, i, fd);
+        if (in->valid & FATTR_KILL_SUIDGID) {
+            ret = pt_kill_suidgid(fs, i, fd);
+            if (ret < 0)
+                return ret;
+        }
+    }
+    if (in->valid & FATTR_SIZE) {
+        if (in->size > (uint64_t)INT64_MAX)
+            return -EFBIG;
+        if (i->type == S_IFDIR)
+            return -EISDIR;
+        if (i->type != S_IFREG)
+            return -EINVAL;
+        if (in->valid & FATTR_KILL_SUIDGID) {
+            ret = pt_kill_suidgid(fs, i, fd);
+            if (ret < 0)
+                return ret;
+        }
+        if (fd >= 0) {
+            ret = ftruncate(fd, (off_t)in->size);
+        } else {
+            _cleanup_close_ int wfd = pt_reopen(fs, i, O_WRONLY);
+            if (wfd < 0)
+                return wfd;
+            ret = ftruncate(wfd, (off_t)in->size);
+        }
+        if (ret < 0)
+            return -errno;
+        pt_drop_mapped_capability(fs, i, fd);
+    }
+    if (in->valid & (FATTR_ATIME | FATTR_MTIME | FATTR_ATIME_NOW | FATTR_MTIME_NOW)) {
+        ret = pt_setattr_times(i, fd, in);
+        if (ret < 0)
+            return ret;
+    }
+    return pt_attr_reply(fs, i->fd, out);
+}
+
+int pt_op_readlink(struct fll_req *r, uint64_t nodeid, char *buf, size_t size)
+{
+    struct pt_fs *fs = pt_fs_of(r);
+    _cleanup_inode_ struct pt_inode *i = NULL;
+    ssize_t n;
+    int ret = pt_inode_get(fs, nodeid, &i);
+
+    if (ret < 0)
+        return ret;
+    if (i->type != S_IFLNK)
+        return -EINVAL;
+    n = readlinkat(i->fd, "", buf, size);
+    if (n < 0)
+        return -errno;
+    return (int)n;
+}
+
+int pt_op_access(struct fll_req *r, uint64_t nodeid, const struct fuse_access_in *in)
+{
+    struct pt_fs *fs = pt_fs_of(r);
+    _cleanup_inode_ struct pt_inode *i = NULL;
+    _cleanup_cred_ struct pt_cred cred = { 0 };
+    char num[16];
+    int ret = pt_inode_get(fs, nodeid, &i);
+
+    if (ret < 0)
+        return ret;
+    if (in->mask & ~(uint32_t)(R_OK | W_OK | X_OK))
+        return -EINVAL;
+    if (fs->readonly && (in->mask & W_OK))
+        return -EROFS;
+    ret = pt_cred_enter(fs, r, &cred);
+    if (ret < 0)
+        return ret;
+    snprintf(num, sizeof(num), "%d", i->fd);
+    if (faccessat(fs->proc_self_fd, num, (int)in->mask, AT_EACCESS) < 0)
+        return -errno;
+    return 0;
+}
+
+int pt_op_statx(struct fll_req *r, uint64_t nodeid, const struct fuse_statx_in *in,
+                struct fuse_statx_out *out)
+{
+    struct pt_fs *fs = pt_fs_of(r);
+    _cleanup_inode_ struct pt_inode *i = NULL;
+    struct statx st;
+    struct fuse_statx *s = &out->stat;
+    int flags = AT_EMPTY_PATH | AT_SYMLINK_NOFOLLOW;
+    int ret = pt_inode_get(fs, nodeid, &i);
+
+    if (ret < 0)
+        return ret;
+    flags |= (int)(in->sx_flags & AT_STATX_SYNC_TYPE);
+    if (statx(i->fd, "", flags, (in->sx_mask & STATX_ALL) | STATX_BASIC_STATS, &st) < 0)
+        return -errno;
+    memset(out, 0, sizeof(*out));
+    pt_set_timeout(fs->timeout, &out->attr_valid, &out->attr_valid_nsec);
+    s->mask = st.stx_mask & (STATX_BASIC_STATS | STATX_BTIME);
+    s->blksize = st.stx_blksize;
+    s->attributes = st.stx_attributes;
+    s->attributes_mask = st.stx_attributes_mask;
+    s->nlink = st.stx_nlink;
+    s->uid = st.stx_uid;
+    s->gid = st.stx_gid;
+    s->mode = st.stx_mode;
+    s->ino = st.stx_ino;
+    s->size = st.stx_size;
+    s->blocks = st.stx_blocks;
+    s->atime.tv_sec = st.stx_atime.tv_sec;
+    s->atime.tv_nsec = st.stx_atime.tv_nsec;
+    s->btime.tv_sec = st.stx_btime.tv_sec;
+    s->btime.tv_nsec = st.stx_btime.tv_nsec;
+    s->ctime.tv_sec = st.stx_ctime.tv_sec;
+    s->ctime.tv_nsec = st.stx_ctime.tv_nsec;
+    s->mtime.tv_sec = st.stx_mtime.tv_sec;
+    s->mtime.tv_nsec = st.stx_mtime.tv_nsec;
+    s->rdev_major = st.stx_rdev_major;
+    s->rdev_minor = st.stx_rdev_minor;
+    s->dev_major = st.stx_dev_major;
+    s->dev_minor = st.stx_dev_minor;
+    return 0;
+}

@@ -1,0 +1,325 @@
+/* SPDX-License-Identifier: GPL-2.0-or-later */
+/*
+ * Directory operations: MKDIR, MKNOD, SYMLINK, LINK, UNLINK, RMDIR, RENAME(2),
+ * OPENDIR, READDIR(PLUS), RELEASEDIR, FSYNCDIR.
+ *
+ * Every name is used only relative to its parent's O_PATH fd with an *at()
+ * call, after pt_check_name() (no '/', not "." or "..", not empty), whatever
+ * the sandbox: a name can never reach outside its parent directory.
+ */
+#include <dirent.h>
+#include <fcntl.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/syscall.h>
+#include <sys/sysmacros.h>
+
+#include "pt_i.h"
+
+#define PT_DIRBUF_MAX (64u * 1024u)
+
+/* References the parent directory of a modifying operation on name. */
+static int pt_parent_for_change(struct pt_fs *fs, uint64_t parent, const char *name,
+                                struct pt_inode **out)
+{
+    int ret = pt_check_name(name);
+
+    *out = NULL;
+    if (ret < 0)
+        return ret;
+    ret = pt_inode_get(fs, parent, out);
+    if (ret < 0)
+        return ret;
+    if ((*out)->type != S_IFDIR)
+        return -ENOTDIR; /* the caller's cleanup drops the reference */
+    if (fs->readonly)
+        return -EROFS;
+    return 0;
+}
+
+int pt_op_mkdir(struct fll_req *r, uint64_t parent, const char *name,
+                const struct fuse_mkdir_in *in, struct fuse_entry_out *out)
+{
+    struct pt_fs *fs = pt_fs_of(r);
+    _cleanup_inode_ struct pt_inode *p = NULL;
+    int ret = pt_parent_for_change(fs, parent, name, &p);
+
+    if (ret < 0)
+        return ret;
+    mode_t mode = pt_create_mode(fs, p, in->mode, in->umask);
+    {
+        _cleanup_cred_ struct pt_cred cred = { 0 };
+        ret = pt_cred_enter(fs, r, &cred);
+        if (ret < 0)
+            return ret;
+        if (mkdirat(p->fd, name, mode) < 0)
+            return -errno;
+    }
+    return pt_do_lookup(fs, p, name, out);
+}
+
+/* FUSE carries rdev in the kernel's 32-bit new_encode_dev() form. */
+static dev_t pt_decode_dev(uint32_t dev)
+{
+    return makedev((dev & 0xfff00u) >> 8, (dev & 0xffu) | ((dev >> 12) & 0xfff00u));
+}
+
+int pt_op_mknod(struct fll_req *r, uint64_t parent, const char *name,
+                const struct fuse_mknod_in *in, struct fuse_entry_out *out)
+{
+    struct pt_fs *fs = pt_fs_of(r);
+    _cleanup_inode_ struct pt_inode *p = NULL;
+    int ret = pt_parent_for_change(fs, parent, name, &p);
+    mode_t type = in->mode & S_IFMT;
+
+    if (ret < 0)
+        return ret;
+    if (type != S_IFREG && type != S_IFIFO && type != S_IFSOCK && type != S_IFCHR &&
+        type != S_IFBLK)
+        return -EINVAL;
+    mode_t mode = type | pt_create_mode(fs, p, in->mode, in->umask);
+    dev_t rdev = (type == S_IFCHR || type == S_IFBLK) ? pt_decode_dev(in->rdev) : 0;
+    {
+        _cleanup_cred_ struct pt_cred cred = { 0 };
+        ret = pt_cred_enter(fs, r, &cred);
+        if (ret < 0)
+            return ret;
+        if (mknodat(p->fd, name, mode, rdev) < 0)
+            return -errno;
+    }
+    return pt_do_lookup(fs, p, name, out);
+}
+
+int pt_op_symlink(struct fll_req *r, uint64_t parent, const char *name, const char *target,
+                  struct fuse_entry_out *out)
+{
+    struct pt_fs *fs = pt_fs_of(r);
+    _cleanup_inode_ struct pt_inode *p = NULL;
+    int ret = pt_parent_for_change(fs, parent, name, &p);
+
+    if (ret < 0)
+        return ret;
+    /* The target is only ever resolved by the client; it just has to be a path. */
+    if (target[0] == '\0')
+        return -ENOENT;
+    if (strlen(target) >= PATH_MAX)
+        return -ENAMETOOLONG;
+    {
+        _cleanup_cred_ struct pt_cred cred = { 0 };
+        ret = pt_cred_enter(fs, r, &cred);
+        if (ret < 0)
+            return ret;
+        if (symlinkat(target, p->fd, name) < 0)
+            return -errno;
+    }
+    return pt_do_lookup(fs, p, name, out);
+}
+
+int pt_op_link(struct fll_req *r, uint64_t nodeid, uint64_t newparent, const char *newname,
+               struct fuse_entry_out *out)
+{
+    struct pt_fs *fs = pt_fs_of(r);
+    _cleanup_inode_ struct pt_inode *p = NULL;
+    _cleanup_inode_ struct pt_inode *i = NULL;
+    char path[PT_PROC_PATH_MAX];
+    int ret = pt_parent_for_change(fs, newparent, newname, &p);
+
+    if (ret < 0)
+        return ret;
+    ret = pt_inode_get(fs, nodeid, &i);
+    if (ret < 0)
+        return ret;
+    if (i->type == S_IFDIR)
+        return -EPERM;
+    /* AT_EMPTY_PATH needs CAP_DAC_READ_SEARCH; the /proc link works without. */
+    if (linkat(i->fd, "", p->fd, newname, AT_EMPTY_PATH) < 0) {
+        if (errno != ENOENT && errno != EPERM)
+            return -errno;
+        if (linkat(AT_FDCWD, pt_proc_path(path, i->fd), p->fd, newname, AT_SYMLINK_FOLLOW) < 0)
+            return -errno;
+    }
+    return pt_do_lookup(fs, p, newname, out);
+}
+
+int pt_op_unlink(struct fll_req *r, uint64_t parent, const char *name)
+{
+    struct pt_fs *fs = pt_fs_of(r);
+    _cleanup_inode_ struct pt_inode *p = NULL;
+    int ret = pt_parent_for_change(fs, parent, name, &p);
+
+    if (ret < 0)
+        return ret;
+    return unlinkat(p->fd, name, 0) < 0 ? -errno : 0;
+}
+
+int pt_op_rmdir(struct fll_req *r, uint64_t parent, const char *name)
+{
+    struct pt_fs *fs = pt_fs_of(r);
+    _cleanup_inode_ struct pt_inode *p = NULL;
+    int ret = pt_parent_for_change(fs, parent, name, &p);
+
+    if (ret < 0)
+        return ret;
+    return unlinkat(p->fd, name, AT_REMOVEDIR) < 0 ? -errno : 0;
+}
+
+int pt_op_rename(struct fll_req *r, uint64_t parent, const char *name, uint64_t newparent,
+                 const char *newname, uint32_t flags)
+{
+    struct pt_fs *fs = pt_fs_of(r);
+    _cleanup_inode_ struct pt_inode *p = NULL;
+    _cleanup_inode_ struct pt_inode *np = NULL;
+    int ret;
+
+    if (flags & ~(uint32_t)(RENAME_NOREPLACE | RENAME_EXCHANGE | RENAME_WHITEOUT))
+        return -EINVAL;
+    ret = pt_parent_for_change(fs, parent, name, &p);
+    if (ret < 0)
+        return ret;
+    ret = pt_parent_for_change(fs, newparent, newname, &np);
+    if (ret < 0)
+        return ret;
+    if (syscall(SYS_renameat2, p->fd, name, np->fd, newname, flags) < 0)
+        return -errno;
+    return 0;
+}
+
+/* ---- Listing ---------------------------------------------------------------- */
+
+struct pt_dirent64 {
+    uint64_t d_ino;
+    int64_t d_off;
+    unsigned short d_reclen;
+    unsigned char d_type;
+    char d_name[];
+};
+
+int pt_op_opendir(struct fll_req *r, uint64_t nodeid, const struct fuse_open_in *in,
+                  struct fuse_open_out *out)
+{
+    struct pt_fs *fs = pt_fs_of(r);
+    _cleanup_inode_ struct pt_inode *i = NULL;
+    _cleanup_close_ int fd = -1;
+    uint64_t fh;
+    int ret = pt_inode_get(fs, nodeid, &i);
+
+    if (ret < 0)
+        return ret;
+    if (i->type != S_IFDIR)
+        return -ENOTDIR;
+    ret = pt_fd_reserve(fs);
+    if (ret < 0)
+        return ret;
+    fd = pt_reopen(fs, i, O_RDONLY | O_DIRECTORY);
+    if (fd < 0) {
+        pt_fd_unreserve(fs);
+        return fd;
+    }
+    ret = pt_handle_new(fs, i, pt_take_fd(&fd), O_RDONLY | O_DIRECTORY, true, &fh);
+    if (ret < 0)
+        return ret;
+    memset(out, 0, sizeof(*out));
+    out->fh = fh;
+    if (fs->cache == VUFSD_CACHE_ALWAYS)
+        out->open_flags |= FOPEN_CACHE_DIR | FOPEN_KEEP_CACHE;
+    return 0;
+}
+
+static bool pt_is_dot(const char *n)
+{
+    return n[0] == '.' && (n[1] == '\0' || (n[1] == '.' && n[2] == '\0'));
+}
+
+/* Adds one entry; false when it did not fit (the lookup, if any, is undone). */
+static bool pt_readdir_add(struct pt_fs *fs, struct pt_handle *h, struct fll_dirbuf *db,
+                           const struct pt_dirent64 *d)
+{
+    struct fuse_entry_out e;
+
+    if (!db->plus)
+        return fll_dirbuf_add(db, d->d_name, d->d_ino, d->d_type, (uint64_t)d->d_off, NULL);
+    memset(&e, 0, sizeof(e));
+    /* No lookup for "." and "..", nor when it fails (nodeid 0 = attributes unknown). */
+    if (!pt_is_dot(d->d_name) && pt_do_lookup(fs, h->ino, d->d_name, &e) < 0)
+        memset(&e, 0, sizeof(e));
+    if (fll_dirbuf_add(db, d->d_name, d->d_ino, d->d_type, (uint64_t)d->d_off, &e))
+        return true;
+    if (e.nodeid)
+        pt_inode_forget(fs, e.nodeid, 1);
+    return false;
+}
+
+int pt_op_readdir(struct fll_req *r, uint64_t nodeid, const struct fuse_read_in *in,
+                  struct fll_dirbuf *db)
+{
+    struct pt_fs *fs = pt_fs_of(r);
+    _cleanup_handle_ struct pt_handle *h = NULL;
+    size_t bufsz = db->size < 4096 ? 4096 : db->size;
+    char *buf;
+    int ret = pt_handle_get(fs, in->fh, nodeid, &h);
+
+    if (ret < 0)
+        return ret;
+    if (!h->is_dir)
+        return -ENOTDIR;
+    if (in->offset > (uint64_t)INT64_MAX)
+        return -EINVAL;
+    if (bufsz > PT_DIRBUF_MAX)
+        bufsz = PT_DIRBUF_MAX;
+    buf = malloc(bufsz);
+    if (!buf)
+        return -ENOMEM;
+
+    /* h->lock serialises the directory's file position between READDIRs. */
+    pthread_mutex_lock(&h->lock);
+    if (lseek(h->fd, (off_t)in->offset, SEEK_SET) < 0) {
+        ret = -errno;
+        goto unlock;
+    }
+    for (;;) {
+        long n = syscall(SYS_getdents64, h->fd, buf, bufsz);
+        if (n < 0) {
+            ret = -errno;
+            break;
+        }
+        if (n == 0)
+            break;
+        bool full = false;
+        for (long pos = 0; pos < n;) {
+            const struct pt_dirent64 *d = (const struct pt_dirent64 *)(buf + pos);
+            if (d->d_reclen == 0 || pos + d->d_reclen > n)
+                break; /* the kernel never does this; do not loop on it */
+            pos += d->d_reclen;
+            if (!pt_readdir_add(fs, h, db, d)) {
+                full = true;
+                break;
+            }
+        }
+        if (full)
+            break;
+    }
+    /* Entries already added are a valid partial reply; report an error only alone. */
+    if (ret < 0 && db->len > 0)
+        ret = 0;
+unlock:
+    pthread_mutex_unlock(&h->lock);
+    free(buf);
+    return ret;
+}
+
+int pt_op_releasedir(struct fll_req *r, uint64_t nodeid, const struct fuse_release_in *in)
+{
+    return pt_handle_close(pt_fs_of(r), in->fh, nodeid);
+}
+
+int pt_op_fsyncdir(struct fll_req *r, uint64_t nodeid, const struct fuse_fsync_in *in)
+{
+    struct pt_fs *fs = pt_fs_of(r);
+    _cleanup_handle_ struct pt_handle *h = NULL;
+    int ret = pt_handle_get(fs, in->fh, nodeid, &h);
+
+    if (ret < 0)
+        return ret;
+    ret = (in->fsync_flags & 1) ? fdatasync(h->fd) : fsync(h->fd);
+    return ret < 0 ? -errno : 0;
+}

@@ -1,0 +1,213 @@
+/* SPDX-License-Identifier: GPL-2.0-or-later */
+/*
+ * The handle table: open files and directories, addressed by the client as
+ * fh = index | generation << 32.
+ *
+ * The hot path (READ/WRITE) takes no lock: the chunk pointer is published with
+ * release ordering and never freed before pt_fs_free, and a slot is referenced
+ * with a compare-and-swap on its state word that checks generation, CLOSING
+ * and a non-zero count at once (see the state diagram in pt_i.h). Only
+ * allocating and freeing a slot take pt_htab.lock.
+ */
+#include <assert.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "pt_i.h"
+
+static struct pt_handle *pt_hslot(struct pt_htab *t, uint32_t idx)
+{
+    struct pt_handle *chunk = atomic_load_explicit(&t->chunks[idx >> PT_CHUNK_SHIFT],
+                                                   memory_order_acquire);
+    return chunk ? &chunk[idx & (PT_CHUNK_SIZE - 1)] : NULL;
+}
+
+int pt_htab_init(struct pt_htab *t)
+{
+    memset(t, 0, sizeof(*t));
+    pthread_mutex_init(&t->lock, NULL);
+    t->next_fresh = 1;
+    return 0;
+}
+
+static struct pt_handle *pt_hslot_alloc_locked(struct pt_fs *fs)
+{
+    struct pt_htab *t = &fs->htab;
+    struct pt_handle *h;
+
+    if (t->free_head) {
+        h = pt_hslot(t, t->free_head);
+        t->free_head = h->fnext;
+        h->fnext = 0;
+        return h;
+    }
+    if (t->next_fresh >= PT_MAX_SLOTS)
+        return NULL;
+    uint32_t c = t->next_fresh >> PT_CHUNK_SHIFT;
+    if (!atomic_load_explicit(&t->chunks[c], memory_order_relaxed)) {
+        struct pt_handle *chunk = calloc(PT_CHUNK_SIZE, sizeof(*chunk));
+        if (!chunk)
+            return NULL;
+        for (uint32_t k = 0; k < PT_CHUNK_SIZE; k++) {
+            chunk[k].fs = fs;
+            chunk[k].idx = (c << PT_CHUNK_SHIFT) | k;
+            chunk[k].fd = -1;
+            pthread_mutex_init(&chunk[k].lock, NULL);
+            atomic_init(&chunk[k].state, 0);
+        }
+        atomic_store_explicit(&t->chunks[c], chunk, memory_order_release);
+    }
+    return pt_hslot(t, t->next_fresh++);
+}
+
+int pt_handle_new(struct pt_fs *fs, struct pt_inode *ino, int fd, int flags, bool is_dir,
+                  uint64_t *fh_out)
+{
+    struct pt_htab *t = &fs->htab;
+    struct pt_handle *h;
+    uint64_t gen;
+
+    pthread_mutex_lock(&t->lock);
+    h = pt_hslot_alloc_locked(fs);
+    pthread_mutex_unlock(&t->lock);
+    if (!h) {
+        close(fd);
+        pt_fd_unreserve(fs);
+        return -ENFILE;
+    }
+    /* FREE: nobody else can reference the slot until state says OPEN. */
+    h->fd = fd;
+    h->flags = flags;
+    h->is_dir = is_dir;
+    pt_inode_ref(ino);
+    h->ino = ino;
+    h->nodeid = pt_inode_nodeid(ino);
+    h->owners = NULL;
+    gen = atomic_load(&h->state) >> 32;
+    atomic_store_explicit(&h->state, (gen << 32) | 1, memory_order_release);
+    atomic_fetch_add(&t->count, 1);
+    *fh_out = (uint64_t)h->idx | (gen << 32);
+    return 0;
+}
+
+int pt_handle_get(struct pt_fs *fs, uint64_t fh, uint64_t nodeid, struct pt_handle **out)
+{
+    struct pt_htab *t = &fs->htab;
+    uint64_t idx = fh & 0xffffffffu;
+    uint64_t gen = fh >> 32;
+    struct pt_handle *h;
+    uint64_t s;
+
+    *out = NULL;
+    if (idx == 0 || idx >= PT_MAX_SLOTS)
+        return -EBADF;
+    h = pt_hslot(t, (uint32_t)idx);
+    if (!h)
+        return -EBADF;
+    s = atomic_load_explicit(&h->state, memory_order_acquire);
+    do {
+        if ((s >> 32) != gen || (s & PT_H_CLOSING) || (s & PT_H_REFMASK) == 0)
+            return -EBADF;
+        if ((s & PT_H_REFMASK) == PT_H_REFMASK)
+            return -EBUSY; /* cannot happen with bounded threads; never wrap */
+    } while (!atomic_compare_exchange_weak_explicit(&h->state, &s, s + 1, memory_order_acquire,
+                                                    memory_order_acquire));
+    /* A handle belongs to one node: a mismatching node id is a confused client. */
+    if (nodeid && h->nodeid != nodeid) {
+        pt_handle_put(h);
+        return -EBADF;
+    }
+    *out = h;
+    return 0;
+}
+
+static void pt_handle_free(struct pt_handle *h)
+{
+    struct pt_fs *fs = h->fs;
+    struct pt_htab *t = &fs->htab;
+    struct pt_inode *ino = h->ino;
+
+    pthread_mutex_lock(&h->lock);
+    pt_lock_owners_free_locked(h);
+    pthread_mutex_unlock(&h->lock);
+    if (h->fd >= 0) {
+        close(h->fd);
+        pt_fd_unreserve(fs);
+    }
+    h->fd = -1;
+    h->ino = NULL;
+    h->nodeid = 0;
+    atomic_fetch_sub(&t->count, 1);
+    /* Next generation, FREE; then back on the free list. */
+    uint64_t gen = (atomic_load(&h->state) >> 32) + 1;
+    atomic_store_explicit(&h->state, (gen & 0xffffffffu) << 32, memory_order_release);
+    pthread_mutex_lock(&t->lock);
+    h->fnext = t->free_head;
+    t->free_head = h->idx;
+    pthread_mutex_unlock(&t->lock);
+    pt_inode_put(ino);
+}
+
+void pt_handle_put(struct pt_handle *h)
+{
+    uint64_t s = atomic_fetch_sub_explicit(&h->state, 1, memory_order_acq_rel);
+
+    assert((s & PT_H_REFMASK) > 0);
+    if ((s & PT_H_REFMASK) == 1) {
+        /* Only the base reference, dropped after CLOSING is set, can be last. */
+        assert(s & PT_H_CLOSING);
+        pt_handle_free(h);
+    }
+}
+
+int pt_handle_close(struct pt_fs *fs, uint64_t fh, uint64_t nodeid)
+{
+    struct pt_handle *h;
+    int ret = pt_handle_get(fs, fh, nodeid, &h);
+
+    if (ret < 0)
+        return ret;
+    uint64_t s = atomic_fetch_or_explicit(&h->state, PT_H_CLOSING, memory_order_acq_rel);
+    if (s & PT_H_CLOSING) {
+        /* Lost a race with another RELEASE of the same fh. */
+        pt_handle_put(h);
+        return -EBADF;
+    }
+    pt_handle_put(h); /* ours */
+    pt_handle_put(h); /* the base reference */
+    return 0;
+}
+
+void pt_htab_reset(struct pt_fs *fs)
+{
+    struct pt_htab *t = &fs->htab;
+    uint32_t n;
+
+    pthread_mutex_lock(&t->lock);
+    n = t->next_fresh;
+    pthread_mutex_unlock(&t->lock);
+    for (uint32_t idx = 1; idx < n; idx++) {
+        struct pt_handle *h = pt_hslot(t, idx);
+        uint64_t s = atomic_load(&h->state);
+        if ((s & PT_H_REFMASK) == 0 || (s & PT_H_CLOSING))
+            continue;
+        pt_handle_close(fs, (uint64_t)idx | (s & 0xffffffff00000000ull), 0);
+    }
+}
+
+void pt_htab_destroy(struct pt_fs *fs)
+{
+    struct pt_htab *t = &fs->htab;
+
+    pt_htab_reset(fs);
+    for (uint32_t c = 0; c < PT_MAX_CHUNKS; c++) {
+        struct pt_handle *chunk = atomic_load(&t->chunks[c]);
+        if (!chunk)
+            continue;
+        for (uint32_t k = 0; k < PT_CHUNK_SIZE; k++)
+            pthread_mutex_destroy(&chunk[k].lock);
+        free(chunk);
+        atomic_store(&t->chunks[c], NULL);
+    }
+    pthread_mutex_destroy(&t->lock);
+}

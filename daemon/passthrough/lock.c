@@ -1,0 +1,398 @@
+/* SPDX-License-Identifier: GPL-2.0-or-later */
+/*
+ * Real locks: GETLK, SETLK, SETLKW (POSIX locks and, with FUSE_LK_FLOCK, flock).
+ *
+ * POSIX locks are host OFD locks. Each (handle, lock owner) pair gets its own
+ * open file description, reopened from /proc/self/fd of the handle's fd, so two
+ * client processes conflict exactly as two host processes would, and a lock
+ * owner's locks go away together (FLUSH unlocks them, RELEASE closes the fds).
+ * Limitation: the same client process locking through two different opens of
+ * one file gets two descriptions, which conflict with each other.
+ * flock uses the handle's own fd: one open file description per client open.
+ *
+ * A SETLKW that cannot be granted at once does not hold the calling queue
+ * thread: the request is parked (FLL_ASYNC) on a list served by one waiter
+ * thread, which retries the non-blocking call until it succeeds or fails and
+ * then sends the one reply with fll_reply_err(). Retries happen at once when
+ * this daemon unlocks anything (the usual case: the holder is another client
+ * process) and otherwise with a backoff from 1 ms to 50 ms (a holder on the
+ * host). No blocking fcntl is ever issued, so nothing can wait forever:
+ *   - INTERRUPT for the parked request ends it with EINTR;
+ *   - RELEASE of its handle ends it with EBADF (the waiter holds a handle
+ *     reference, so the fd stays valid until then);
+ *   - reset/free ends every parked request with EINTR.
+ * At most PT_MAX_WAITERS requests wait; one more gets ENOLCK.
+ *
+ * Waiter life: PARKED --granted/failed/cancelled--> DETACHED (off the list,
+ * under pt_locks.lock) --reply sent, handle put--> freed.
+ */
+#include <fcntl.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/file.h>
+#include <time.h>
+
+#include "pt_i.h"
+
+#define PT_MAX_WAITERS 256
+#define PT_WAIT_MIN_NS 1000000L   /* 1 ms */
+#define PT_WAIT_MAX_NS 50000000L  /* 50 ms */
+#define PT_OFFSET_MAX 0x7fffffffffffffffull
+
+struct pt_lock_owner {
+    struct pt_lock_owner *next;
+    uint64_t owner;
+    int fd;
+};
+
+struct pt_waiter {
+    struct pt_waiter *next;
+    struct fll_req *r;
+    struct pt_handle *h; /* referenced */
+    int fd;
+    bool is_flock;
+    int how;             /* flock */
+    struct flock fl;     /* POSIX */
+    uint64_t unique;
+    int cancel;          /* protected by pt_locks.lock; 0 = none */
+};
+
+int pt_locks_init(struct pt_locks *l)
+{
+    pthread_condattr_t ca;
+
+    memset(l, 0, sizeof(*l));
+    pthread_mutex_init(&l->lock, NULL);
+    pthread_condattr_init(&ca);
+    pthread_condattr_setclock(&ca, CLOCK_MONOTONIC);
+    pthread_cond_init(&l->cond, &ca);
+    pthread_condattr_destroy(&ca);
+    l->max = PT_MAX_WAITERS;
+    return 0;
+}
+
+/* Wakes the waiter thread: something may have been unlocked. */
+void pt_locks_kick(struct pt_fs *fs)
+{
+    struct pt_locks *l = &fs->locks;
+
+    pthread_mutex_lock(&l->lock);
+    if (l->head)
+        pthread_cond_signal(&l->cond);
+    pthread_mutex_unlock(&l->lock);
+}
+
+void pt_lock_owners_free_locked(struct pt_handle *h)
+{
+    while (h->owners) {
+        struct pt_lock_owner *o = h->owners;
+        h->owners = o->next;
+        close(o->fd);
+        pt_fd_unreserve(h->fs);
+        free(o);
+    }
+}
+
+/* The owner's fd (borrowed: lives as long as the handle), created on first use. */
+static int pt_owner_fd(struct pt_handle *h, uint64_t owner)
+{
+    struct pt_lock_owner *o;
+    char num[16];
+    int fd, ret;
+
+    pthread_mutex_lock(&h->lock);
+    for (o = h->owners; o; o = o->next) {
+        if (o->owner == owner) {
+            fd = o->fd;
+            goto unlock;
+        }
+    }
+    ret = pt_fd_reserve(h->fs);
+    if (ret < 0) {
+        fd = ret;
+        goto unlock;
+    }
+    o = calloc(1, sizeof(*o));
+    snprintf(num, sizeof(num), "%d", h->fd);
+    /* Same file, a new open file description; no O_TRUNC, no O_CREAT. */
+    fd = o ? openat(h->fs->proc_self_fd, num, (h->flags & O_ACCMODE) | O_CLOEXEC) : -1;
+    if (fd < 0) {
+        fd = o ? -errno : -ENOMEM;
+        free(o);
+        pt_fd_unreserve(h->fs);
+        goto unlock;
+    }
+    o->owner = owner;
+    o->fd = fd;
+    o->next = h->owners;
+    h->owners = o;
+unlock:
+    pthread_mutex_unlock(&h->lock);
+    return fd;
+}
+
+void pt_lock_release_owner(struct pt_handle *h, uint64_t owner)
+{
+    struct flock fl = { .l_type = F_UNLCK, .l_whence = SEEK_SET };
+    bool found = false;
+
+    pthread_mutex_lock(&h->lock);
+    for (struct pt_lock_owner *o = h->owners; o; o = o->next) {
+        if (o->owner == owner) {
+            (void)fcntl(o->fd, F_OFD_SETLK, &fl);
+            found = true;
+            break;
+        }
+    }
+    pthread_mutex_unlock(&h->lock);
+    if (found)
+        pt_locks_kick(h->fs);
+}
+
+/* Client lock -> struct flock, validating type and range. */
+static int pt_lk_to_flock(const struct fuse_file_lock *lk, struct flock *fl)
+{
+    memset(fl, 0, sizeof(*fl));
+    if (lk->type != F_RDLCK && lk->type != F_WRLCK && lk->type != F_UNLCK)
+        return -EINVAL;
+    if (lk->start > PT_OFFSET_MAX || lk->end < lk->start)
+        return -EINVAL;
+    fl->l_type = (short)lk->type;
+    fl->l_whence = SEEK_SET;
+    fl->l_start = (off_t)lk->start;
+    /* end == OFFSET_MAX (or past it) means "to the end of the file": length 0. */
+    fl->l_len = lk->end >= PT_OFFSET_MAX ? 0 : (off_t)(lk->end - lk->start + 1);
+    return 0;
+}
+
+int pt_op_getlk(struct fll_req *r, uint64_t nodeid, const struct fuse_lk_in *in,
+                struct fuse_lk_out *out)
+{
+    _cleanup_handle_ struct pt_handle *h = NULL;
+    struct flock fl;
+    int fd, ret = pt_handle_get(pt_fs_of(r), in->fh, nodeid, &h);
+
+    if (ret < 0)
+        return ret;
+    if (h->is_dir)
+        return -EISDIR;
+    ret = pt_lk_to_flock(&in->lk, &fl);
+    if (ret < 0)
+        return ret;
+    fd = pt_owner_fd(h, in->owner);
+    if (fd < 0)
+        return fd;
+    if (fcntl(fd, F_OFD_GETLK, &fl) < 0)
+        return -errno;
+    memset(out, 0, sizeof(*out));
+    out->lk.type = (uint32_t)fl.l_type;
+    if (fl.l_type != F_UNLCK) {
+        out->lk.start = (uint64_t)fl.l_start;
+        out->lk.end = fl.l_len == 0 ? PT_OFFSET_MAX : (uint64_t)(fl.l_start + fl.l_len - 1);
+        out->lk.pid = 0; /* the holder may be on the host: no client pid to report */
+    }
+    return 0;
+}
+
+/* One non-blocking attempt: 0 granted, 1 would block, -errno failed. */
+static int pt_lock_try(struct pt_waiter *w)
+{
+    int ret;
+
+    if (w->is_flock)
+        ret = flock(w->fd, w->how | LOCK_NB);
+    else
+        ret = fcntl(w->fd, F_OFD_SETLK, &w->fl);
+    if (ret == 0)
+        return 0;
+    if (errno == EAGAIN || errno == EACCES || errno == EWOULDBLOCK)
+        return 1;
+    return -errno;
+}
+
+static void pt_waiter_finish(struct pt_waiter *w, int err)
+{
+    fll_reply_err(w->r, err);
+    pt_handle_put(w->h);
+    free(w);
+}
+
+static void *pt_waiter_thread(void *arg)
+{
+    struct pt_fs *fs = arg;
+    struct pt_locks *l = &fs->locks;
+    long backoff = PT_WAIT_MIN_NS;
+
+    pthread_mutex_lock(&l->lock);
+    while (!l->stop) {
+        struct pt_waiter *done = NULL, **link = &l->head;
+        while (*link) {
+            struct pt_waiter *w = *link;
+            int res = w->cancel;
+            if (!res && pt_handle_closing(w->h))
+                res = -EBADF;
+            if (!res)
+                res = pt_lock_try(w);
+            if (res == 1) {
+                link = &w->next;
+                continue;
+            }
+            *link = w->next;
+            l->count--;
+            w->cancel = res; /* the result, from here on */
+            w->next = done;
+            done = w;
+        }
+        pthread_mutex_unlock(&l->lock);
+        while (done) {
+            struct pt_waiter *w = done;
+            done = w->next;
+            pt_waiter_finish(w, w->cancel);
+        }
+        pthread_mutex_lock(&l->lock);
+        if (l->stop)
+            break;
+        if (!l->head) {
+            pthread_cond_wait(&l->cond, &l->lock);
+            backoff = PT_WAIT_MIN_NS;
+            continue;
+        }
+        struct timespec ts;
+        clock_gettime(CLOCK_MONOTONIC, &ts);
+        ts.tv_nsec += backoff;
+        if (ts.tv_nsec >= 1000000000L) {
+            ts.tv_sec++;
+            ts.tv_nsec -= 1000000000L;
+        }
+        if (pthread_cond_timedwait(&l->cond, &l->lock, &ts) == 0)
+            backoff = PT_WAIT_MIN_NS; /* kicked: something changed */
+        else if (backoff < PT_WAIT_MAX_NS)
+            backoff *= 2;
+    }
+    pthread_mutex_unlock(&l->lock);
+    return NULL;
+}
+
+/* Parks w; FLL_ASYNC, or -ENOLCK / -errno (w is then the caller's to free). */
+static int pt_waiter_park(struct pt_fs *fs, struct pt_waiter *w)
+{
+    struct pt_locks *l = &fs->locks;
+    int ret = FLL_ASYNC;
+
+    pthread_mutex_lock(&l->lock);
+    if (l->stop || l->count >= l->max) {
+        ret = -ENOLCK;
+        goto unlock;
+    }
+    if (!l->thread_started) {
+        int err = pthread_create(&l->thread, NULL, pt_waiter_thread, fs);
+        if (err) {
+            ret = -err;
+            goto unlock;
+        }
+        l->thread_started = true;
+    }
+    w->next = l->head;
+    l->head = w;
+    l->count++;
+    pthread_cond_signal(&l->cond);
+unlock:
+    pthread_mutex_unlock(&l->lock);
+    return ret;
+}
+
+int pt_op_setlk(struct fll_req *r, uint64_t nodeid, const struct fuse_lk_in *in, bool sleep)
+{
+    struct pt_fs *fs = pt_fs_of(r);
+    _cleanup_handle_ struct pt_handle *h = NULL;
+    struct pt_waiter wt = { 0 };
+    int ret = pt_handle_get(fs, in->fh, nodeid, &h);
+
+    if (ret < 0)
+        return ret;
+    if (h->is_dir && !(in->lk_flags & FUSE_LK_FLOCK))
+        return -EISDIR;
+    if (in->lk_flags & FUSE_LK_FLOCK) {
+        switch (in->lk.type) {
+        case F_RDLCK: wt.how = LOCK_SH; break;
+        case F_WRLCK: wt.how = LOCK_EX; break;
+        case F_UNLCK: wt.how = LOCK_UN; break;
+        default: return -EINVAL;
+        }
+        wt.is_flock = true;
+        wt.fd = h->fd;
+    } else {
+        ret = pt_lk_to_flock(&in->lk, &wt.fl);
+        if (ret < 0)
+            return ret;
+        wt.fd = pt_owner_fd(h, in->owner);
+        if (wt.fd < 0)
+            return wt.fd;
+    }
+    ret = pt_lock_try(&wt);
+    if (ret <= 0) {
+        if (ret == 0 && (wt.is_flock ? wt.how == LOCK_UN : wt.fl.l_type == F_UNLCK))
+            pt_locks_kick(fs);
+        return ret;
+    }
+    if (!sleep)
+        return -EAGAIN;
+
+    struct pt_waiter *w = malloc(sizeof(*w));
+    if (!w)
+        return -ENOLCK;
+    *w = wt;
+    w->r = r;
+    w->h = h;
+    w->unique = r->hdr.unique;
+    ret = pt_waiter_park(fs, w);
+    if (ret != FLL_ASYNC) {
+        free(w);
+        return ret;
+    }
+    h = NULL; /* the waiter owns the reference now */
+    return FLL_ASYNC;
+}
+
+int pt_op_interrupt(struct fll_req *r, uint64_t unique)
+{
+    struct pt_locks *l = &pt_fs_of(r)->locks;
+    int ret = -ENOENT;
+
+    pthread_mutex_lock(&l->lock);
+    for (struct pt_waiter *w = l->head; w; w = w->next) {
+        if (w->unique == unique && !w->cancel) {
+            w->cancel = -EINTR;
+            pthread_cond_signal(&l->cond);
+            ret = 0;
+        }
+    }
+    pthread_mutex_unlock(&l->lock);
+    return ret;
+}
+
+void pt_locks_cancel_all(struct pt_fs *fs, int err, bool stop)
+{
+    struct pt_locks *l = &fs->locks;
+    struct pt_waiter *list;
+    bool join;
+
+    pthread_mutex_lock(&l->lock);
+    list = l->head;
+    l->head = NULL;
+    l->count = 0;
+    if (stop)
+        l->stop = true;
+    join = stop && l->thread_started;
+    pthread_cond_signal(&l->cond);
+    pthread_mutex_unlock(&l->lock);
+    while (list) {
+        struct pt_waiter *w = list;
+        list = w->next;
+        pt_waiter_finish(w, err);
+    }
+    if (join) {
+        pthread_join(l->thread, NULL);
+        l->thread_started = false;
+    }
+}

@@ -1,0 +1,417 @@
+/* SPDX-License-Identifier: GPL-2.0-or-later */
+/*
+ * Private header of the passthrough filesystem (prefix pt_).
+ *
+ * Files, one concern each:
+ *   fs.c        pt_fs_new/free/reset, INIT flags, the ops table, statfs/syncfs
+ *   inode.c     inode table: O_PATH fd per inode, key -> index hash, refcounts
+ *   handle.c    open-file handle table: lock-free lookup on the READ/WRITE path
+ *   cred.c      per-thread caller credentials for creating operations, umask
+ *   attr.c      lookup/forget/getattr/setattr/statx/access/readlink
+ *   dir.c       mkdir/mknod/symlink/link/unlink/rmdir/rename, opendir/readdir
+ *   file.c      open/create/tmpfile/read/write/release/fsync/flush/...
+ *   xattr.c     get/set/list/removexattr
+ *   xattrmap.c  the --xattrmap rule language
+ *   lock.c      POSIX (OFD) locks, flock, the SETLKW waiter thread
+ *
+ * Lock order (take in this order, never the reverse):
+ *   1. pt_handle.lock        (per handle: owners, directory stream)
+ *   2. pt_locks.lock         (SETLKW waiter list)
+ *   3. pt_itab.lock          (inode table)
+ *   4. pt_htab.lock          (handle table free list; allocation only)
+ * No lock is held across a blocking syscall on guest-chosen objects except
+ * pt_handle.lock around a directory's getdents.
+ */
+#ifndef VUFSD_PT_I_H
+#define VUFSD_PT_I_H
+
+#include <errno.h>
+#include <pthread.h>
+#include <stdatomic.h>
+#include <stdbool.h>
+#include <stdint.h>
+#include <stdio.h>
+#include <sys/stat.h>
+#include <sys/sysmacros.h>
+#include <unistd.h>
+
+#include "passthrough.h"
+
+/* Tables grow in chunks so a slot's address never changes while referenced. */
+#define PT_CHUNK_SHIFT 10u
+#define PT_CHUNK_SIZE (1u << PT_CHUNK_SHIFT)
+#define PT_MAX_CHUNKS 4096u /* 4M inodes / handles: far past any fd budget */
+#define PT_MAX_SLOTS (PT_CHUNK_SIZE * PT_MAX_CHUNKS)
+
+/* fds kept back from RLIMIT_NOFILE for the daemon itself: 64 + 5 %. */
+#define PT_FD_HEADROOM_FIXED 64
+#define PT_FD_HEADROOM_PERCENT 5
+
+/* Longest path written for /proc/self/fd/N. */
+#define PT_PROC_PATH_MAX 32
+
+struct pt_fs;
+
+/* ---- Inodes (inode.c) ------------------------------------------------------ */
+
+/*
+ * One host object the client may know. Node id = index | generation << 32;
+ * the root is index 1 generation 0 = FUSE_ROOT_ID.
+ *
+ * Life: FREE --intern--> LIVE (refs>0 or nlookup>0) --last put/forget--> FREE
+ * (gen incremented, fd closed). refs is ours (in-flight operations, open
+ * handles, the root's permanent reference); nlookup is the client's, untrusted.
+ */
+struct pt_inode {
+    struct pt_fs *fs;    /* immutable */
+    uint32_t idx;        /* immutable */
+    /* Immutable while LIVE: */
+    int fd;              /* O_PATH|O_NOFOLLOW */
+    mode_t type;         /* S_IFMT bits: the type of an inode never changes */
+    dev_t dev;
+    ino_t ino;
+    uint64_t mnt_id;
+    /* Protected by pt_itab.lock: */
+    uint32_t gen;
+    bool live;
+    uint64_t nlookup;
+    uint64_t refs;
+    uint32_t hnext;      /* hash chain, 0 = end */
+    uint32_t fnext;      /* free list, 0 = end */
+    /* Lock-free: the remapped security.capability is known to be absent. */
+    atomic_bool cap_clean;
+};
+
+struct pt_itab {
+    pthread_mutex_t lock;
+    struct pt_inode *chunks[PT_MAX_CHUNKS]; /* protected by lock */
+    uint32_t next_fresh;  /* first never-used index; protected by lock */
+    uint32_t free_head;   /* protected by lock */
+    size_t count;         /* LIVE inodes; protected by lock */
+    uint32_t *buckets;    /* protected by lock */
+    size_t nbuckets;      /* power of two; protected by lock */
+};
+
+int pt_itab_init(struct pt_itab *t);
+void pt_itab_destroy(struct pt_fs *fs);
+
+static inline uint64_t pt_inode_nodeid(const struct pt_inode *i)
+{
+    return (uint64_t)i->idx | ((uint64_t)i->gen << 32);
+}
+
+/* Takes a reference on the inode behind nodeid; -ESTALE when unknown. */
+int pt_inode_get(struct pt_fs *fs, uint64_t nodeid, struct pt_inode **out);
+/* Takes another reference on an inode already referenced by the caller. */
+void pt_inode_ref(struct pt_inode *i);
+void pt_inode_put(struct pt_inode *i);
+/*
+ * Finds the inode of the object fd (O_PATH, ownership taken) refers to, or adds
+ * it. Returns it referenced; with count_lookup, the client's count grows by one.
+ * -EMFILE when a new inode would pass the fd budget.
+ */
+int pt_inode_intern(struct pt_fs *fs, int fd, const struct statx *st, bool count_lookup,
+                    struct pt_inode **out);
+/* Drops n of the client's lookups, clamped at zero. */
+void pt_inode_forget(struct pt_fs *fs, uint64_t nodeid, uint64_t n);
+/* Drops every inode but the root (reset). */
+void pt_itab_reset(struct pt_fs *fs);
+
+static inline void pt_inode_putp(struct pt_inode **i)
+{
+    if (*i)
+        pt_inode_put(*i);
+}
+#define _cleanup_inode_ __attribute__((cleanup(pt_inode_putp)))
+
+/* ---- Handles (handle.c) ---------------------------------------------------- */
+
+struct pt_lock_owner;
+
+/*
+ * An open file or directory. fh = index | generation << 32.
+ *
+ * state packs generation (bits 63..32), CLOSING (bit 31) and the reference
+ * count (bits 30..0). Life: FREE (refs 0) --new--> OPEN (refs >= 1, the base
+ * reference) --RELEASE sets CLOSING and drops the base--> CLOSING --last put-->
+ * FREE with generation + 1. Lookups only succeed in OPEN, with a CAS that
+ * checks the generation, so READ/WRITE take no table lock.
+ */
+struct pt_handle {
+    struct pt_fs *fs;                /* immutable */
+    uint32_t idx;                    /* immutable */
+    _Atomic uint64_t state;
+    /* Immutable while OPEN/CLOSING: */
+    int fd;
+    int flags;                       /* flags the host fd was opened with */
+    bool is_dir;
+    struct pt_inode *ino;            /* referenced */
+    uint64_t nodeid;
+    /* Protected by lock: */
+    pthread_mutex_t lock;
+    struct pt_lock_owner *owners;
+    /* Protected by pt_htab.lock: */
+    uint32_t fnext;
+};
+
+#define PT_H_CLOSING (1ull << 31)
+#define PT_H_REFMASK (PT_H_CLOSING - 1)
+
+struct pt_htab {
+    pthread_mutex_t lock;                          /* allocation and free list */
+    _Atomic(struct pt_handle *) chunks[PT_MAX_CHUNKS]; /* written under lock */
+    uint32_t next_fresh;                           /* protected by lock */
+    uint32_t free_head;                            /* protected by lock */
+    atomic_size_t count;
+};
+
+int pt_htab_init(struct pt_htab *t);
+void pt_htab_destroy(struct pt_fs *fs);
+
+/* Adds a handle for fd (ownership taken; already counted in the fd budget). */
+int pt_handle_new(struct pt_fs *fs, struct pt_inode *ino, int fd, int flags, bool is_dir,
+                  uint64_t *fh_out);
+/* References the handle fh of node nodeid; -EBADF when unknown or closing. */
+int pt_handle_get(struct pt_fs *fs, uint64_t fh, uint64_t nodeid, struct pt_handle **out);
+void pt_handle_put(struct pt_handle *h);
+/* RELEASE: -EBADF when fh is unknown or already closing. */
+int pt_handle_close(struct pt_fs *fs, uint64_t fh, uint64_t nodeid);
+static inline bool pt_handle_closing(const struct pt_handle *h)
+{
+    return atomic_load(&h->state) & PT_H_CLOSING;
+}
+void pt_htab_reset(struct pt_fs *fs);
+
+static inline void pt_handle_putp(struct pt_handle **h)
+{
+    if (*h)
+        pt_handle_put(*h);
+}
+#define _cleanup_handle_ __attribute__((cleanup(pt_handle_putp)))
+
+/* ---- Credentials (cred.c) --------------------------------------------------- */
+
+struct pt_cred {
+    bool switched;
+};
+
+/* Runs the calling thread as the request's uid/gid until pt_cred_leave. */
+int pt_cred_enter(struct pt_fs *fs, const struct fll_req *r, struct pt_cred *c);
+void pt_cred_leave(struct pt_cred *c);
+#define _cleanup_cred_ __attribute__((cleanup(pt_cred_leave)))
+/* The mode to create with, given the client's umask (FUSE_DONT_MASK). */
+mode_t pt_create_mode(struct pt_fs *fs, struct pt_inode *parent, mode_t mode, uint32_t umask);
+
+/* ---- xattr mapping (xattrmap.c) --------------------------------------------- */
+
+enum pt_xmap_type { PT_XMAP_PREFIX, PT_XMAP_OK, PT_XMAP_BAD, PT_XMAP_UNSUPPORTED };
+#define PT_XMAP_CLIENT 1u
+#define PT_XMAP_SERVER 2u
+
+struct pt_xmap_rule {
+    enum pt_xmap_type type;
+    unsigned scope;
+    char *key;
+    char *prepend;
+};
+
+struct pt_xattrmap {
+    struct pt_xmap_rule *rules;
+    size_t n;
+};
+
+/* Parses rules; -EINVAL with a message in err (if non-NULL) on bad syntax. */
+int pt_xattrmap_parse(const char *spec, struct pt_xattrmap *map, char *err, size_t errlen);
+void pt_xattrmap_free(struct pt_xattrmap *map);
+/*
+ * Client name -> host name (malloc'd in *out). -EPERM for a 'bad' rule,
+ * -EOPNOTSUPP for 'unsupported', -ENOMEM.
+ */
+int pt_xattrmap_to_server(const struct pt_xattrmap *map, const char *name, char **out);
+/*
+ * Host name -> client name for listxattr: 1 and *out (malloc'd) when visible,
+ * 0 when hidden, -ENOMEM.
+ */
+int pt_xattrmap_to_client(const struct pt_xattrmap *map, const char *name, char **out);
+
+/* ---- Locks (lock.c) ---------------------------------------------------------- */
+
+struct pt_waiter;
+
+struct pt_locks {
+    pthread_mutex_t lock;
+    pthread_cond_t cond;      /* new waiter, cancel, or stop */
+    struct pt_waiter *head;   /* protected by lock */
+    unsigned count;           /* protected by lock */
+    unsigned max;             /* immutable */
+    bool thread_started;      /* protected by lock */
+    bool stop;                /* protected by lock */
+    pthread_t thread;
+};
+
+int pt_locks_init(struct pt_locks *l);
+/* Completes every pending SETLKW with err (reset) and, with stop, ends the thread. */
+void pt_locks_cancel_all(struct pt_fs *fs, int err, bool stop);
+/* Something may have been unlocked: parked SETLKWs retry now. */
+void pt_locks_kick(struct pt_fs *fs);
+/* Called with h->lock held from the handle's last put: frees owners. */
+void pt_lock_owners_free_locked(struct pt_handle *h);
+
+/* ---- The filesystem ---------------------------------------------------------- */
+
+struct pt_fs {
+    int proc_self_fd;         /* O_PATH of /proc/self/fd, opened before the sandbox */
+    struct pt_inode *root;    /* permanently referenced */
+
+    /* Settings, immutable after pt_fs_new */
+    enum vufsd_cache cache;
+    bool writeback_opt;
+    bool readdirplus;
+    bool allow_direct_io;
+    bool allow_mmap;
+    bool xattr;
+    bool posix_acl;
+    bool killpriv_v2_opt;
+    bool announce_submounts;
+    bool readonly;
+    bool switch_creds;        /* running as root: creating ops take the caller's ids */
+    double timeout;           /* entry/attr timeout, seconds */
+    struct pt_xattrmap xmap;
+    bool have_xmap;
+    char *cap_mapped;         /* host name of the client's security.capability if remapped */
+
+    /* Negotiated at INIT (written by init before any other request) */
+    _Atomic bool writeback;
+    _Atomic bool dont_mask;
+    _Atomic bool killpriv_v2;
+
+    /* fd budget (lock-free) */
+    atomic_long fds;
+    atomic_long fd_budget;
+
+    struct pt_itab itab;
+    struct pt_htab htab;
+    struct pt_locks locks;
+};
+
+/* Reserves / returns one fd of the budget; -EMFILE past it. */
+int pt_fd_reserve(struct pt_fs *fs);
+void pt_fd_unreserve(struct pt_fs *fs);
+
+static inline struct pt_fs *pt_fs_of(const struct fll_req *r)
+{
+    return (struct pt_fs *)fll_req_userdata(r);
+}
+
+/* "/proc/self/fd/N" for fd; buf holds PT_PROC_PATH_MAX bytes. */
+static inline const char *pt_proc_path(char *buf, int fd)
+{
+    snprintf(buf, PT_PROC_PATH_MAX, "/proc/self/fd/%d", fd);
+    return buf;
+}
+/* Opens the inode's object for I/O via /proc/self/fd: regular files and
+ * directories only (never a FIFO, socket, device or symlink). */
+int pt_reopen(struct pt_fs *fs, const struct pt_inode *i, int flags);
+
+/* Defence in depth: the name rules fll also applies, plus NAME_MAX. */
+int pt_check_name(const char *name);
+
+/* attr.c */
+void pt_fill_attr(const struct statx *st, struct fuse_attr *a);
+int pt_statx_fd(int fd, struct statx *st);
+/* Looks name up under parent (counting a lookup) and fills out. */
+int pt_do_lookup(struct pt_fs *fs, struct pt_inode *parent, const char *name,
+                 struct fuse_entry_out *out);
+/* Fills an entry for an inode already referenced (counts a lookup). */
+int pt_fill_entry(struct pt_fs *fs, struct pt_inode *parent, struct pt_inode *i,
+                  const struct statx *st, struct fuse_entry_out *out);
+void pt_set_timeout(double t, uint64_t *sec, uint32_t *nsec);
+/* Clears the remapped security.capability (CVE-2021-20263) on a write, truncate or chown. */
+void pt_drop_mapped_capability(struct pt_fs *fs, struct pt_inode *i, int fd);
+/* Clears set-user-ID and (group-executable) set-group-ID bits. */
+int pt_kill_suidgid(struct pt_fs *fs, struct pt_inode *i, int fd);
+
+/* ops implemented in each file, collected in fs.c */
+int pt_op_lookup(struct fll_req *r, uint64_t parent, const char *name, struct fuse_entry_out *out);
+void pt_op_forget(struct fll_req *r, uint64_t nodeid, uint64_t nlookup);
+int pt_op_getattr(struct fll_req *r, uint64_t nodeid, const struct fuse_getattr_in *in,
+                  struct fuse_attr_out *out);
+int pt_op_setattr(struct fll_req *r, uint64_t nodeid, const struct fuse_setattr_in *in,
+                  struct fuse_attr_out *out);
+int pt_op_readlink(struct fll_req *r, uint64_t nodeid, char *buf, size_t size);
+int pt_op_access(struct fll_req *r, uint64_t nodeid, const struct fuse_access_in *in);
+int pt_op_statx(struct fll_req *r, uint64_t nodeid, const struct fuse_statx_in *in,
+                struct fuse_statx_out *out);
+
+int pt_op_symlink(struct fll_req *r, uint64_t parent, const char *name, const char *target,
+                  struct fuse_entry_out *out);
+int pt_op_mknod(struct fll_req *r, uint64_t parent, const char *name,
+                const struct fuse_mknod_in *in, struct fuse_entry_out *out);
+int pt_op_mkdir(struct fll_req *r, uint64_t parent, const char *name,
+                const struct fuse_mkdir_in *in, struct fuse_entry_out *out);
+int pt_op_unlink(struct fll_req *r, uint64_t parent, const char *name);
+int pt_op_rmdir(struct fll_req *r, uint64_t parent, const char *name);
+int pt_op_rename(struct fll_req *r, uint64_t parent, const char *name, uint64_t newparent,
+                 const char *newname, uint32_t flags);
+int pt_op_link(struct fll_req *r, uint64_t nodeid, uint64_t newparent, const char *newname,
+               struct fuse_entry_out *out);
+int pt_op_opendir(struct fll_req *r, uint64_t nodeid, const struct fuse_open_in *in,
+                  struct fuse_open_out *out);
+int pt_op_readdir(struct fll_req *r, uint64_t nodeid, const struct fuse_read_in *in,
+                  struct fll_dirbuf *db);
+int pt_op_releasedir(struct fll_req *r, uint64_t nodeid, const struct fuse_release_in *in);
+int pt_op_fsyncdir(struct fll_req *r, uint64_t nodeid, const struct fuse_fsync_in *in);
+
+int pt_op_open(struct fll_req *r, uint64_t nodeid, const struct fuse_open_in *in,
+               struct fuse_open_out *out);
+int pt_op_create(struct fll_req *r, uint64_t parent, const char *name,
+                 const struct fuse_create_in *in, struct fuse_entry_out *entry,
+                 struct fuse_open_out *open);
+int pt_op_tmpfile(struct fll_req *r, uint64_t parent, const char *name,
+                  const struct fuse_create_in *in, struct fuse_entry_out *entry,
+                  struct fuse_open_out *open);
+ssize_t pt_op_read(struct fll_req *r, uint64_t nodeid, const struct fuse_read_in *in,
+                   const struct iovec *dst, unsigned dst_cnt);
+ssize_t pt_op_write(struct fll_req *r, uint64_t nodeid, const struct fuse_write_in *in,
+                    const struct iovec *src, unsigned src_cnt);
+int pt_op_release(struct fll_req *r, uint64_t nodeid, const struct fuse_release_in *in);
+int pt_op_fsync(struct fll_req *r, uint64_t nodeid, const struct fuse_fsync_in *in);
+int pt_op_flush(struct fll_req *r, uint64_t nodeid, const struct fuse_flush_in *in);
+int pt_op_fallocate(struct fll_req *r, uint64_t nodeid, const struct fuse_fallocate_in *in);
+int pt_op_lseek(struct fll_req *r, uint64_t nodeid, const struct fuse_lseek_in *in,
+                struct fuse_lseek_out *out);
+ssize_t pt_op_copy_file_range(struct fll_req *r, uint64_t nodeid,
+                              const struct fuse_copy_file_range_in *in);
+
+int pt_op_setxattr(struct fll_req *r, uint64_t nodeid, const char *name, const void *value,
+                   size_t size, int flags, uint32_t setxattr_flags);
+ssize_t pt_op_getxattr(struct fll_req *r, uint64_t nodeid, const char *name, void *buf,
+                       size_t size);
+ssize_t pt_op_listxattr(struct fll_req *r, uint64_t nodeid, void *buf, size_t size);
+int pt_op_removexattr(struct fll_req *r, uint64_t nodeid, const char *name);
+
+int pt_op_getlk(struct fll_req *r, uint64_t nodeid, const struct fuse_lk_in *in,
+                struct fuse_lk_out *out);
+int pt_op_setlk(struct fll_req *r, uint64_t nodeid, const struct fuse_lk_in *in, bool sleep);
+int pt_op_interrupt(struct fll_req *r, uint64_t unique);
+/* FLUSH / RELEASE: drops the POSIX locks of one owner / the flock of a handle. */
+void pt_lock_release_owner(struct pt_handle *h, uint64_t owner);
+
+static inline void pt_closep(int *fd)
+{
+    if (*fd >= 0) {
+        int saved = errno;
+        close(*fd);
+        errno = saved;
+    }
+}
+#define _cleanup_close_ __attribute__((cleanup(pt_closep)))
+
+static inline int pt_take_fd(int *fd)
+{
+    int r = *fd;
+    *fd = -1;
+    return r;
+}
+
+#endif

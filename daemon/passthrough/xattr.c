@@ -1,0 +1,190 @@
+/* SPDX-License-Identifier: GPL-2.0-or-later */
+/*
+ * Extended attributes: GETXATTR, SETXATTR, LISTXATTR, REMOVEXATTR (--xattr),
+ * with the optional --xattrmap name mapping and POSIX ACLs (--posix-acl).
+ *
+ * O_PATH fds cannot take f*xattr calls. The path form on /proc/self/fd/N
+ * follows the magic link to the object itself (for a symlink: the link, not its
+ * target) and never opens it, so FIFOs and devices are safe to name here.
+ */
+#include <stdlib.h>
+#include <string.h>
+#include <sys/xattr.h>
+
+#include "pt_i.h"
+
+#define PT_XATTR_LIST_MAX 65536
+
+static bool pt_is_acl_name(const char *name)
+{
+    return strcmp(name, "system.posix_acl_access") == 0 ||
+           strcmp(name, "system.posix_acl_default") == 0;
+}
+
+/* Host name for a client name; *owned gets the allocation to free. */
+static int pt_xattr_host_name(struct pt_fs *fs, const char *name, const char **host,
+                              char **owned)
+{
+    int ret;
+
+    *owned = NULL;
+    *host = name;
+    if (!fs->posix_acl && pt_is_acl_name(name))
+        return -EOPNOTSUPP;
+    if (!fs->have_xmap)
+        return 0;
+    ret = pt_xattrmap_to_server(&fs->xmap, name, owned);
+    if (ret < 0)
+        return ret;
+    *host = *owned;
+    return 0;
+}
+
+static void pt_freep(char **p)
+{
+    free(*p);
+}
+#define _cleanup_free_ __attribute__((cleanup(pt_freep)))
+
+int pt_op_setxattr(struct fll_req *r, uint64_t nodeid, const char *name, const void *value,
+                   size_t size, int flags, uint32_t setxattr_flags)
+{
+    struct pt_fs *fs = pt_fs_of(r);
+    _cleanup_inode_ struct pt_inode *i = NULL;
+    _cleanup_free_ char *owned = NULL;
+    const char *host;
+    char path[PT_PROC_PATH_MAX];
+    int ret;
+
+    if (!fs->xattr)
+        return -ENOSYS;
+    ret = pt_inode_get(fs, nodeid, &i);
+    if (ret < 0)
+        return ret;
+    if (fs->readonly)
+        return -EROFS;
+    if (flags & ~(XATTR_CREATE | XATTR_REPLACE))
+        return -EINVAL;
+    ret = pt_xattr_host_name(fs, name, &host, &owned);
+    if (ret < 0)
+        return ret;
+    pt_proc_path(path, i->fd);
+    if (fs->cap_mapped && strcmp(host, fs->cap_mapped) == 0)
+        atomic_store(&i->cap_clean, false);
+    if (setxattr(path, host, value, size, flags) < 0)
+        return -errno;
+    /*
+     * Setting an access ACL drops the SGID bit when the caller is not in the
+     * owning group (the client tells us with FUSE_SETXATTR_ACL_KILL_SGID); as
+     * root the host kernel would keep it.
+     */
+    if ((setxattr_flags & FUSE_SETXATTR_ACL_KILL_SGID) &&
+        strcmp(name, "system.posix_acl_access") == 0) {
+        struct statx st;
+        ret = pt_statx_fd(i->fd, &st);
+        if (ret < 0)
+            return ret;
+        if ((st.stx_mode & S_ISGID) && fll_req_gid(r) != st.stx_gid && fll_req_uid(r) != 0 &&
+            i->type != S_IFLNK && chmod(path, st.stx_mode & 07777 & ~S_ISGID) < 0)
+            return -errno;
+    }
+    return 0;
+}
+
+ssize_t pt_op_getxattr(struct fll_req *r, uint64_t nodeid, const char *name, void *buf,
+                       size_t size)
+{
+    struct pt_fs *fs = pt_fs_of(r);
+    _cleanup_inode_ struct pt_inode *i = NULL;
+    _cleanup_free_ char *owned = NULL;
+    const char *host;
+    char path[PT_PROC_PATH_MAX];
+    ssize_t n;
+    int ret;
+
+    if (!fs->xattr)
+        return -ENOSYS;
+    ret = pt_inode_get(fs, nodeid, &i);
+    if (ret < 0)
+        return ret;
+    ret = pt_xattr_host_name(fs, name, &host, &owned);
+    if (ret == -EPERM)
+        return -ENODATA; /* a 'bad' name simply does not exist for the client */
+    if (ret < 0)
+        return ret;
+    n = getxattr(pt_proc_path(path, i->fd), host, size ? buf : NULL, size);
+    return n < 0 ? -errno : n;
+}
+
+ssize_t pt_op_listxattr(struct fll_req *r, uint64_t nodeid, void *buf, size_t size)
+{
+    struct pt_fs *fs = pt_fs_of(r);
+    _cleanup_inode_ struct pt_inode *i = NULL;
+    _cleanup_free_ char *raw = NULL;
+    char path[PT_PROC_PATH_MAX];
+    ssize_t n, total = 0;
+    int ret;
+
+    if (!fs->xattr)
+        return -ENOSYS;
+    ret = pt_inode_get(fs, nodeid, &i);
+    if (ret < 0)
+        return ret;
+    pt_proc_path(path, i->fd);
+    if (!fs->have_xmap) {
+        n = listxattr(path, size ? buf : NULL, size);
+        return n < 0 ? -errno : n;
+    }
+    /* Mapped: fetch the whole host list, translate each name, then size or copy. */
+    raw = malloc(PT_XATTR_LIST_MAX);
+    if (!raw)
+        return -ENOMEM;
+    n = listxattr(path, raw, PT_XATTR_LIST_MAX);
+    if (n < 0)
+        return -errno;
+    for (ssize_t pos = 0; pos < n;) {
+        const char *hname = raw + pos;
+        size_t hlen = strnlen(hname, (size_t)(n - pos));
+        _cleanup_free_ char *cname = NULL;
+        pos += (ssize_t)hlen + 1;
+        if (hlen == 0 || pos > n)
+            continue;
+        ret = pt_xattrmap_to_client(&fs->xmap, hname, &cname);
+        if (ret < 0)
+            return ret;
+        if (ret == 0)
+            continue;
+        size_t clen = strlen(cname) + 1;
+        if (size) {
+            if ((size_t)total + clen > size)
+                return -ERANGE;
+            memcpy((char *)buf + total, cname, clen);
+        }
+        total += (ssize_t)clen;
+    }
+    return total;
+}
+
+int pt_op_removexattr(struct fll_req *r, uint64_t nodeid, const char *name)
+{
+    struct pt_fs *fs = pt_fs_of(r);
+    _cleanup_inode_ struct pt_inode *i = NULL;
+    _cleanup_free_ char *owned = NULL;
+    const char *host;
+    char path[PT_PROC_PATH_MAX];
+    int ret;
+
+    if (!fs->xattr)
+        return -ENOSYS;
+    ret = pt_inode_get(fs, nodeid, &i);
+    if (ret < 0)
+        return ret;
+    if (fs->readonly)
+        return -EROFS;
+    ret = pt_xattr_host_name(fs, name, &host, &owned);
+    if (ret < 0)
+        return ret;
+    if (removexattr(pt_proc_path(path, i->fd), host) < 0)
+        return -errno;
+    return 0;
+}
