@@ -17,6 +17,9 @@ set -euo pipefail
 here=$(cd "$(dirname "$0")" && pwd)
 cache=${VUFS_GUEST_CACHE:-$here/cache}
 mkdir -p "$cache/kernel"
+# Concurrent test runs share the cache: one preparer at a time.
+exec 9> "$cache/kernel/.lock"
+flock 9
 
 log() { echo "fetch-kernel: $*" >&2; }
 die() { log "ERROR: $*"; exit 1; }

@@ -63,6 +63,9 @@ build_base() {
     file "$bb" 2>/dev/null | grep -q 'statically linked' || ! ldd "$bb" > /dev/null 2>&1 ||
         die "$bb is not static (install busybox-static)"
 
+    mkdir -p "$cache/initramfs"
+    exec 9> "$cache/initramfs/.lock"
+    flock 9
     # Stamp: everything the archive is made of.
     stamp=$(cat "$0" "$here/guest-init.sh" "$bb" "$fio" | sha256sum | cut -c1-16)
     out=$cache/initramfs/base-$kver-$stamp.cpio
