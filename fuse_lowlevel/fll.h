@@ -103,8 +103,24 @@ struct fuse_statx_out {
 /* The oldest accepted: Linux 5.10, the first kernel with virtio-fs DAX. */
 #define FLL_MIN_MINOR 31
 
-/* Returned by an operation that will reply later with fll_reply_err(). */
+/*
+ * Returned by an operation that will reply later with fll_reply_err(). Only
+ * operations whose reply is a bare header (no body) may return it: setlk,
+ * release, releasedir, flush, fsync, fsyncdir, fallocate, access, unlink,
+ * rmdir, rename, setxattr, removexattr, syncfs, setupmapping, removemapping.
+ * Operations returning byte counts (read, write, getxattr, ...) cannot: for
+ * them 1 is a length. Any other positive return from an int operation is a
+ * filesystem bug and is answered with EIO.
+ */
 #define FLL_ASYNC 1
+
+/* Most entries a REMOVEMAPPING may carry (the kernel's PAGE_SIZE / 16). */
+#define FLL_REMOVEMAPPING_MAX 256
+/* Longest name (without NUL) and symlink target (with NUL) fll accepts. */
+#define FLL_NAME_MAX 255
+#define FLL_PATH_MAX 4096
+/* Most iovecs one READ or WRITE is split into (the virtqueue size bound). */
+#define FLL_IOV_MAX 1024
 
 /* ---- Requests -------------------------------------------------------------- */
 
@@ -125,6 +141,7 @@ struct fll_req {
     /* ------------------------------------------------------------------------ */
     struct fuse_in_header hdr; /* copied once out of the client's buffer */
     bool completed;            /* debug check: exactly one completion */
+    size_t out_size;           /* total bytes of the writable buffers */
 };
 
 /* Who sent the request (from the header copied out of guest memory). */
@@ -319,13 +336,42 @@ const char *fll_opcode_name(uint32_t opcode);
 /* ---- /dev/fuse transport --------------------------------------------------------- */
 
 /*
- * Mounts the filesystem at mountpoint with libfuse3 (mount only), serves
- * requests from /dev/fuse with nthreads threads until unmounted or
- * fll_devfuse_stop() is called, then unmounts. Returns 0 or -errno.
+ * Serves the same fll_ops to the host kernel through /dev/fuse (no vhost-user):
+ * libfuse3 is used for mounting and unmounting only; requests are read from
+ * the /dev/fuse fd into per-thread buffers and decoded by fll_session_process().
+ *
+ * Life cycle:
+ *   fll_devfuse_new()   mounts; the kernel's INIT waits in the fd
+ *   fll_devfuse_loop()  serves with nthreads threads until fll_devfuse_stop()
+ *                       or until the filesystem is unmounted from outside
+ *   fll_devfuse_free()  unmounts (if still mounted) and frees
+ * fll_devfuse_stop() is async-signal-safe and may be called from any thread.
  */
 struct fll_devfuse;
+
+struct fll_devfuse_config {
+    const struct fll_ops *ops;
+    void *fs;
+    const char *mountpoint;
+    const char *fsname;     /* shown in /proc/mounts; NULL = "vufsd" */
+    const char *mount_opts; /* extra -o options for the mount, or NULL */
+    unsigned nthreads;      /* 0 = 1 */
+    uint32_t max_write;     /* 0 = 1 MiB; at least 4096 */
+};
+
+int fll_devfuse_new(const struct fll_devfuse_config *cfg, struct fll_devfuse **out);
+/* Returns 0 after a stop or an unmount, or a negative errno on failure. */
+int fll_devfuse_loop(struct fll_devfuse *h);
+void fll_devfuse_stop(struct fll_devfuse *h);
+void fll_devfuse_free(struct fll_devfuse *h);
+
+/*
+ * All of the above in one call: mounts, serves, unmounts. While it runs,
+ * SIGTERM, SIGINT and SIGHUP stop it (the previous handlers are restored on
+ * return). *handle_out (if not NULL) is set before serving starts, so another
+ * thread may call fll_devfuse_stop() on it; it is invalid once this returns.
+ */
 int fll_devfuse_run(const struct fll_ops *ops, void *fs, const char *mountpoint,
                     const char *fsname, unsigned nthreads, struct fll_devfuse **handle_out);
-void fll_devfuse_stop(struct fll_devfuse *h);
 
 #endif

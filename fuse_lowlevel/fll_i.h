@@ -1,0 +1,126 @@
+/* SPDX-License-Identifier: GPL-2.0-or-later */
+/*
+ * fll internals: the session, the dispatch table entry and the helpers the
+ * per-opcode decoders (fll_ops_*.c) share. Not for use outside fuse_lowlevel/.
+ */
+#ifndef VUFS_FLL_I_H
+#define VUFS_FLL_I_H
+
+#include <assert.h>
+#include <pthread.h>
+#include <stdlib.h>
+
+#include "fll.h"
+
+/*
+ * Session state. Only INIT and DESTROY move it, both under se->init_lock; every
+ * other request reads it with one acquire load (no lock on the hot path).
+ *
+ *        +-------+  INIT ok (major 7, minor >= 31)   +-------+
+ *   ---> |  NEW  | --------------------------------> | READY |
+ *        +-------+ <-------------------------------- +-------+
+ *          |   ^              DESTROY                   |
+ *          |   |                                        |
+ *          +---+ INIT refused / major > 7 (we answer    +-- everything else
+ *                with our major and wait for a new INIT)
+ *
+ * In NEW every opcode but INIT is answered EIO (FORGETs dropped); in READY a
+ * second INIT is answered EPROTO. se->conn is written only while the state is
+ * NEW and under init_lock, and published by the release store of READY.
+ */
+enum fll_state {
+    FLL_STATE_NEW = 0,
+    FLL_STATE_READY = 1,
+};
+
+struct fll_session {
+    struct fll_session_config cfg;
+    pthread_mutex_t init_lock; /* serialises INIT and DESTROY */
+    int state;                 /* enum fll_state; atomic, see above */
+    struct fll_conn conn;      /* negotiated; read-only while READY */
+    bool setxattr_ext;         /* FUSE_SETXATTR_EXT negotiated */
+};
+
+static inline int fll_state_get(const struct fll_session *se)
+{
+    return __atomic_load_n(&se->state, __ATOMIC_ACQUIRE);
+}
+
+static inline void fll_assert_state(const struct fll_session *se, int want)
+{
+    assert(fll_state_get(se) == want);
+    (void)se;
+    (void)want;
+}
+
+/*
+ * A decoder: reads its arguments from c (positioned after the header), calls
+ * the filesystem and either
+ *   - returns a negative errno: the dispatcher sends it as the one reply, or
+ *   - returns 0 having sent the one reply itself (fll_reply_ok...), having
+ *     completed without reply (FORGET), or having handed the request to an
+ *     FLL_ASYNC operation. After a 0 return the request must not be touched.
+ */
+typedef int (*fll_handler)(struct fll_req *r, struct fll_cursor *c);
+
+/* fll_session.c */
+void fll_complete(struct fll_req *r, size_t out_len);
+/* Sends the header and size bytes of arg; -EIO header if it does not fit. */
+void fll_reply_ok(struct fll_req *r, const void *arg, size_t size);
+/* Two-part body (CREATE's entry + open). */
+void fll_reply_ok2(struct fll_req *r, const void *a, size_t asize, const void *b, size_t bsize);
+/* The body is already in r->out after the header (size bytes): write the header. */
+void fll_reply_inplace(struct fll_req *r, size_t size);
+/* Whether the reply buffers can carry a header plus size bytes of body. */
+static inline bool fll_out_fits(const struct fll_req *r, size_t size)
+{
+    return r->out_size >= sizeof(struct fuse_out_header) &&
+           r->out_size - sizeof(struct fuse_out_header) >= size;
+}
+static inline size_t fll_out_room(const struct fll_req *r)
+{
+    return r->out_size > sizeof(struct fuse_out_header)
+               ? r->out_size - sizeof(struct fuse_out_header)
+               : 0;
+}
+/* Turns an int operation's result into the header-only reply (or async). */
+int fll_reply_status(struct fll_req *r, int ret);
+
+/*
+ * A contiguous buffer of size bytes for a variable-sized reply body: the
+ * client's own buffer when the bytes after the header sit in one iovec, else
+ * a heap copy that fll_reply_buf() writes through the cursor. NULL on ENOMEM.
+ */
+struct fll_outbuf {
+    char *p;
+    size_t size;
+    bool heap;
+};
+bool fll_outbuf_get(struct fll_req *r, struct fll_outbuf *ob, size_t size);
+/* Sends len bytes of ob as the reply body and releases ob. */
+void fll_outbuf_reply(struct fll_req *r, struct fll_outbuf *ob, size_t len);
+void fll_outbuf_release(struct fll_outbuf *ob);
+
+/* fll_cursor.c: a directory entry name (0, -EINVAL, -ENAMETOOLONG). */
+int fll_cursor_name(struct fll_cursor *c, char dst[FLL_NAME_MAX + 1]);
+/* Any NUL-terminated string of at most max-1 bytes: 0, -EINVAL, or toolong. */
+int fll_cursor_cstr(struct fll_cursor *c, char *dst, size_t max, int toolong);
+
+static inline const struct fll_ops *fll_ops_of(const struct fll_req *r)
+{
+    return r->se->cfg.ops;
+}
+
+#define FLL_ARG(c, var)                                                                    \
+    do {                                                                                   \
+        if (!fll_cursor_copy((c), &(var), sizeof(var)))                                    \
+            return -EINVAL;                                                                \
+    } while (0)
+
+static inline void fll_freep(void *p)
+{
+    free(*(void **)p);
+}
+#define _fll_cleanup_free_ __attribute__((cleanup(fll_freep)))
+
+#endif

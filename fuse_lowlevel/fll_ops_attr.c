@@ -1,0 +1,250 @@
+/* SPDX-License-Identifier: GPL-2.0-or-later */
+/*
+ * Decoders for attributes, extended attributes, directories and the rest.
+ */
+#include <errno.h>
+#include <linux/limits.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "fll_ops_i.h"
+
+#define FLL_XATTR_NAME_MAX 255    /* XATTR_NAME_MAX */
+#define FLL_XATTR_SIZE_MAX 65536  /* XATTR_SIZE_MAX */
+#define FLL_XATTR_LIST_MAX 65536  /* XATTR_LIST_MAX */
+/* A READDIR never asks for more than max_pages (at most 256) pages. */
+#define FLL_READDIR_MAX (256u * 4096u)
+
+static int body_reply(struct fll_req *r, int ret, const void *body, size_t size)
+{
+    if (ret > 0)
+        ret = -EIO;
+    if (ret < 0)
+        return ret;
+    fll_reply_ok(r, body, size);
+    return 0;
+}
+
+FLL_DECODER(getattr)
+{
+    struct fuse_getattr_in in;
+    FLL_ARG(c, in);
+    if (!fll_out_fits(r, sizeof(struct fuse_attr_out)))
+        return -EIO;
+    struct fuse_attr_out out = { 0 };
+    int ret = fll_ops_of(r)->getattr(r, r->hdr.nodeid, &in, &out);
+    return body_reply(r, ret, &out, sizeof(out));
+}
+
+FLL_DECODER(setattr)
+{
+    struct fuse_setattr_in in;
+    FLL_ARG(c, in);
+    if (!fll_out_fits(r, sizeof(struct fuse_attr_out)))
+        return -EIO;
+    struct fuse_attr_out out = { 0 };
+    int ret = fll_ops_of(r)->setattr(r, r->hdr.nodeid, &in, &out);
+    return body_reply(r, ret, &out, sizeof(out));
+}
+
+FLL_DECODER(statx)
+{
+    struct fuse_statx_in in;
+    FLL_ARG(c, in);
+    if (!fll_out_fits(r, sizeof(struct fuse_statx_out)))
+        return -EIO;
+    struct fuse_statx_out out = { 0 };
+    int ret = fll_ops_of(r)->statx(r, r->hdr.nodeid, &in, &out);
+    return body_reply(r, ret, &out, sizeof(out));
+}
+
+FLL_DECODER(statfs)
+{
+    if (!fll_out_fits(r, sizeof(struct fuse_statfs_out)))
+        return -EIO;
+    struct fuse_statfs_out out = { 0 };
+    int ret = fll_ops_of(r)->statfs(r, r->hdr.nodeid, &out);
+    return body_reply(r, ret, &out, sizeof(out));
+}
+
+FLL_DECODER(access)
+{
+    struct fuse_access_in in;
+    FLL_ARG(c, in);
+    return fll_reply_status(r, fll_ops_of(r)->access(r, r->hdr.nodeid, &in));
+}
+
+FLL_DECODER(syncfs)
+{
+    struct fuse_syncfs_in in;
+    FLL_ARG(c, in);
+    return fll_reply_status(r, fll_ops_of(r)->syncfs(r, r->hdr.nodeid));
+}
+
+/* ---- Extended attributes ------------------------------------------------------- */
+
+static int xattr_name(struct fll_cursor *c, char name[FLL_XATTR_NAME_MAX + 1])
+{
+    int ret = fll_cursor_cstr(c, name, FLL_XATTR_NAME_MAX + 1, -ERANGE);
+    if (ret < 0)
+        return ret;
+    return name[0] ? 0 : -ERANGE;
+}
+
+/*
+ * SETXATTR: the 8-byte fuse_setxattr_in, or the 16-byte one when
+ * FUSE_SETXATTR_EXT was negotiated (fs/fuse/xattr.c); the name; then exactly
+ * in.size bytes of value.
+ */
+FLL_DECODER(setxattr)
+{
+    struct fuse_setxattr_in in = { 0 };
+    size_t insize = r->se->setxattr_ext ? sizeof(in) : FUSE_COMPAT_SETXATTR_IN_SIZE;
+    char name[FLL_XATTR_NAME_MAX + 1];
+
+    if (!fll_cursor_copy(c, &in, insize))
+        return -EINVAL;
+    int ret = xattr_name(c, name);
+    if (ret < 0)
+        return ret;
+    if (in.size > FLL_XATTR_SIZE_MAX)
+        return -E2BIG;
+    if (in.size != fll_cursor_left(c))
+        return -EINVAL;
+    _fll_cleanup_free_ void *value = malloc(in.size ? in.size : 1);
+    if (value == NULL)
+        return -ENOMEM;
+    if (!fll_cursor_copy(c, value, in.size))
+        return -EINVAL;
+    ret = fll_ops_of(r)->setxattr(r, r->hdr.nodeid, name, value, in.size, (int)in.flags,
+                                  r->se->setxattr_ext ? in.setxattr_flags : 0);
+    return fll_reply_status(r, ret);
+}
+
+/*
+ * GETXATTR / LISTXATTR: size 0 asks for the needed size (fuse_getxattr_out);
+ * otherwise the value itself, at most min(size, the reply buffer) bytes.
+ */
+static int xattr_reply(struct fll_req *r, const char *name, uint32_t size, size_t max)
+{
+    const struct fll_ops *ops = fll_ops_of(r);
+    ssize_t ret;
+
+    if (size == 0) {
+        if (!fll_out_fits(r, sizeof(struct fuse_getxattr_out)))
+            return -EIO;
+        ret = name ? ops->getxattr(r, r->hdr.nodeid, name, NULL, 0)
+                   : ops->listxattr(r, r->hdr.nodeid, NULL, 0);
+        if (ret < 0)
+            return ret < -4095 ? -EIO : (int)ret;
+        if (ret > UINT32_MAX)
+            return -E2BIG;
+        struct fuse_getxattr_out out = { .size = (uint32_t)ret };
+        fll_reply_ok(r, &out, sizeof(out));
+        return 0;
+    }
+
+    size_t room = fll_out_room(r);
+    size_t n = size < room ? size : room;
+    if (n > max)
+        n = max;
+    struct fll_outbuf ob;
+    if (!fll_outbuf_get(r, &ob, n))
+        return -ENOMEM;
+    ret = name ? ops->getxattr(r, r->hdr.nodeid, name, ob.p, n)
+               : ops->listxattr(r, r->hdr.nodeid, ob.p, n);
+    if (ret < 0 || (size_t)ret > n) {
+        fll_outbuf_release(&ob);
+        return ret < 0 ? (ret < -4095 ? -EIO : (int)ret) : -ERANGE;
+    }
+    fll_outbuf_reply(r, &ob, (size_t)ret);
+    return 0;
+}
+
+FLL_DECODER(getxattr)
+{
+    struct fuse_getxattr_in in;
+    char name[FLL_XATTR_NAME_MAX + 1];
+    FLL_ARG(c, in);
+    int ret = xattr_name(c, name);
+    if (ret < 0)
+        return ret;
+    return xattr_reply(r, name, in.size, FLL_XATTR_SIZE_MAX);
+}
+
+FLL_DECODER(listxattr)
+{
+    struct fuse_getxattr_in in;
+    FLL_ARG(c, in);
+    return xattr_reply(r, NULL, in.size, FLL_XATTR_LIST_MAX);
+}
+
+FLL_DECODER(removexattr)
+{
+    char name[FLL_XATTR_NAME_MAX + 1];
+    int ret = xattr_name(c, name);
+    if (ret < 0)
+        return ret;
+    return fll_reply_status(r, fll_ops_of(r)->removexattr(r, r->hdr.nodeid, name));
+}
+
+/* ---- Directories ------------------------------------------------------------------ */
+
+FLL_DECODER(opendir)
+{
+    struct fuse_open_in in;
+    FLL_ARG(c, in);
+    if (!fll_out_fits(r, sizeof(struct fuse_open_out)))
+        return -EIO;
+    struct fuse_open_out out = { 0 };
+    int ret = fll_ops_of(r)->opendir(r, r->hdr.nodeid, &in, &out);
+    return body_reply(r, ret, &out, sizeof(out));
+}
+
+static int readdir_common(struct fll_req *r, struct fll_cursor *c, bool plus)
+{
+    struct fuse_read_in in;
+    FLL_ARG(c, in);
+    size_t room = fll_out_room(r);
+    size_t n = in.size < room ? in.size : room;
+    if (n > FLL_READDIR_MAX)
+        n = FLL_READDIR_MAX;
+
+    struct fll_outbuf ob;
+    if (!fll_outbuf_get(r, &ob, n))
+        return -ENOMEM;
+    struct fll_dirbuf db = { .buf = ob.p, .size = n, .len = 0, .plus = plus };
+    int ret = fll_ops_of(r)->readdir(r, r->hdr.nodeid, &in, &db);
+    if (ret > 0)
+        ret = -EIO;
+    if (ret < 0 || db.len > n) {
+        fll_outbuf_release(&ob);
+        return ret < 0 ? ret : -EIO;
+    }
+    fll_outbuf_reply(r, &ob, db.len);
+    return 0;
+}
+
+FLL_DECODER(readdir)
+{
+    return readdir_common(r, c, false);
+}
+
+FLL_DECODER(readdirplus)
+{
+    return readdir_common(r, c, true);
+}
+
+FLL_DECODER(releasedir)
+{
+    struct fuse_release_in in;
+    FLL_ARG(c, in);
+    return fll_reply_status(r, fll_ops_of(r)->releasedir(r, r->hdr.nodeid, &in));
+}
+
+FLL_DECODER(fsyncdir)
+{
+    struct fuse_fsync_in in;
+    FLL_ARG(c, in);
+    return fll_reply_status(r, fll_ops_of(r)->fsyncdir(r, r->hdr.nodeid, &in));
+}

@@ -1,0 +1,63 @@
+/* SPDX-License-Identifier: GPL-2.0-or-later */
+/*
+ * The per-opcode decoders (see fll_handler in fll_i.h), by file:
+ *   fll_ops_node.c  names and the namespace: lookup, forget, mknod, mkdir,
+ *                   symlink, unlink, rmdir, rename, link, create, tmpfile, readlink
+ *   fll_ops_file.c  open files: open, read, write, release, flush, fsync,
+ *                   fallocate, lseek, copy_file_range, locks, DAX mappings
+ *   fll_ops_attr.c  attributes, xattrs, directories and the rest
+ */
+#ifndef VUFS_FLL_OPS_I_H
+#define VUFS_FLL_OPS_I_H
+
+#include "fll_i.h"
+
+#define FLL_DECODER(name) int fll_do_##name(struct fll_req *r, struct fll_cursor *c)
+
+FLL_DECODER(lookup);
+FLL_DECODER(forget);
+FLL_DECODER(batch_forget);
+FLL_DECODER(mknod);
+FLL_DECODER(mkdir);
+FLL_DECODER(symlink);
+FLL_DECODER(unlink);
+FLL_DECODER(rmdir);
+FLL_DECODER(rename);
+FLL_DECODER(rename2);
+FLL_DECODER(link);
+FLL_DECODER(create);
+FLL_DECODER(tmpfile);
+FLL_DECODER(readlink);
+
+FLL_DECODER(open);
+FLL_DECODER(read);
+FLL_DECODER(write);
+FLL_DECODER(release);
+FLL_DECODER(flush);
+FLL_DECODER(fsync);
+FLL_DECODER(fallocate);
+FLL_DECODER(lseek);
+FLL_DECODER(copy_file_range);
+FLL_DECODER(getlk);
+FLL_DECODER(setlk);
+FLL_DECODER(setlkw);
+FLL_DECODER(setupmapping);
+FLL_DECODER(removemapping);
+
+FLL_DECODER(getattr);
+FLL_DECODER(setattr);
+FLL_DECODER(statx);
+FLL_DECODER(statfs);
+FLL_DECODER(access);
+FLL_DECODER(setxattr);
+FLL_DECODER(getxattr);
+FLL_DECODER(listxattr);
+FLL_DECODER(removexattr);
+FLL_DECODER(syncfs);
+FLL_DECODER(opendir);
+FLL_DECODER(readdir);
+FLL_DECODER(readdirplus);
+FLL_DECODER(releasedir);
+FLL_DECODER(fsyncdir);
+
+#endif

@@ -1,0 +1,116 @@
+/* SPDX-License-Identifier: GPL-2.0-or-later */
+/*
+ * Test helpers for fuse_lowlevel: a recording fake filesystem, an in-memory
+ * transport, and a request builder. The request bytes are built contiguously
+ * and then cut into iovecs of a chosen size, so every decoder is exercised
+ * across iovec boundaries.
+ */
+#ifndef VUFS_FLL_FAKE_H
+#define VUFS_FLL_FAKE_H
+
+#include <stdbool.h>
+#include <stddef.h>
+#include <stdint.h>
+
+#include "fll.h"
+
+#define FAKE_MSG_MAX (1u << 20)
+#define FAKE_OUT_MAX ((1u << 20) + 4096)
+#define FAKE_IOV_MAX 4096
+
+/* What the fake filesystem saw, and what it answers. */
+struct fake_fs {
+    /* Answers */
+    int ret;          /* for int operations (0 = success) */
+    ssize_t count;    /* for read/write/xattr/readlink: bytes; -1 = all offered */
+    bool async;       /* setlk answers FLL_ASYNC and keeps the request */
+    uint64_t want;    /* init: flags to ask for (masked with capable by fll) */
+    uint16_t max_pages;
+    uint16_t map_alignment;
+
+    /* Records */
+    int calls;               /* every operation call, destroy and forgets included */
+    const char *op;          /* name of the last operation */
+    uint64_t nodeid, parent, newparent;
+    char name[FLL_NAME_MAX + 2];
+    char newname[FLL_NAME_MAX + 2];
+    char target[FLL_PATH_MAX + 1];
+    uint32_t flags;          /* rename flags, setxattr flags, setlk sleep */
+    uint32_t setxattr_flags;
+    unsigned char in[256];   /* the argument struct the operation got */
+    size_t in_len;
+    unsigned char data[FAKE_MSG_MAX]; /* write data / xattr value, gathered */
+    size_t data_len;
+    unsigned iov_cnt;        /* read/write: iovecs given */
+    size_t iov_bytes;        /* read/write: bytes they describe */
+    size_t buf_size;         /* readlink/xattr/readdir: buffer offered */
+    uint64_t forget_ids[64];
+    uint64_t forget_counts[64];
+    unsigned nforgets;
+    struct fuse_removemapping_one rm[FLL_REMOVEMAPPING_MAX];
+    unsigned rm_count;
+    struct fll_conn conn;    /* as init saw it */
+    bool inited, destroyed;
+    struct fll_req *pending; /* the request kept by an async setlk */
+};
+
+extern const struct fll_ops fake_ops;
+void fake_reset(struct fake_fs *fs);
+
+/* A transport that records completions; one request in flight at a time. */
+struct fake_req {
+    struct fll_req req; /* first */
+    struct harness *h;
+};
+
+struct harness {
+    struct fake_fs fs;
+    struct fll_session *se;
+    struct fll_transport tr;
+    struct fake_req fr;
+    int completions;
+    size_t out_len;
+    struct fuse_out_header oh; /* the reply header, when out_len >= 16 */
+    struct iovec in_iov[FAKE_IOV_MAX];
+    struct iovec out_iov[FAKE_IOV_MAX];
+    unsigned char out[FAKE_OUT_MAX];
+};
+
+/* A request under construction. */
+struct msg {
+    unsigned char b[FAKE_MSG_MAX];
+    size_t len;
+    uint64_t unique;
+};
+
+struct harness *h_new(uint32_t max_write);
+void h_free(struct harness *h);
+
+void msg_init(struct msg *m, uint32_t opcode, uint64_t nodeid);
+void msg_put(struct msg *m, const void *p, size_t n);
+void msg_str(struct msg *m, const char *s); /* with its NUL */
+void msg_end(struct msg *m);                /* hdr.len = bytes built */
+void msg_set_len(struct msg *m, uint32_t len);
+
+/*
+ * Processes m: the request cut into iovecs of in_chunk bytes (0 = one iovec),
+ * into out_size bytes of reply buffers cut into out_chunk bytes (0 = one).
+ * Resets the completion records first.
+ */
+void h_send(struct harness *h, const struct msg *m, size_t in_chunk, size_t out_size,
+            size_t out_chunk);
+/* h_send with one in iovec and a large single reply buffer. */
+void h_send1(struct harness *h, const struct msg *m);
+/* Sends INIT 7.minor with the given flags; returns the reply error. */
+int h_init(struct harness *h, uint32_t minor, uint64_t flags);
+
+/* A payload pointer into the reply (after the header). */
+static inline const void *h_body(const struct harness *h)
+{
+    return h->out + sizeof(struct fuse_out_header);
+}
+
+/* Byte-level fuzz entry: see fll_fuzz.c. */
+int fll_fuzz_one(const uint8_t *data, size_t size);
+
+#endif
