@@ -245,6 +245,7 @@ int fll_devfuse_new(const struct fll_devfuse_config *cfg, struct fll_devfuse **o
     char *argv[] = { (char *)"vufsd", (char *)"-o", opts, NULL };
     struct fuse_args args = FUSE_ARGS_INIT(3, argv);
     h->fse = fuse_session_new(&args, &no_ops, sizeof(no_ops), NULL);
+    fuse_opt_free_args(&args); /* libfuse may have copied argv while parsing */
     if (h->fse == NULL) {
         fll_devfuse_free(h);
         return -EINVAL;

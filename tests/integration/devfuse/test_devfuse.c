@@ -1,0 +1,391 @@
+/* SPDX-License-Identifier: GPL-2.0-or-later */
+/*
+ * Integration test of the /dev/fuse transport: a tiny read-only filesystem
+ * (a root directory holding one file) is mounted on a temporary directory and
+ * used through the host kernel with ordinary system calls; then it is stopped
+ * three ways: fll_devfuse_stop(), SIGTERM to a process in fll_devfuse_run(),
+ * and an unmount from outside.
+ *
+ * Needs root and /dev/fuse; without them the test exits 77 (skipped).
+ */
+#include <dirent.h>
+#include <errno.h>
+#include <fcntl.h>
+#include <pthread.h>
+#include <setjmp.h>
+#include <signal.h>
+#include <stdarg.h>
+#include <stddef.h>
+#include <stdint.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/mount.h>
+#include <sys/stat.h>
+#include <sys/statfs.h>
+#include <sys/wait.h>
+#include <time.h>
+#include <unistd.h>
+
+#include <cmocka.h>
+
+#include "fll.h"
+
+/* ---- The filesystem: / (node 1) and /hello (node 2) ---------------------------- */
+
+static const char hello_data[] = "hello from vufsd over /dev/fuse\n";
+#define HELLO_ID 2
+
+struct tinyfs {
+    int lookups;  /* hello lookups not yet forgotten; atomic */
+    int reads;    /* atomic */
+    bool inited;
+};
+
+static struct tinyfs *TFS(struct fll_req *r)
+{
+    return fll_req_userdata(r);
+}
+
+static void fill_attr(struct fuse_attr *a, uint64_t id)
+{
+    memset(a, 0, sizeof(*a));
+    a->ino = id;
+    a->nlink = id == FUSE_ROOT_ID ? 2 : 1;
+    a->mode = id == FUSE_ROOT_ID ? (S_IFDIR | 0755) : (S_IFREG | 0444);
+    a->size = id == FUSE_ROOT_ID ? 0 : sizeof(hello_data) - 1;
+    a->blksize = 4096;
+}
+
+static int t_init(void *fs, struct fll_conn *conn)
+{
+    ((struct tinyfs *)fs)->inited = true;
+    conn->want = conn->capable & FUSE_ASYNC_READ;
+    return 0;
+}
+
+static int t_lookup(struct fll_req *r, uint64_t parent, const char *name,
+                    struct fuse_entry_out *out)
+{
+    if (parent != FUSE_ROOT_ID || strcmp(name, "hello") != 0)
+        return -ENOENT;
+    __atomic_fetch_add(&TFS(r)->lookups, 1, __ATOMIC_RELAXED);
+    out->nodeid = HELLO_ID;
+    out->entry_valid = 1;
+    out->attr_valid = 1;
+    fill_attr(&out->attr, HELLO_ID);
+    return 0;
+}
+
+static void t_forget(struct fll_req *r, uint64_t nodeid, uint64_t nlookup)
+{
+    if (nodeid == HELLO_ID)
+        __atomic_fetch_sub(&TFS(r)->lookups, (int)nlookup, __ATOMIC_RELAXED);
+}
+
+static int t_getattr(struct fll_req *r, uint64_t nodeid, const struct fuse_getattr_in *in,
+                     struct fuse_attr_out *out)
+{
+    if (nodeid != FUSE_ROOT_ID && nodeid != HELLO_ID)
+        return -ENOENT;
+    out->attr_valid = 1;
+    fill_attr(&out->attr, nodeid);
+    return 0;
+}
+
+static int t_open(struct fll_req *r, uint64_t nodeid, const struct fuse_open_in *in,
+                  struct fuse_open_out *out)
+{
+    if (nodeid != HELLO_ID)
+        return -EISDIR;
+    if ((in->flags & O_ACCMODE) != O_RDONLY)
+        return -EROFS;
+    out->fh = 7;
+    return 0;
+}
+
+static ssize_t t_read(struct fll_req *r, uint64_t nodeid, const struct fuse_read_in *in,
+                      const struct iovec *dst, unsigned dst_cnt)
+{
+    const size_t len = sizeof(hello_data) - 1;
+    __atomic_fetch_add(&TFS(r)->reads, 1, __ATOMIC_RELAXED);
+    if (nodeid != HELLO_ID || in->fh != 7)
+        return -EBADF;
+    size_t off = in->offset < len ? (size_t)in->offset : len;
+    size_t done = 0;
+    for (unsigned i = 0; i < dst_cnt && off < len; i++) {
+        size_t n = dst[i].iov_len < len - off ? dst[i].iov_len : len - off;
+        memcpy(dst[i].iov_base, hello_data + off, n);
+        off += n;
+        done += n;
+    }
+    return (ssize_t)done;
+}
+
+static int t_release(struct fll_req *r, uint64_t nodeid, const struct fuse_release_in *in)
+{
+    return 0;
+}
+
+static int t_opendir(struct fll_req *r, uint64_t nodeid, const struct fuse_open_in *in,
+                     struct fuse_open_out *out)
+{
+    return nodeid == FUSE_ROOT_ID ? 0 : -ENOTDIR;
+}
+
+static int t_readdir(struct fll_req *r, uint64_t nodeid, const struct fuse_read_in *in,
+                     struct fll_dirbuf *db)
+{
+    static const struct {
+        const char *name;
+        uint64_t ino;
+        uint32_t type;
+    } ents[] = { { ".", 1, DT_DIR }, { "..", 1, DT_DIR }, { "hello", HELLO_ID, DT_REG } };
+    for (uint64_t i = in->offset; i < 3; i++) {
+        /* "." and ".." are fine in a listing; only client names are checked */
+        if (!fll_dirbuf_add(db, ents[i].name, ents[i].ino, ents[i].type, i + 1, NULL))
+            break;
+    }
+    return 0;
+}
+
+static int t_releasedir(struct fll_req *r, uint64_t nodeid, const struct fuse_release_in *in)
+{
+    return 0;
+}
+
+static int t_statfs(struct fll_req *r, uint64_t nodeid, struct fuse_statfs_out *out)
+{
+    out->st.bsize = 4096;
+    out->st.namelen = 255;
+    out->st.blocks = 1;
+    out->st.files = 2;
+    return 0;
+}
+
+static const struct fll_ops tiny_ops = {
+    .init = t_init,
+    .lookup = t_lookup,
+    .forget = t_forget,
+    .getattr = t_getattr,
+    .open = t_open,
+    .read = t_read,
+    .release = t_release,
+    .opendir = t_opendir,
+    .readdir = t_readdir,
+    .releasedir = t_releasedir,
+    .statfs = t_statfs,
+};
+
+/* ---- Helpers --------------------------------------------------------------------- */
+
+static char mnt[64];
+
+static bool is_mounted(const char *path)
+{
+    FILE *f = fopen("/proc/self/mounts", "r");
+    char line[1024];
+    bool found = false;
+    if (f == NULL)
+        return false;
+    while (fgets(line, sizeof(line), f)) {
+        char dev[256], dir[512], type[64];
+        if (sscanf(line, "%255s %511s %63s", dev, dir, type) == 3 && strcmp(dir, path) == 0 &&
+            strcmp(type, "fuse.vufsd") == 0)
+            found = true;
+    }
+    fclose(f);
+    return found;
+}
+
+/* Waits (bounded, generously) until the mount appears or disappears. */
+static bool wait_mounted(const char *path, bool want)
+{
+    for (int i = 0; i < 3000; i++) {
+        if (is_mounted(path) == want)
+            return true;
+        struct timespec ts = { 0, 10 * 1000 * 1000 };
+        nanosleep(&ts, NULL);
+    }
+    return false;
+}
+
+/* Everything a user would do with the mount; all through the host kernel. */
+static void use_the_mount(void)
+{
+    char path[128];
+    struct stat st;
+
+    assert_int_equal(stat(mnt, &st), 0);
+    assert_true(S_ISDIR(st.st_mode));
+    assert_int_equal(st.st_ino, FUSE_ROOT_ID);
+
+    snprintf(path, sizeof(path), "%s/hello", mnt);
+    assert_int_equal(stat(path, &st), 0);
+    assert_true(S_ISREG(st.st_mode));
+    assert_int_equal(st.st_size, sizeof(hello_data) - 1);
+    assert_int_equal(st.st_ino, HELLO_ID);
+
+    int fd = open(path, O_RDONLY);
+    assert_true(fd >= 0);
+    char buf[256];
+    ssize_t n = read(fd, buf, sizeof(buf));
+    assert_int_equal(n, sizeof(hello_data) - 1);
+    assert_memory_equal(buf, hello_data, sizeof(hello_data) - 1);
+    /* at an offset, via pread */
+    n = pread(fd, buf, 4, 6);
+    assert_int_equal(n, 4);
+    assert_memory_equal(buf, hello_data + 6, 4);
+    close(fd);
+
+    /* read-only: writing is refused by the filesystem (or the permissions) */
+    fd = open(path, O_WRONLY);
+    assert_true(fd < 0);
+
+    snprintf(path, sizeof(path), "%s/missing", mnt);
+    assert_int_equal(stat(path, &st), -1);
+    assert_int_equal(errno, ENOENT);
+
+    DIR *d = opendir(mnt);
+    assert_non_null(d);
+    bool seen = false;
+    int count = 0;
+    for (struct dirent *de; (de = readdir(d)) != NULL; count++) {
+        if (strcmp(de->d_name, "hello") == 0) {
+            seen = true;
+            assert_int_equal(de->d_ino, HELLO_ID);
+        }
+    }
+    closedir(d);
+    assert_true(seen);
+    assert_int_equal(count, 3);
+
+    struct statfs sfs;
+    assert_int_equal(statfs(mnt, &sfs), 0);
+    assert_int_equal(sfs.f_namelen, 255);
+}
+
+static int make_mnt(void **state)
+{
+    snprintf(mnt, sizeof(mnt), "/tmp/vufsd-devfuse-XXXXXX");
+    assert_non_null(mkdtemp(mnt));
+    return 0;
+}
+
+static int remove_mnt(void **state)
+{
+    if (is_mounted(mnt))
+        umount2(mnt, MNT_DETACH);
+    rmdir(mnt);
+    return 0;
+}
+
+/* ---- Tests ------------------------------------------------------------------------ */
+
+struct loop_arg {
+    struct fll_devfuse *h;
+    int ret;
+};
+
+static void *loop_thread(void *p)
+{
+    struct loop_arg *la = p;
+    la->ret = fll_devfuse_loop(la->h);
+    return NULL;
+}
+
+static void serve_and_stop(void **state)
+{
+    struct tinyfs fs = { 0 };
+    struct fll_devfuse_config cfg = {
+        .ops = &tiny_ops,
+        .fs = &fs,
+        .mountpoint = mnt,
+        .fsname = "vufsd-test",
+        .mount_opts = "default_permissions",
+        .nthreads = 3,
+    };
+    struct loop_arg la = { 0 };
+    assert_int_equal(fll_devfuse_new(&cfg, &la.h), 0);
+    assert_true(is_mounted(mnt));
+
+    pthread_t t;
+    assert_int_equal(pthread_create(&t, NULL, loop_thread, &la), 0);
+    use_the_mount();
+    use_the_mount();
+    assert_true(fs.inited);
+    assert_true(__atomic_load_n(&fs.reads, __ATOMIC_RELAXED) >= 2);
+
+    fll_devfuse_stop(la.h);
+    pthread_join(t, NULL);
+    assert_int_equal(la.ret, 0);
+    fll_devfuse_free(la.h);
+    assert_false(is_mounted(mnt));
+}
+
+static void sigterm_unmounts(void **state)
+{
+    pid_t pid = fork();
+    assert_true(pid >= 0);
+    if (pid == 0) {
+        static struct tinyfs fs;
+        int ret = fll_devfuse_run(&tiny_ops, &fs, mnt, "vufsd-test", 2, NULL);
+        _exit(ret == 0 ? 0 : 10);
+    }
+    assert_true(wait_mounted(mnt, true));
+    use_the_mount();
+    assert_int_equal(kill(pid, SIGTERM), 0);
+    int status = 0;
+    assert_int_equal(waitpid(pid, &status, 0), pid);
+    assert_true(WIFEXITED(status));
+    assert_int_equal(WEXITSTATUS(status), 0);
+    assert_false(is_mounted(mnt));
+}
+
+static void external_unmount_ends_loop(void **state)
+{
+    struct tinyfs fs = { 0 };
+    struct fll_devfuse_config cfg = {
+        .ops = &tiny_ops, .fs = &fs, .mountpoint = mnt, .nthreads = 2,
+    };
+    struct loop_arg la = { 0 };
+    assert_int_equal(fll_devfuse_new(&cfg, &la.h), 0);
+    pthread_t t;
+    assert_int_equal(pthread_create(&t, NULL, loop_thread, &la), 0);
+    use_the_mount();
+    assert_int_equal(umount2(mnt, 0), 0);
+    pthread_join(t, NULL); /* returns because the connection went away */
+    assert_int_equal(la.ret, 0);
+    fll_devfuse_free(la.h);
+    assert_false(is_mounted(mnt));
+}
+
+static void bad_config(void **state)
+{
+    struct fll_devfuse *h = (void *)1;
+    struct fll_devfuse_config cfg = { .ops = &tiny_ops, .mountpoint = NULL };
+    assert_int_equal(fll_devfuse_new(&cfg, &h), -EINVAL);
+    assert_null(h);
+    cfg.mountpoint = mnt;
+    cfg.max_write = 100;
+    assert_int_equal(fll_devfuse_new(&cfg, &h), -EINVAL);
+    cfg.max_write = 0;
+    cfg.mountpoint = "/nonexistent/vufsd/mountpoint";
+    assert_true(fll_devfuse_new(&cfg, &h) < 0);
+    assert_null(h);
+}
+
+int main(void)
+{
+    if (geteuid() != 0 || access("/dev/fuse", R_OK | W_OK) != 0) {
+        fprintf(stderr, "skipped: needs root and /dev/fuse\n");
+        return 77;
+    }
+    const struct CMUnitTest tests[] = {
+        cmocka_unit_test_setup_teardown(serve_and_stop, make_mnt, remove_mnt),
+        cmocka_unit_test_setup_teardown(sigterm_unmounts, make_mnt, remove_mnt),
+        cmocka_unit_test_setup_teardown(external_unmount_ends_loop, make_mnt, remove_mnt),
+        cmocka_unit_test_setup_teardown(bad_config, make_mnt, remove_mnt),
+    };
+    return cmocka_run_group_tests(tests, NULL, NULL);
+}
