@@ -57,6 +57,7 @@ struct vfe_fuse {
     unsigned defq;
     uint64_t unique; /* atomic */
     uint64_t bounce_gpa;
+    bool bounce_allocated;
     uint32_t max_write;
 };
 
@@ -109,8 +110,10 @@ int vfe_fuse_new(struct vfe_dev *d, const struct vfe_fuse_config *cfg, struct vf
         }
     }
     uint8_t *unused;
-    if (r == 0)
+    if (r == 0) {
         r = alloc_buf(f->mem, VFE_FUSE_BOUNCE, &f->bounce_gpa, &unused);
+        f->bounce_allocated = r == 0;
+    }
     if (r < 0) {
         vfe_fuse_free(f);
         return r;
@@ -135,7 +138,7 @@ void vfe_fuse_free(struct vfe_fuse *f)
         g_free(q->free_stack);
         g_free(q->ready);
     }
-    if (f->bounce_gpa)
+    if (f->bounce_allocated)
         vfe_mem_free_block(f->mem, f->bounce_gpa);
     g_free(f->q);
     g_free(f);
