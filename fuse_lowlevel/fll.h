@@ -328,6 +328,14 @@ void fll_session_process(struct fll_session *se, struct fll_req *r);
 /* For FLL_ASYNC operations: the one reply, 0 or a negative errno. */
 void fll_reply_err(struct fll_req *r, int err);
 
+/*
+ * The connection ended without a DESTROY (frontend gone, device reset,
+ * /dev/fuse unmounted): if INIT had completed, calls ops->destroy exactly as
+ * DESTROY would, and returns the session to its state before INIT. No-op
+ * otherwise. Call it with no request of this session being processed.
+ */
+void fll_session_shutdown(struct fll_session *se);
+
 /* Whether INIT has completed (and DESTROY not yet received). */
 bool fll_session_initialized(const struct fll_session *se);
 /* Name of an opcode, for logs ("LOOKUP"), or NULL. */

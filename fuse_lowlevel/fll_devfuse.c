@@ -296,7 +296,13 @@ void fll_devfuse_free(struct fll_devfuse *h)
 {
     if (h == NULL)
         return;
-    /* Operations that kept a request (FLL_ASYNC) must answer before we go. */
+    /*
+     * A /dev/fuse connection ends without DESTROY: tell the filesystem now,
+     * while the fd is still open, so it can answer the requests it kept
+     * (FLL_ASYNC) -- they must all be answered before the buffers go.
+     */
+    if (h->se)
+        fll_session_shutdown(h->se);
     while (__atomic_load_n(&h->async_pending, __ATOMIC_ACQUIRE) > 0) {
         struct timespec ts = { 0, 1000000 };
         nanosleep(&ts, NULL);

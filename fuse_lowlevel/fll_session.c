@@ -272,21 +272,35 @@ static int fll_do_init(struct fll_req *r, struct fll_cursor *c)
     return ret;
 }
 
+/* READY -> NEW, telling the filesystem. Returns false if not READY. */
+static bool destroy_locked(struct fll_session *se)
+{
+    if (fll_state_get(se) != FLL_STATE_READY)
+        return false;
+    if (se->cfg.ops->destroy)
+        se->cfg.ops->destroy(se->cfg.fs);
+    __atomic_store_n(&se->state, FLL_STATE_NEW, __ATOMIC_RELEASE);
+    return true;
+}
+
 static int fll_do_destroy(struct fll_req *r, struct fll_cursor *c)
 {
     struct fll_session *se = r->se;
 
     pthread_mutex_lock(&se->init_lock);
-    if (fll_state_get(se) != FLL_STATE_READY) {
-        pthread_mutex_unlock(&se->init_lock);
-        return -EIO;
-    }
-    if (se->cfg.ops->destroy)
-        se->cfg.ops->destroy(se->cfg.fs);
-    __atomic_store_n(&se->state, FLL_STATE_NEW, __ATOMIC_RELEASE);
+    bool ok = destroy_locked(se);
     pthread_mutex_unlock(&se->init_lock);
+    if (!ok)
+        return -EIO;
     fll_reply_ok(r, NULL, 0);
     return 0;
+}
+
+void fll_session_shutdown(struct fll_session *se)
+{
+    pthread_mutex_lock(&se->init_lock);
+    destroy_locked(se);
+    pthread_mutex_unlock(&se->init_lock);
 }
 
 /*

@@ -40,6 +40,8 @@ struct tinyfs {
     int lookups;  /* hello lookups not yet forgotten; atomic */
     int reads;    /* atomic */
     bool inited;
+    int destroyed; /* atomic */
+    struct fll_req *parked; /* a SETLKW kept with FLL_ASYNC; atomic */
 };
 
 static struct tinyfs *TFS(struct fll_req *r)
@@ -60,8 +62,27 @@ static void fill_attr(struct fuse_attr *a, uint64_t id)
 static int t_init(void *fs, struct fll_conn *conn)
 {
     ((struct tinyfs *)fs)->inited = true;
-    conn->want = conn->capable & FUSE_ASYNC_READ;
+    conn->want = conn->capable & (FUSE_ASYNC_READ | FUSE_POSIX_LOCKS);
     return 0;
+}
+
+/* The connection ends: answer the request we kept, as a real fs must. */
+static void t_destroy(void *fsp)
+{
+    struct tinyfs *fs = fsp;
+    struct fll_req *r = __atomic_exchange_n(&fs->parked, NULL, __ATOMIC_ACQ_REL);
+    if (r)
+        fll_reply_err(r, -ENOLCK);
+    __atomic_fetch_add(&fs->destroyed, 1, __ATOMIC_RELEASE);
+}
+
+/* Non-blocking locks always succeed; a blocking one waits forever (parked). */
+static int t_setlk(struct fll_req *r, uint64_t nodeid, const struct fuse_lk_in *in, bool sleep)
+{
+    if (!sleep)
+        return 0;
+    __atomic_store_n(&TFS(r)->parked, r, __ATOMIC_RELEASE);
+    return FLL_ASYNC;
 }
 
 static int t_lookup(struct fll_req *r, uint64_t parent, const char *name,
@@ -165,6 +186,8 @@ static int t_statfs(struct fll_req *r, uint64_t nodeid, struct fuse_statfs_out *
 
 static const struct fll_ops tiny_ops = {
     .init = t_init,
+    .destroy = t_destroy,
+    .setlk = t_setlk,
     .lookup = t_lookup,
     .forget = t_forget,
     .getattr = t_getattr,
@@ -360,6 +383,65 @@ static void external_unmount_ends_loop(void **state)
     assert_false(is_mounted(mnt));
 }
 
+struct locker {
+    int fd;
+    int ret;
+    int err;
+};
+
+static void *locker_thread(void *p)
+{
+    struct locker *lk = p;
+    struct flock fl = { .l_type = F_RDLCK, .l_whence = SEEK_SET, .l_start = 0, .l_len = 1 };
+    lk->ret = fcntl(lk->fd, F_SETLKW, &fl);
+    lk->err = errno;
+    return NULL;
+}
+
+/*
+ * A SETLKW the filesystem keeps (FLL_ASYNC) must not hold up the worker: with
+ * one thread, the mount keeps answering while the lock waits. Stopping tells
+ * the filesystem (destroy), which answers the kept request before unmount.
+ */
+static void async_setlkw(void **state)
+{
+    struct tinyfs fs = { 0 };
+    struct fll_devfuse_config cfg = {
+        .ops = &tiny_ops, .fs = &fs, .mountpoint = mnt, .nthreads = 1,
+    };
+    struct loop_arg la = { 0 };
+    assert_int_equal(fll_devfuse_new(&cfg, &la.h), 0);
+    pthread_t t, lt;
+    assert_int_equal(pthread_create(&t, NULL, loop_thread, &la), 0);
+
+    char path[128];
+    snprintf(path, sizeof(path), "%s/hello", mnt);
+    struct locker lk = { .fd = open(path, O_RDONLY) };
+    assert_true(lk.fd >= 0);
+    assert_int_equal(pthread_create(&lt, NULL, locker_thread, &lk), 0);
+    bool parked = false;
+    for (int i = 0; i < 3000 && !parked; i++) {
+        parked = __atomic_load_n(&fs.parked, __ATOMIC_ACQUIRE) != NULL;
+        if (!parked) {
+            struct timespec ts = { 0, 10 * 1000 * 1000 };
+            nanosleep(&ts, NULL);
+        }
+    }
+    assert_true(parked);
+    use_the_mount(); /* the only worker is free again */
+
+    fll_devfuse_stop(la.h);
+    pthread_join(t, NULL);
+    assert_int_equal(la.ret, 0);
+    fll_devfuse_free(la.h);
+    pthread_join(lt, NULL);
+    assert_int_equal(lk.ret, -1);
+    assert_int_equal(lk.err, ENOLCK);
+    close(lk.fd);
+    assert_int_equal(__atomic_load_n(&fs.destroyed, __ATOMIC_ACQUIRE), 1);
+    assert_false(is_mounted(mnt));
+}
+
 static void bad_config(void **state)
 {
     struct fll_devfuse *h = (void *)1;
@@ -385,6 +467,7 @@ int main(void)
         cmocka_unit_test_setup_teardown(serve_and_stop, make_mnt, remove_mnt),
         cmocka_unit_test_setup_teardown(sigterm_unmounts, make_mnt, remove_mnt),
         cmocka_unit_test_setup_teardown(external_unmount_ends_loop, make_mnt, remove_mnt),
+        cmocka_unit_test_setup_teardown(async_setlkw, make_mnt, remove_mnt),
         cmocka_unit_test_setup_teardown(bad_config, make_mnt, remove_mnt),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);

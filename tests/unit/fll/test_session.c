@@ -365,6 +365,33 @@ static void init_twice_and_destroy(void **state)
     assert_int_equal(h_init(h, 41, 0), 0);
 }
 
+static void shutdown_without_destroy(void **state)
+{
+    struct harness *h = *state;
+    /* Not initialized: nothing to tell the filesystem. */
+    fll_session_shutdown(h->se);
+    assert_false(h->fs.destroyed);
+
+    assert_int_equal(h_init(h, 41, 0), 0);
+    fll_session_shutdown(h->se);
+    assert_true(h->fs.destroyed);
+    assert_false(fll_session_initialized(h->se));
+    /* and a new client may INIT again */
+    assert_int_equal(h_init(h, 41, 0), 0);
+}
+
+static void session_config_checked(void **state)
+{
+    struct fll_transport tr = { 0 };
+    struct fll_session_config cfg = { .ops = &fake_ops, .transport = NULL };
+    assert_null(fll_session_new(NULL));
+    assert_null(fll_session_new(&cfg));
+    cfg.transport = &tr; /* without complete() */
+    assert_null(fll_session_new(&cfg));
+    cfg.ops = NULL;
+    assert_null(fll_session_new(&cfg));
+}
+
 static void init_reply_too_small(void **state)
 {
     struct harness *h = *state;
@@ -1319,6 +1346,8 @@ int main(void)
         cmocka_unit_test_setup_teardown(init_versions, setup, teardown),
         cmocka_unit_test_setup_teardown(init_twice_and_destroy, setup_ready, teardown),
         cmocka_unit_test_setup_teardown(init_reply_too_small, setup, teardown),
+        cmocka_unit_test_setup_teardown(shutdown_without_destroy, setup, teardown),
+        cmocka_unit_test(session_config_checked),
         cmocka_unit_test_setup_teardown(simple_ops, setup_ready, teardown),
         cmocka_unit_test_setup_teardown(simple_reply_too_small, setup_ready, teardown),
         cmocka_unit_test_setup_teardown(lookup_good, setup_ready, teardown),
