@@ -1,4 +1,417 @@
-int main(void)
+/* SPDX-License-Identifier: GPL-2.0-or-later */
+/*
+ * vufsd: parse the command line, open the shared directory, enter the sandbox,
+ * then serve one vhost-user frontend at a time (or a local /dev/fuse mount).
+ *
+ * Start-up order (single threaded until the signal thread starts, because the
+ * sandbox's unshare, capability and setgroups steps are per thread):
+ *   options -> pid namespace (sandbox=namespace) -> signals blocked -> pid file
+ *   and listening socket -> filesystem -> rlimit -> namespaces/chroot ->
+ *   capabilities -> seccomp -> signal thread -> serve.
+ *
+ * Exit status: 0 after SIGTERM/SIGINT or a frontend disconnect (without
+ * --reconnect); 1 for bad options or a start-up failure.
+ */
+#include <errno.h>
+#include <fcntl.h>
+#include <grp.h>
+#include <libgen.h>
+#include <poll.h>
+#include <pthread.h>
+#include <signal.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/eventfd.h>
+#include <sys/file.h>
+#include <sys/socket.h>
+#include <sys/stat.h>
+#include <sys/un.h>
+#include <unistd.h>
+
+#include "device.h"
+#include "log.h"
+#include "options.h"
+#include "passthrough.h"
+#include "sandbox.h"
+#include "vhost_user.h"
+#include "vufsd-config.h"
+
+/* The listening side: socket, pid file, and how to remove both at exit. */
+struct vmain_listener {
+    int fd;
+    int dir_fd;     /* directory of --socket-path, kept across pivot_root for cleanup */
+    char *sock_name; /* basename of the socket */
+    char *pid_name;  /* basename of the pid file */
+    int pid_fd;      /* locked with flock for the daemon's lifetime */
+};
+
+static void vmain_close(int *fd)
 {
+    if (*fd >= 0)
+        close(*fd);
+    *fd = -1;
+}
+
+/* Locks PATH.pid; refuses when another live daemon holds it. 0 or -errno. */
+static int vmain_lock_pidfile(struct vmain_listener *l)
+{
+    int fd = openat(l->dir_fd, l->pid_name, O_RDWR | O_CREAT | O_CLOEXEC | O_NOFOLLOW, 0644);
+    if (fd < 0) {
+        int e = errno;
+        vlog_err("cannot open the pid file %s: %s", l->pid_name, strerror(e));
+        return -e;
+    }
+    if (flock(fd, LOCK_EX | LOCK_NB) < 0) {
+        int e = errno;
+        char buf[32] = "";
+        ssize_t n = pread(fd, buf, sizeof(buf) - 1, 0);
+        if (n > 0)
+            buf[n] = '\0';
+        buf[strcspn(buf, "\n")] = '\0';
+        if (e == EWOULDBLOCK)
+            vlog_err("another vufsd (pid %s) already serves this socket", *buf ? buf : "?");
+        else
+            vlog_err("cannot lock the pid file: %s", strerror(e));
+        close(fd);
+        return e == EWOULDBLOCK ? -EADDRINUSE : -e;
+    }
+    char buf[32];
+    int len = snprintf(buf, sizeof(buf), "%d\n", (int)getpid());
+    if (ftruncate(fd, 0) < 0 || pwrite(fd, buf, (size_t)len, 0) != len) {
+        int e = errno;
+        vlog_err("cannot write the pid file: %s", strerror(e));
+        close(fd);
+        return -e;
+    }
+    l->pid_fd = fd;
     return 0;
+}
+
+static int vmain_listen_path(struct vmain_listener *l, const struct vufsd_config *cfg)
+{
+    struct sockaddr_un sa = {.sun_family = AF_UNIX};
+    g_autofree char *path = g_strdup(cfg->socket_path);
+    g_autofree char *dir = g_path_get_dirname(path);
+    int ret;
+
+    l->sock_name = g_path_get_basename(path);
+    l->pid_name = g_strdup_printf("%s.pid", l->sock_name);
+    if (strlen(cfg->socket_path) >= sizeof(sa.sun_path)) {
+        vlog_err("--socket-path is longer than %zu bytes", sizeof(sa.sun_path) - 1);
+        return -ENAMETOOLONG;
+    }
+    l->dir_fd = open(dir, O_PATH | O_DIRECTORY | O_CLOEXEC);
+    if (l->dir_fd < 0) {
+        ret = -errno;
+        vlog_err("cannot open the socket's directory %s: %s", dir, strerror(-ret));
+        return ret;
+    }
+    ret = vmain_lock_pidfile(l);
+    if (ret < 0)
+        return ret;
+    /* We hold the lock: any socket left at the path is stale. */
+    if (unlinkat(l->dir_fd, l->sock_name, 0) == 0)
+        vlog_info("removed a stale socket at %s", cfg->socket_path);
+
+    l->fd = socket(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0);
+    if (l->fd < 0)
+        return -errno;
+    memcpy(sa.sun_path, cfg->socket_path, strlen(cfg->socket_path) + 1);
+    mode_t old = umask(0077);
+    ret = bind(l->fd, (struct sockaddr *)&sa, sizeof(sa));
+    umask(old);
+    if (ret < 0 || listen(l->fd, 1) < 0) {
+        ret = -errno;
+        vlog_err("cannot listen on %s: %s", cfg->socket_path, strerror(-ret));
+        return ret;
+    }
+    if (cfg->socket_group) {
+        struct group *g = getgrnam(cfg->socket_group);
+        if (!g) {
+            vlog_err("--socket-group: no group named %s", cfg->socket_group);
+            return -ENOENT;
+        }
+        if (fchownat(l->dir_fd, l->sock_name, (uid_t)-1, g->gr_gid, 0) < 0 ||
+            fchmodat(l->dir_fd, l->sock_name, 0660, 0) < 0) {
+            ret = -errno;
+            vlog_err("cannot give the socket to group %s: %s", cfg->socket_group,
+                     strerror(-ret));
+            return ret;
+        }
+    }
+    vlog_info("listening on %s", cfg->socket_path);
+    return 0;
+}
+
+static int vmain_listen_fd(struct vmain_listener *l, int fd)
+{
+    int accepting = 0;
+    socklen_t len = sizeof(accepting);
+    if (getsockopt(fd, SOL_SOCKET, SO_ACCEPTCONN, &accepting, &len) < 0 || !accepting) {
+        vlog_err("--fd %d is not a listening socket", fd);
+        return -ENOTSOCK;
+    }
+    fcntl(fd, F_SETFD, FD_CLOEXEC);
+    l->fd = fd;
+    vlog_info("listening on fd %d", fd);
+    return 0;
+}
+
+static void vmain_listener_close(struct vmain_listener *l)
+{
+    vmain_close(&l->fd);
+    if (l->dir_fd >= 0 && l->sock_name) {
+        unlinkat(l->dir_fd, l->sock_name, 0);
+        if (l->pid_fd >= 0)
+            unlinkat(l->dir_fd, l->pid_name, 0); /* still ours: we hold the lock */
+    }
+    vmain_close(&l->pid_fd);
+    vmain_close(&l->dir_fd);
+    g_free(l->sock_name);
+    g_free(l->pid_name);
+}
+
+/* ---- Signals ----------------------------------------------------------------------- */
+
+static int vmain_stop_fd = -1;
+
+static void *vmain_signal_thread(void *arg)
+{
+    sigset_t *set = arg;
+    int sig;
+    while (sigwait(set, &sig) == 0) {
+        if (sig == SIGHUP)
+            continue;
+        vlog_info("%s: stopping", strsignal(sig));
+        uint64_t one = 1;
+        ssize_t w = write(vmain_stop_fd, &one, sizeof(one));
+        (void)w;
+    }
+    return NULL;
+}
+
+/* ---- Serving ----------------------------------------------------------------------- */
+
+static void vmain_fs_reset(void *fs)
+{
+    pt_fs_reset(fs);
+}
+
+static int vmain_serve(const struct vufsd_config *cfg, int listen_fd, struct pt_fs *fs)
+{
+    struct vdev_config dc = {
+        .cfg = cfg, .ops = pt_fs_ops(), .fs = fs, .fs_reset = vmain_fs_reset};
+
+    for (;;) {
+        struct pollfd p[2] = {
+            {.fd = listen_fd, .events = POLLIN},
+            {.fd = vmain_stop_fd, .events = POLLIN},
+        };
+        if (poll(p, 2, -1) < 0) {
+            if (errno == EINTR)
+                continue;
+            vlog_err("poll: %s", strerror(errno));
+            return 1;
+        }
+        if (p[1].revents & POLLIN)
+            return 0;
+        int conn = accept4(listen_fd, NULL, NULL, SOCK_CLOEXEC);
+        if (conn < 0) {
+            if (errno == EINTR || errno == ECONNABORTED || errno == EAGAIN)
+                continue;
+            vlog_err("accept: %s", strerror(errno));
+            return 1;
+        }
+        vlog_info("frontend connected");
+        int err = 0;
+        struct vufsd_dev *dev = vdev_new(&dc, &err);
+        if (!dev) {
+            vlog_err("cannot create the device: %s", strerror(-err));
+            close(conn);
+            return 1;
+        }
+        int ret = vu_serve(dev, conn, vmain_stop_fd, listen_fd);
+        vdev_free(dev); /* stops the queues, completes in-flight requests, resets the fs */
+        close(conn);
+        if (ret == 1)
+            return 0; /* signal */
+        if (ret < 0)
+            vlog_warn("frontend connection dropped: %s", strerror(-ret));
+        else
+            vlog_info("frontend disconnected");
+        if (!cfg->reconnect)
+            return 0;
+        vlog_info("waiting for a new frontend (--reconnect)");
+    }
+}
+
+static struct sb_config vmain_sb_config(const struct vufsd_config *cfg)
+{
+    static const enum sb_mode modes[] = {
+        [VUFSD_SANDBOX_NAMESPACE] = SB_MODE_NAMESPACE,
+        [VUFSD_SANDBOX_CHROOT] = SB_MODE_CHROOT,
+        [VUFSD_SANDBOX_NONE] = SB_MODE_NONE,
+    };
+    static const enum sb_seccomp_action actions[] = {
+        [VUFSD_SECCOMP_KILL] = SB_SECCOMP_KILL,
+        [VUFSD_SECCOMP_LOG] = SB_SECCOMP_LOG,
+        [VUFSD_SECCOMP_TRAP] = SB_SECCOMP_TRAP,
+        [VUFSD_SECCOMP_NONE] = SB_SECCOMP_NONE,
+    };
+    unsigned features = SB_FEAT_LOCKS;
+    if (cfg->xattr || cfg->posix_acl || cfg->security_label)
+        features |= SB_FEAT_XATTR;
+    if (cfg->syslog)
+        features |= SB_FEAT_SYSLOG;
+    if (cfg->mountpoint)
+        features |= SB_FEAT_DEVFUSE;
+    if (cfg->inode_file_handles != VUFSD_HANDLES_NEVER)
+        features |= SB_FEAT_FILE_HANDLES;
+    return (struct sb_config){
+        .mode = modes[cfg->sandbox],
+        .shared_dir = cfg->shared_dir,
+        .seccomp = actions[cfg->seccomp],
+        .features = features,
+        .modcaps = cfg->modcaps,
+        .rlimit_nofile = cfg->rlimit_nofile,
+        .unsafe_no_isolation = cfg->unsafe_no_isolation,
+    };
+}
+
+/* The sandbox, applied after the fs and the socket are open and before any request. */
+static int vmain_enter_sandbox(const struct sb_config *sbc)
+{
+    uint64_t nofile = 0;
+    char line[512];
+    int ret;
+
+    if ((ret = sb_apply_rlimit(sbc, &nofile)) < 0) {
+        vlog_err("cannot set RLIMIT_NOFILE: %s", strerror(-ret));
+        return ret;
+    }
+    if ((ret = sb_enter(sbc, NULL)) < 0) {
+        vlog_err("cannot enter the sandbox (%s): %s", sb_mode_name(sbc->mode), strerror(-ret));
+        return ret;
+    }
+    if ((ret = sb_drop_caps(sbc)) < 0) {
+        vlog_err("cannot drop capabilities: %s", strerror(-ret));
+        return ret;
+    }
+    if ((ret = sb_seccomp_load(sbc)) < 0) {
+        vlog_err("cannot load the seccomp filter: %s", strerror(-ret));
+        return ret;
+    }
+    sb_describe(sbc, line, sizeof(line));
+    vlog_info("security: %s", line);
+    if (sbc->mode == SB_MODE_NONE)
+        vlog_warn("no filesystem sandbox: the guest is confined by path checks only");
+    return 0;
+}
+
+static int vmain_run_devfuse(const struct vufsd_config *cfg, struct pt_fs *fs)
+{
+    unsigned n = cfg->thread_pool_size ? cfg->thread_pool_size : 1;
+    /* fll_devfuse_run handles SIGTERM/SIGINT itself by unmounting and returning. */
+    int ret = fll_devfuse_run(pt_fs_ops(), fs, cfg->mountpoint, "vufsd", n, NULL);
+    if (ret < 0) {
+        vlog_err("cannot serve %s: %s", cfg->mountpoint, strerror(-ret));
+        return 1;
+    }
+    return 0;
+}
+
+int main(int argc, char **argv)
+{
+    struct vufsd_config cfg;
+    enum vopt_action action;
+    g_autofree char *errmsg = NULL;
+    struct vmain_listener l = {.fd = -1, .dir_fd = -1, .pid_fd = -1};
+    int status = 1;
+
+    vopt_config_init(&cfg);
+    if (vopt_parse(argc, argv, &cfg, &action, &errmsg) < 0) {
+        fprintf(stderr, "vufsd: %s (see --help)\n", errmsg);
+        vopt_config_clear(&cfg);
+        return 1;
+    }
+    if (action == VOPT_VERSION) {
+        printf("vufsd %s\n", VUFSD_VERSION);
+        return 0;
+    }
+    if (action == VOPT_PRINT_CAPABILITIES) {
+        g_autofree char *json = vopt_capabilities_json();
+        printf("%s\n", json);
+        return 0;
+    }
+    vlog_init(cfg.log_level, cfg.syslog);
+    const char *unsupported = vopt_unsupported(&cfg);
+    if (unsupported) {
+        vlog_err("cannot honour %s", unsupported);
+        goto out;
+    }
+    struct sb_config sbc = vmain_sb_config(&cfg);
+    const char *why = NULL;
+    if (sb_config_check(&sbc, &why) < 0) {
+        vlog_err("sandbox settings refused: %s", why ? why : "invalid");
+        goto out;
+    }
+    if (sbc.mode == SB_MODE_NAMESPACE) {
+        int ret = sb_enter_pid_ns(); /* only the child returns */
+        if (ret < 0) {
+            vlog_err("cannot create a pid namespace: %s (try --sandbox chroot or none)",
+                     strerror(-ret));
+            goto out;
+        }
+    }
+
+    /* From here on SIGTERM/SIGINT/SIGHUP are taken only by the signal thread. */
+    sigset_t sigs;
+    sigemptyset(&sigs);
+    sigaddset(&sigs, SIGTERM);
+    sigaddset(&sigs, SIGINT);
+    sigaddset(&sigs, SIGHUP);
+    if (!cfg.mountpoint)
+        pthread_sigmask(SIG_BLOCK, &sigs, NULL);
+    signal(SIGPIPE, SIG_IGN);
+
+    vlog_info("vufsd %s starting: shared directory %s", VUFSD_VERSION, cfg.shared_dir);
+    if (!cfg.mountpoint) {
+        int ret = cfg.socket_path ? vmain_listen_path(&l, &cfg) : vmain_listen_fd(&l, cfg.listen_fd);
+        if (ret < 0)
+            goto out;
+    }
+
+    int err = 0;
+    struct pt_fs *fs = pt_fs_new(&cfg, &err);
+    if (!fs) {
+        vlog_err("cannot serve %s: %s", cfg.shared_dir, strerror(-err));
+        goto out;
+    }
+
+    if (vmain_enter_sandbox(&sbc) < 0)
+        goto free_fs;
+
+    if (cfg.mountpoint) {
+        status = vmain_run_devfuse(&cfg, fs);
+        goto free_fs;
+    }
+
+    vmain_stop_fd = eventfd(0, EFD_CLOEXEC);
+    pthread_t sig_thread;
+    if (vmain_stop_fd < 0 || pthread_create(&sig_thread, NULL, vmain_signal_thread, &sigs)) {
+        vlog_err("cannot start the signal thread");
+        goto free_fs;
+    }
+    pthread_detach(sig_thread);
+
+    status = vmain_serve(&cfg, l.fd, fs);
+    vlog_info("exiting");
+
+free_fs:
+    pt_fs_free(fs);
+out:
+    vmain_listener_close(&l);
+    vopt_config_clear(&cfg);
+    return status;
 }

@@ -1,0 +1,292 @@
+/* SPDX-License-Identifier: GPL-2.0-or-later */
+/*
+ * Device-wide state: memory table swaps, the broken flag, the backend request
+ * channel and teardown. See device.h for the lifecycle and the lock order.
+ */
+#include "device.h"
+
+#include <assert.h>
+#include <errno.h>
+#include <poll.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/socket.h>
+#include <unistd.h>
+
+#include "log.h"
+#include "vu_msg.h"
+
+struct vufsd_dev *vdev_new(const struct vdev_config *c, int *err)
+{
+    struct vufsd_dev *dev = calloc(1, sizeof(*dev));
+    if (!dev) {
+        *err = -ENOMEM;
+        return NULL;
+    }
+    dev->c = *c;
+    dev->backend_fd = -1;
+    dev->state = VDEV_NEW;
+    pthread_mutex_init(&dev->mem_lock, NULL);
+    pthread_mutex_init(&dev->backend_lock, NULL);
+    dev->mem = vmem_table_new();
+    if (!dev->mem) {
+        *err = -ENOMEM;
+        goto free_dev;
+    }
+    for (unsigned i = 0; i < VDEV_MAX_QUEUES; i++)
+        vqt_init(&dev->q[i], dev, i);
+
+    struct fll_session_config sc = {
+        .ops = c->ops,
+        .fs = c->fs,
+        .transport = &vqt_transport,
+        .max_write = VDEV_MAX_WRITE,
+    };
+    dev->se = fll_session_new(&sc);
+    if (!dev->se) {
+        *err = -ENOMEM;
+        goto free_queues;
+    }
+    if (c->cfg->thread_pool_size) {
+        GError *gerr = NULL;
+        dev->pool = g_thread_pool_new(vqt_pool_run, dev, (int)c->cfg->thread_pool_size, FALSE,
+                                      &gerr);
+        if (!dev->pool) {
+            vlog_err("cannot create the worker pool: %s", gerr ? gerr->message : "?");
+            g_clear_error(&gerr);
+            *err = -ENOMEM;
+            goto free_session;
+        }
+    }
+    return dev;
+
+free_session:
+    fll_session_free(dev->se);
+free_queues:
+    for (unsigned i = 0; i < VDEV_MAX_QUEUES; i++)
+        vqt_destroy(&dev->q[i]);
+    vmem_table_unref(dev->mem);
+free_dev:
+    pthread_mutex_destroy(&dev->mem_lock);
+    pthread_mutex_destroy(&dev->backend_lock);
+    free(dev);
+    return NULL;
+}
+
+static void vdev_stop_all(struct vufsd_dev *dev)
+{
+    for (unsigned i = 0; i < VDEV_MAX_QUEUES; i++)
+        vqt_stop(&dev->q[i]);
+}
+
+void vdev_reset(struct vufsd_dev *dev)
+{
+    vdev_stop_all(dev);
+    for (unsigned i = 0; i < VDEV_MAX_QUEUES; i++)
+        vqt_reset(&dev->q[i]);
+    struct vmem_table *empty = vmem_table_new();
+    if (empty)
+        vdev_mem_swap(dev, empty);
+    vdev_set_backend_fd(dev, -1);
+    dev->features = 0;
+    dev->protocol_features = 0;
+    dev->status = 0;
+    dev->state = VDEV_NEW;
+    vdev_clear_broken(dev);
+    if (dev->c.fs_reset)
+        dev->c.fs_reset(dev->c.fs);
+}
+
+void vdev_free(struct vufsd_dev *dev)
+{
+    if (!dev)
+        return;
+    vdev_stop_all(dev);
+    if (dev->pool)
+        g_thread_pool_free(dev->pool, FALSE, TRUE); /* idle by now: every queue drained */
+    for (unsigned i = 0; i < VDEV_MAX_QUEUES; i++)
+        vqt_destroy(&dev->q[i]);
+    fll_session_free(dev->se);
+    if (dev->c.fs_reset)
+        dev->c.fs_reset(dev->c.fs);
+    vdev_set_backend_fd(dev, -1);
+    vmem_table_unref(dev->mem);
+    pthread_mutex_destroy(&dev->mem_lock);
+    pthread_mutex_destroy(&dev->backend_lock);
+    free(dev);
+}
+
+bool vdev_has_feature(const struct vufsd_dev *dev, unsigned bit)
+{
+    return bit < 64 && (dev->features >> bit) & 1;
+}
+
+bool vdev_has_protocol_feature(const struct vufsd_dev *dev, unsigned bit)
+{
+    return bit < 64 && (dev->protocol_features >> bit) & 1;
+}
+
+void vdev_mem_swap(struct vufsd_dev *dev, struct vmem_table *t)
+{
+    pthread_mutex_lock(&dev->mem_lock);
+    struct vmem_table *old = dev->mem;
+    dev->mem = t;
+    dev->mem_gen++;
+    pthread_mutex_unlock(&dev->mem_lock);
+    /* Queue threads and in-flight requests keep their own references. */
+    vmem_table_unref(old);
+    for (unsigned i = 0; i < VDEV_MAX_QUEUES; i++)
+        if (dev->q[i].state == VQT_RUNNING)
+            vqt_wake(&dev->q[i]); /* re-translate the rings before the next batch */
+}
+
+struct vmem_table *vdev_mem_get(struct vufsd_dev *dev, unsigned *gen)
+{
+    pthread_mutex_lock(&dev->mem_lock);
+    struct vmem_table *t = vmem_table_ref(dev->mem);
+    if (gen)
+        *gen = dev->mem_gen;
+    pthread_mutex_unlock(&dev->mem_lock);
+    return t;
+}
+
+void vdev_set_broken(struct vufsd_dev *dev, unsigned queue, const char *why, int err)
+{
+    if (__atomic_exchange_n(&dev->broken, 1, __ATOMIC_ACQ_REL))
+        return;
+    vlog_err("queue %u: %s (%s): device marked broken, no further requests are served "
+             "until the frontend resets it",
+             queue, why, strerror(-err));
+    int efd = dev->q[queue].err_fd;
+    if (efd >= 0) {
+        uint64_t one = 1;
+        ssize_t w = write(efd, &one, sizeof(one));
+        (void)w;
+    }
+}
+
+bool vdev_is_broken(const struct vufsd_dev *dev)
+{
+    return __atomic_load_n(&dev->broken, __ATOMIC_ACQUIRE);
+}
+
+void vdev_clear_broken(struct vufsd_dev *dev)
+{
+    if (__atomic_exchange_n(&dev->broken, 0, __ATOMIC_ACQ_REL))
+        vlog_info("device reset by the frontend: serving again");
+}
+
+void vdev_set_backend_fd(struct vufsd_dev *dev, int fd)
+{
+    pthread_mutex_lock(&dev->backend_lock);
+    if (dev->backend_fd >= 0)
+        close(dev->backend_fd);
+    dev->backend_fd = fd;
+    pthread_mutex_unlock(&dev->backend_lock);
+}
+
+static int vdev_send_all(int fd, const void *buf, size_t len, int pass_fd)
+{
+    const char *p = buf;
+    bool fd_sent = pass_fd < 0;
+
+    while (len) {
+        struct iovec iov = {.iov_base = (void *)p, .iov_len = len};
+        union {
+            char buf[CMSG_SPACE(sizeof(int))];
+            struct cmsghdr align;
+        } u;
+        struct msghdr mh = {.msg_iov = &iov, .msg_iovlen = 1};
+        if (!fd_sent) {
+            memset(&u, 0, sizeof(u));
+            mh.msg_control = u.buf;
+            mh.msg_controllen = sizeof(u.buf);
+            struct cmsghdr *cm = CMSG_FIRSTHDR(&mh);
+            cm->cmsg_level = SOL_SOCKET;
+            cm->cmsg_type = SCM_RIGHTS;
+            cm->cmsg_len = CMSG_LEN(sizeof(int));
+            memcpy(CMSG_DATA(cm), &pass_fd, sizeof(int));
+        }
+        ssize_t n = sendmsg(fd, &mh, MSG_NOSIGNAL);
+        if (n < 0) {
+            if (errno == EINTR)
+                continue;
+            return -errno;
+        }
+        fd_sent = true;
+        p += n;
+        len -= (size_t)n;
+    }
+    return 0;
+}
+
+static int vdev_recv_all(int fd, void *buf, size_t len)
+{
+    char *p = buf;
+    while (len) {
+        ssize_t n = recv(fd, p, len, 0);
+        if (n < 0) {
+            if (errno == EINTR)
+                continue;
+            return -errno;
+        }
+        if (n == 0)
+            return -ECONNRESET;
+        p += n;
+        len -= (size_t)n;
+    }
+    return 0;
+}
+
+int vdev_backend_request(struct vufsd_dev *dev, uint32_t request, const void *payload,
+                         size_t size, int fd, uint64_t *reply)
+{
+    struct {
+        struct vu_msg_hdr hdr;
+        uint8_t payload[VU_MAX_PAYLOAD];
+    } m;
+    int ret;
+
+    if (size > sizeof(m.payload))
+        return -EINVAL;
+    if (!vdev_has_protocol_feature(dev, VU_PROTOCOL_F_REPLY_ACK))
+        return -EOPNOTSUPP;
+    if (fd >= 0 && !vdev_has_protocol_feature(dev, VU_PROTOCOL_F_BACKEND_SEND_FD))
+        return -EOPNOTSUPP;
+
+    m.hdr.request = request;
+    m.hdr.flags = VU_VERSION | VU_FLAG_NEED_REPLY;
+    m.hdr.size = (uint32_t)size;
+    if (size)
+        memcpy(m.payload, payload, size);
+
+    pthread_mutex_lock(&dev->backend_lock);
+    if (dev->backend_fd < 0) {
+        ret = -ENOTCONN;
+        goto unlock;
+    }
+    ret = vdev_send_all(dev->backend_fd, &m, sizeof(m.hdr) + size, fd);
+    if (ret < 0)
+        goto unlock;
+
+    struct vu_msg_hdr rh;
+    uint64_t value;
+    ret = vdev_recv_all(dev->backend_fd, &rh, sizeof(rh));
+    if (ret < 0)
+        goto unlock;
+    if (rh.request != request || !(rh.flags & VU_FLAG_REPLY) || rh.size != sizeof(value)) {
+        vlog_warn("backend channel: unexpected reply (request %u, flags %#x, size %u)",
+                  rh.request, rh.flags, rh.size);
+        ret = -EPROTO;
+        goto unlock;
+    }
+    ret = vdev_recv_all(dev->backend_fd, &value, sizeof(value));
+    if (ret < 0)
+        goto unlock;
+    if (reply)
+        *reply = value;
+    ret = value ? -EIO : 0;
+unlock:
+    pthread_mutex_unlock(&dev->backend_lock);
+    return ret;
+}

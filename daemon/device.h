@@ -1,0 +1,196 @@
+/* SPDX-License-Identifier: GPL-2.0-or-later */
+/*
+ * The vhost-user-fs device (prefixes vdev_ for the device, vqt_ for its queues):
+ * private to daemon/. One device per frontend connection.
+ *
+ * Threads:
+ *   - the message thread (main) reads vhost-user messages and is the only thread
+ *     that configures, starts or stops queues, swaps the memory table or changes
+ *     feature bits;
+ *   - one thread per started queue pops chains and runs requests (or hands them to
+ *     the worker pool with --thread-pool-size);
+ *   - workers and FLL_ASYNC completions finish requests from any thread.
+ *
+ * Device lifecycle (dev->state; asserted by vdev_assert_state() in debug builds):
+ *
+ *      connect
+ *         |
+ *         v
+ *     +-------+  SET_OWNER   +-------+
+ *     |  NEW  |------------->| OWNED |---+ queues start and stop any number of
+ *     +-------+<-------------+-------+<--+ times (GET_VRING_BASE / SET_VRING_KICK)
+ *         |     RESET_OWNER      |
+ *         |   (queues stopped,   |
+ *         |    fs reset)         |
+ *         +----------+-----------+
+ *                    | disconnect / SIGTERM: every queue stopped, in-flight
+ *                    v requests completed, fds closed, fs reset
+ *                 (freed)
+ *
+ *   dev->broken is orthogonal: set once (and logged once) when a ring breaks the
+ *   virtio rules; no queue pops while it is set; cleared when the frontend resets
+ *   the device (RESET_OWNER, SET_STATUS 0) or restarts it (SET_FEATURES while
+ *   every queue is stopped).
+ *
+ * Queue lifecycle (q->state; vqt_assert_state()):
+ *
+ *     +------+  SET_VRING_KICK with NUM, ADDR set and rings mapped   +---------+
+ *     | IDLE |------------------------------------------------------>| RUNNING |
+ *     +------+                                                       +---------+
+ *        ^                                                                |
+ *        |  thread joined and inflight == 0     +----------+  GET_VRING_BASE, a new
+ *        +--------------------------------------| STOPPING |<-KICK fd, RESET_OWNER,
+ *                                               +----------+  disconnect, SIGTERM
+ *
+ *   Configuration (SET_VRING_NUM/ADDR/BASE) is accepted only in IDLE. In RUNNING
+ *   the queue thread pops only while q->enabled (SET_VRING_ENABLE; always on when
+ *   VHOST_USER_F_PROTOCOL_FEATURES was not negotiated) and the device is not broken.
+ *   STOPPING exists only inside vqt_stop() on the message thread.
+ *
+ * Lock order (never take a lower number while holding a higher one):
+ *   1. dev->mem_lock   (the current table pointer and generation)
+ *   2. q->lock         (used ring side, inflight, call fd)
+ *   3. dev->backend_lock (the backend request channel)
+ */
+#ifndef VUFSD_DEVICE_H
+#define VUFSD_DEVICE_H
+
+#include <glib.h>
+#include <pthread.h>
+#include <stdbool.h>
+#include <stdint.h>
+
+#include "config.h"
+#include "fll.h"
+#include "mem.h"
+#include "virtqueue.h"
+
+/* Queue 0 is hiprio; 1..16 are request queues. */
+#define VDEV_MAX_QUEUES 17
+/* Iovecs per direction a request may use (Linux chains are at most the ring size,
+ * QEMU's vhost-user-fs queues at most 1024, plus splits at region boundaries). */
+#define VQT_MAX_IOV 1100
+/* Largest WRITE payload a request queue carries (256 pages). */
+#define VDEV_MAX_WRITE (1u << 20)
+
+struct vufsd_dev;
+
+enum vqt_state {
+    VQT_IDLE,
+    VQT_RUNNING,
+    VQT_STOPPING,
+};
+
+struct vufsd_queue {
+    struct vufsd_dev *dev;
+    unsigned index;
+
+    /* Message thread only (read by the queue thread after start, never changed then). */
+    enum vqt_state state;
+    unsigned num;           /* 0 = not set */
+    bool addr_set;
+    uint64_t desc_uva, avail_uva, used_uva;
+    uint16_t base;          /* SET_VRING_BASE; last_avail_idx when stopped */
+    int kick_fd;            /* owned */
+    int err_fd;             /* owned; written when the ring breaks */
+    int wake_fd;            /* eventfd: stop requested / enable changed */
+    pthread_t thread;
+
+    bool enabled; /* atomic: SET_VRING_ENABLE */
+    bool stop;    /* atomic: the thread must return */
+
+    /* Queue thread only: the avail side of ring, mem, mem_gen, the scratch iovecs. */
+    struct vmem_table *mem; /* table the ring pointers point into; ref held */
+    unsigned mem_gen;
+    struct iovec *scratch;  /* 2 * VQT_MAX_IOV */
+
+    pthread_mutex_t lock;
+    /* Protected by lock: the used side of ring (used_idx, signalled_*), and: */
+    struct vq_ring ring;
+    unsigned inflight;      /* popped, not completed */
+    int call_fd;            /* owned; -1 = no notifications */
+    bool notify_pending;    /* a completion inside the thread's batch deferred its signal */
+    pthread_cond_t drained; /* inflight dropped to 0 */
+};
+
+/* What main hands the device. */
+struct vdev_config {
+    const struct vufsd_config *cfg;
+    const struct fll_ops *ops;
+    void *fs;
+    void (*fs_reset)(void *fs); /* forget every inode and handle (pt_fs_reset) */
+};
+
+struct vufsd_dev {
+    struct vdev_config c;
+    struct fll_session *se;
+    GThreadPool *pool; /* NULL: requests run in the queue threads */
+
+    /* Message thread only. */
+    enum { VDEV_NEW, VDEV_OWNED } state;
+    uint64_t features;          /* acked virtio features */
+    uint64_t protocol_features; /* acked protocol features */
+    uint8_t status;             /* SET_STATUS */
+    uint64_t unknown_logged;    /* bitmap: unknown request ids already logged */
+    bool unknown_big_logged;
+
+    int broken; /* atomic: 0 or 1 */
+
+    pthread_mutex_t mem_lock;
+    struct vmem_table *mem; /* protected by mem_lock; never NULL */
+    unsigned mem_gen;       /* protected by mem_lock; bumped on every swap */
+
+    pthread_mutex_t backend_lock;
+    int backend_fd; /* protected by backend_lock; -1 when unset */
+
+    struct vufsd_queue q[VDEV_MAX_QUEUES];
+};
+
+/* ---- device.c ---------------------------------------------------------------------- */
+
+struct vufsd_dev *vdev_new(const struct vdev_config *c, int *err);
+/* Stops every queue (waiting for in-flight requests), closes all fds, resets the fs. */
+void vdev_free(struct vufsd_dev *dev);
+/* RESET_OWNER: back to NEW with clean state; the fs is reset. */
+void vdev_reset(struct vufsd_dev *dev);
+bool vdev_has_feature(const struct vufsd_dev *dev, unsigned bit);
+bool vdev_has_protocol_feature(const struct vufsd_dev *dev, unsigned bit);
+/* Publishes a new memory table (takes the caller's reference). */
+void vdev_mem_swap(struct vufsd_dev *dev, struct vmem_table *t);
+/* A new reference to the current table. */
+struct vmem_table *vdev_mem_get(struct vufsd_dev *dev, unsigned *gen);
+/* Marks the device broken (logged once with the reason); queues stop popping. */
+void vdev_set_broken(struct vufsd_dev *dev, unsigned queue, const char *why, int err);
+bool vdev_is_broken(const struct vufsd_dev *dev);
+void vdev_clear_broken(struct vufsd_dev *dev);
+/* Replaces the backend request channel fd (takes fd; -1 closes it). */
+void vdev_set_backend_fd(struct vufsd_dev *dev, int fd);
+/*
+ * Sends a backend request (backend -> frontend) with an optional fd and waits for
+ * the frontend's REPLY_ACK answer. Returns 0 when the frontend answered 0,
+ * -EIO when it answered non-zero (*reply gets the value), -ENOTCONN without a
+ * channel, -EOPNOTSUPP without REPLY_ACK, or the socket error.
+ */
+int vdev_backend_request(struct vufsd_dev *dev, uint32_t request, const void *payload,
+                         size_t size, int fd, uint64_t *reply);
+
+/* ---- queue.c ----------------------------------------------------------------------- */
+
+void vqt_init(struct vufsd_queue *q, struct vufsd_dev *dev, unsigned index);
+void vqt_destroy(struct vufsd_queue *q);
+/* Starts the queue if it is IDLE and fully configured. 0, or -errno why not. */
+int vqt_start(struct vufsd_queue *q);
+/* Stops a RUNNING queue: joins its thread and waits for its in-flight requests. */
+void vqt_stop(struct vufsd_queue *q);
+/* Wakes the queue thread (enable flag changed). */
+void vqt_wake(struct vufsd_queue *q);
+/* Replaces the call fd (takes fd; -1 = none). */
+void vqt_set_call_fd(struct vufsd_queue *q, int fd);
+/* Resets configuration to the just-connected state (queue must be IDLE). */
+void vqt_reset(struct vufsd_queue *q);
+/* The transport's complete() for fll. */
+extern const struct fll_transport vqt_transport;
+/* Worker pool entry (GFunc). */
+void vqt_pool_run(gpointer data, gpointer user_data);
+
+#endif

@@ -1,0 +1,403 @@
+/* SPDX-License-Identifier: GPL-2.0-or-later */
+/*
+ * Queue threads: pop chains, turn each into a request for fll, and complete
+ * requests into the used ring from whichever thread finishes them. See
+ * device.h for the queue lifecycle and the lock order.
+ */
+#include "device.h"
+
+#include <assert.h>
+#include <endian.h>
+#include <errno.h>
+#include <poll.h>
+#include <stddef.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/eventfd.h>
+#include <unistd.h>
+
+#include "log.h"
+#include "vu_msg.h"
+
+struct vqt_req {
+    struct fll_req fr;
+    struct vufsd_queue *q;
+    struct vmem_table *mem; /* the table the iovecs point into; ref held */
+    size_t out_total;       /* bytes of writable buffers */
+    uint16_t head;
+    struct iovec iov[];     /* fr.in_cnt readable, then fr.out_cnt writable */
+};
+
+/* Set while a queue thread runs a batch: completions on it defer the signal. */
+static __thread struct vufsd_queue *vqt_batch_queue;
+
+static void vqt_close(int *fd)
+{
+    if (*fd >= 0)
+        close(*fd);
+    *fd = -1;
+}
+
+void vqt_init(struct vufsd_queue *q, struct vufsd_dev *dev, unsigned index)
+{
+    memset(q, 0, sizeof(*q));
+    q->dev = dev;
+    q->index = index;
+    q->state = VQT_IDLE;
+    q->kick_fd = q->call_fd = q->err_fd = -1;
+    q->wake_fd = eventfd(0, EFD_CLOEXEC | EFD_NONBLOCK);
+    pthread_mutex_init(&q->lock, NULL);
+    pthread_cond_init(&q->drained, NULL);
+}
+
+void vqt_reset(struct vufsd_queue *q)
+{
+    assert(q->state == VQT_IDLE);
+    q->num = 0;
+    q->addr_set = false;
+    q->base = 0;
+    __atomic_store_n(&q->enabled, false, __ATOMIC_RELEASE);
+    vqt_close(&q->kick_fd);
+    vqt_close(&q->err_fd);
+    vqt_set_call_fd(q, -1);
+}
+
+void vqt_destroy(struct vufsd_queue *q)
+{
+    assert(q->state == VQT_IDLE);
+    vqt_close(&q->kick_fd);
+    vqt_close(&q->err_fd);
+    vqt_close(&q->call_fd);
+    vqt_close(&q->wake_fd);
+    free(q->scratch);
+    q->scratch = NULL;
+    vmem_table_unref(q->mem);
+    q->mem = NULL;
+    pthread_mutex_destroy(&q->lock);
+    pthread_cond_destroy(&q->drained);
+}
+
+void vqt_wake(struct vufsd_queue *q)
+{
+    uint64_t one = 1;
+    ssize_t w = write(q->wake_fd, &one, sizeof(one));
+    (void)w;
+}
+
+void vqt_set_call_fd(struct vufsd_queue *q, int fd)
+{
+    pthread_mutex_lock(&q->lock);
+    int old = q->call_fd;
+    q->call_fd = fd;
+    pthread_mutex_unlock(&q->lock);
+    if (old >= 0)
+        close(old);
+}
+
+static void vqt_signal_locked(struct vufsd_queue *q)
+{
+    if (q->call_fd >= 0) {
+        uint64_t one = 1;
+        ssize_t w = write(q->call_fd, &one, sizeof(one));
+        (void)w;
+    }
+}
+
+/* Points ring at t's mapping of the frontend's ring addresses. Caller holds q->lock. */
+static int vqt_map_rings_locked(struct vufsd_queue *q, const struct vmem_table *t)
+{
+    void *desc = vmem_uva_host(&t->mem, q->desc_uva, vq_desc_bytes(q->num));
+    void *avail = vmem_uva_host(&t->mem, q->avail_uva, vq_avail_bytes(q->num));
+    void *used = vmem_uva_host(&t->mem, q->used_uva, vq_used_bytes(q->num));
+    if (!desc || !avail || !used)
+        return -EFAULT;
+    q->ring.desc = desc;
+    q->ring.avail = avail;
+    q->ring.used = used;
+    return 0;
+}
+
+/* ---- Completion (any thread) ------------------------------------------------------ */
+
+static void vqt_req_free(struct vqt_req *req)
+{
+    vmem_table_unref(req->mem);
+    free(req);
+}
+
+/* Publishes one used element; signals unless the queue thread batches it. */
+static void vqt_push(struct vufsd_queue *q, uint16_t head, uint32_t len)
+{
+    pthread_mutex_lock(&q->lock);
+    vq_ring_push(&q->ring, head, len);
+    if (vqt_batch_queue == q)
+        q->notify_pending = true;
+    else if (vq_ring_should_notify(&q->ring))
+        vqt_signal_locked(q);
+    pthread_mutex_unlock(&q->lock);
+}
+
+static void vqt_complete(struct fll_req *fr, size_t out_len)
+{
+    struct vqt_req *req = (struct vqt_req *)((char *)fr - offsetof(struct vqt_req, fr));
+    struct vufsd_queue *q = req->q;
+
+    assert(out_len <= req->out_total);
+    if (out_len > req->out_total)
+        out_len = req->out_total;
+
+    pthread_mutex_lock(&q->lock);
+    vq_ring_push(&q->ring, req->head, (uint32_t)out_len);
+    if (vqt_batch_queue == q)
+        q->notify_pending = true;
+    else if (vq_ring_should_notify(&q->ring))
+        vqt_signal_locked(q);
+    assert(q->inflight > 0);
+    if (--q->inflight == 0)
+        pthread_cond_broadcast(&q->drained);
+    pthread_mutex_unlock(&q->lock);
+    vqt_req_free(req);
+}
+
+const struct fll_transport vqt_transport = {
+    .complete = vqt_complete,
+};
+
+void vqt_pool_run(gpointer data, gpointer user_data)
+{
+    struct vqt_req *req = data;
+    (void)user_data;
+    fll_session_process(req->fr.se, &req->fr);
+}
+
+/* ---- The queue thread ------------------------------------------------------------------ */
+
+static void vqt_handle(struct vufsd_queue *q, uint16_t head, const struct iovec *rd,
+                       unsigned rd_cnt, const struct iovec *wr, unsigned wr_cnt)
+{
+    struct vufsd_dev *dev = q->dev;
+    size_t n = (size_t)rd_cnt + wr_cnt;
+    struct vqt_req *req = calloc(1, sizeof(*req) + n * sizeof(struct iovec));
+
+    if (!req) {
+        /* No memory for the request: give the buffers back unanswered. */
+        vlog_warn("queue %u: out of memory, request dropped", q->index);
+        vqt_push(q, head, 0);
+        return;
+    }
+    memcpy(req->iov, rd, rd_cnt * sizeof(*rd));
+    memcpy(req->iov + rd_cnt, wr, wr_cnt * sizeof(*wr));
+    for (unsigned i = 0; i < wr_cnt; i++)
+        req->out_total += wr[i].iov_len;
+    req->fr.se = dev->se;
+    req->fr.in = req->iov;
+    req->fr.in_cnt = rd_cnt;
+    req->fr.out = req->iov + rd_cnt;
+    req->fr.out_cnt = wr_cnt;
+    req->fr.queue = q->index;
+    req->q = q;
+    req->head = head;
+    req->mem = vmem_table_ref(q->mem);
+
+    pthread_mutex_lock(&q->lock);
+    q->inflight++;
+    pthread_mutex_unlock(&q->lock);
+
+    vlog_debug("queue %u: request head %u (%u readable, %u writable iovecs)", q->index, head,
+               rd_cnt, wr_cnt);
+    /* hiprio requests (FORGET, INTERRUPT) are cheap and must not wait behind I/O. */
+    if (dev->pool && q->index != 0)
+        g_thread_pool_push(dev->pool, req, NULL);
+    else
+        fll_session_process(dev->se, &req->fr);
+}
+
+/* Takes up the current memory table if it changed. Returns false if the rings broke. */
+static bool vqt_refresh_mem(struct vufsd_queue *q)
+{
+    unsigned gen;
+    struct vmem_table *t = vdev_mem_get(q->dev, &gen);
+
+    if (q->mem && gen == q->mem_gen) {
+        vmem_table_unref(t);
+        return true;
+    }
+    pthread_mutex_lock(&q->lock);
+    int ret = vqt_map_rings_locked(q, t);
+    pthread_mutex_unlock(&q->lock);
+    if (ret < 0) {
+        vmem_table_unref(t);
+        vdev_set_broken(q->dev, q->index, "ring no longer in guest memory", ret);
+        return false;
+    }
+    vmem_table_unref(q->mem);
+    q->mem = t;
+    q->mem_gen = gen;
+    return true;
+}
+
+static void vqt_drain(int fd)
+{
+    uint64_t v;
+    ssize_t r = read(fd, &v, sizeof(v));
+    (void)r;
+}
+
+/* Sleeps until a kick or a wake-up. */
+static void vqt_wait(struct vufsd_queue *q)
+{
+    struct pollfd p[2] = {
+        {.fd = q->kick_fd, .events = POLLIN},
+        {.fd = q->wake_fd, .events = POLLIN},
+    };
+    int n = poll(p, 2, -1);
+    if (n <= 0)
+        return;
+    if (p[0].revents & POLLIN)
+        vqt_drain(q->kick_fd);
+    if (p[1].revents & POLLIN)
+        vqt_drain(q->wake_fd);
+    if (p[0].revents & (POLLERR | POLLNVAL)) {
+        /* A kick fd that cannot be polled would make this loop spin. */
+        vdev_set_broken(q->dev, q->index, "kick fd unusable", -EBADF);
+    }
+}
+
+/* Pops and runs up to one ring's worth of chains. Returns the number popped. */
+static unsigned vqt_batch(struct vufsd_queue *q)
+{
+    struct iovec *rd = q->scratch, *wr = q->scratch + VQT_MAX_IOV;
+    unsigned rd_cnt, wr_cnt, done = 0;
+    uint16_t head;
+
+    vqt_batch_queue = q;
+    while (done < q->num && !__atomic_load_n(&q->stop, __ATOMIC_ACQUIRE)) {
+        int ret = vq_ring_pop(&q->ring, &q->mem->mem, &head, rd, &rd_cnt, wr, &wr_cnt,
+                              VQT_MAX_IOV);
+        if (ret == 0)
+            break;
+        done++;
+        if (ret == -E2BIG) {
+            vlog_warn("queue %u: chain at head %u needs more than %u iovecs, returned unused",
+                      q->index, head, VQT_MAX_IOV);
+            vqt_push(q, head, 0);
+            continue;
+        }
+        if (ret < 0) {
+            vdev_set_broken(q->dev, q->index, "malformed descriptor chain", ret);
+            break;
+        }
+        vqt_handle(q, head, rd, rd_cnt, wr, wr_cnt);
+    }
+    vqt_batch_queue = NULL;
+
+    pthread_mutex_lock(&q->lock);
+    if (q->notify_pending) {
+        q->notify_pending = false;
+        if (vq_ring_should_notify(&q->ring))
+            vqt_signal_locked(q);
+    }
+    pthread_mutex_unlock(&q->lock);
+    return done;
+}
+
+static void *vqt_thread(void *arg)
+{
+    struct vufsd_queue *q = arg;
+    char name[16];
+
+    snprintf(name, sizeof(name), "vufsd-q%u", q->index);
+    pthread_setname_np(pthread_self(), name);
+
+    while (!__atomic_load_n(&q->stop, __ATOMIC_ACQUIRE)) {
+        if (!vqt_refresh_mem(q) || vdev_is_broken(q->dev) ||
+            !__atomic_load_n(&q->enabled, __ATOMIC_ACQUIRE)) {
+            vqt_wait(q);
+            continue;
+        }
+        vq_ring_disable_notify(&q->ring);
+        if (vqt_batch(q) == q->num)
+            continue; /* a full batch: there may be more, and stop gets a look in */
+        if (vdev_is_broken(q->dev))
+            continue;
+        if (vq_ring_enable_notify(&q->ring))
+            continue; /* work arrived between the last pop and the avail_event store */
+        vqt_wait(q);
+    }
+    return NULL;
+}
+
+int vqt_start(struct vufsd_queue *q)
+{
+    struct vufsd_dev *dev = q->dev;
+
+    if (q->state == VQT_RUNNING)
+        return 0;
+    assert(q->state == VQT_IDLE);
+    if (q->kick_fd < 0 || !q->num || !q->addr_set)
+        return -EAGAIN; /* not configured yet; the next message may complete it */
+    if (!q->scratch) {
+        q->scratch = calloc(2 * VQT_MAX_IOV, sizeof(struct iovec));
+        if (!q->scratch)
+            return -ENOMEM;
+    }
+
+    unsigned gen;
+    struct vmem_table *t = vdev_mem_get(dev, &gen);
+    pthread_mutex_lock(&q->lock);
+    memset(&q->ring, 0, sizeof(q->ring));
+    q->ring.num = q->num;
+    int ret = vqt_map_rings_locked(q, t);
+    if (ret == 0) {
+        q->ring.event_idx = vdev_has_feature(dev, VIRTIO_RING_F_EVENT_IDX);
+        q->ring.last_avail_idx = q->base;
+        q->ring.used_idx = le16toh(__atomic_load_n(&q->ring.used->idx, __ATOMIC_ACQUIRE));
+        q->inflight = 0;
+        q->notify_pending = false;
+    }
+    pthread_mutex_unlock(&q->lock);
+    if (ret < 0) {
+        vmem_table_unref(t);
+        vlog_warn("queue %u: ring addresses are not in guest memory", q->index);
+        return ret;
+    }
+    vmem_table_unref(q->mem);
+    q->mem = t;
+    q->mem_gen = gen;
+
+    if (!vdev_has_feature(dev, VU_F_PROTOCOL_FEATURES))
+        __atomic_store_n(&q->enabled, true, __ATOMIC_RELEASE);
+    __atomic_store_n(&q->stop, false, __ATOMIC_RELEASE);
+    vqt_drain(q->wake_fd);
+    q->state = VQT_RUNNING;
+    ret = pthread_create(&q->thread, NULL, vqt_thread, q);
+    if (ret) {
+        q->state = VQT_IDLE;
+        vlog_err("queue %u: cannot start its thread: %s", q->index, strerror(ret));
+        return -ret;
+    }
+    vlog_debug("queue %u started (size %u, base %u, event_idx %d)", q->index, q->num, q->base,
+               q->ring.event_idx);
+    return 0;
+}
+
+void vqt_stop(struct vufsd_queue *q)
+{
+    if (q->state != VQT_RUNNING)
+        return;
+    q->state = VQT_STOPPING;
+    __atomic_store_n(&q->stop, true, __ATOMIC_RELEASE);
+    vqt_wake(q);
+    pthread_join(q->thread, NULL);
+
+    pthread_mutex_lock(&q->lock);
+    while (q->inflight)
+        pthread_cond_wait(&q->drained, &q->lock);
+    pthread_mutex_unlock(&q->lock);
+
+    q->base = q->ring.last_avail_idx;
+    vqt_close(&q->kick_fd);
+    q->state = VQT_IDLE;
+    vlog_debug("queue %u stopped at avail index %u", q->index, q->base);
+}

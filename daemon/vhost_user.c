@@ -1,0 +1,608 @@
+/* SPDX-License-Identifier: GPL-2.0-or-later */
+/*
+ * vhost-user front-end requests, one handler each (QEMU docs/interop/vhost-user.rst).
+ * Handlers run on the message thread only, return 0 or -errno, take ownership of
+ * an fd by setting its slot to -1, and fill `reply` for requests that have their
+ * own reply. The loop closes every fd a handler did not take.
+ */
+#include "vhost_user.h"
+
+#include <assert.h>
+#include <errno.h>
+#include <poll.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/socket.h>
+#include <unistd.h>
+#include <linux/virtio_config.h>
+#include <linux/virtio_ring.h>
+
+#include "log.h"
+#include "vu_msg.h"
+
+uint64_t vu_offered_features(void)
+{
+    return (1ull << VIRTIO_F_VERSION_1) | (1ull << VIRTIO_RING_F_INDIRECT_DESC) |
+           (1ull << VIRTIO_RING_F_EVENT_IDX) | (1ull << VU_F_PROTOCOL_FEATURES);
+}
+
+uint64_t vu_offered_protocol_features(void)
+{
+    return (1ull << VU_PROTOCOL_F_MQ) | (1ull << VU_PROTOCOL_F_REPLY_ACK) |
+           (1ull << VU_PROTOCOL_F_BACKEND_REQ) | (1ull << VU_PROTOCOL_F_BACKEND_SEND_FD) |
+           (1ull << VU_PROTOCOL_F_CONFIGURE_MEM_SLOTS) | (1ull << VU_PROTOCOL_F_STATUS);
+}
+
+typedef int vu_handler(struct vufsd_dev *dev, struct vu_msg *m, int *fds, int nfds,
+                       struct vu_msg *reply);
+
+static void vu_reply_u64(struct vu_msg *reply, uint64_t v)
+{
+    reply->payload.u64 = v;
+    reply->hdr.size = sizeof(uint64_t);
+}
+
+/* The queue a vring message names, or NULL if out of range. */
+static struct vufsd_queue *vu_queue(struct vufsd_dev *dev, uint32_t index)
+{
+    return index < VDEV_MAX_QUEUES ? &dev->q[index] : NULL;
+}
+
+static bool vu_all_idle(const struct vufsd_dev *dev)
+{
+    for (unsigned i = 0; i < VDEV_MAX_QUEUES; i++)
+        if (dev->q[i].state != VQT_IDLE)
+            return false;
+    return true;
+}
+
+/* ---- Features and ownership ------------------------------------------------------ */
+
+static int vu_get_features(struct vufsd_dev *dev, struct vu_msg *m, int *fds, int nfds,
+                           struct vu_msg *reply)
+{
+    vu_reply_u64(reply, vu_offered_features());
+    return 0;
+}
+
+static int vu_set_features(struct vufsd_dev *dev, struct vu_msg *m, int *fds, int nfds,
+                           struct vu_msg *reply)
+{
+    uint64_t f = m->payload.u64;
+    if (f & ~vu_offered_features())
+        return -EINVAL;
+    dev->features = f;
+    /* A driver (re)starting the device with every queue stopped is a reset point. */
+    if (vu_all_idle(dev))
+        vdev_clear_broken(dev);
+    vlog_debug("features acked: %#llx", (unsigned long long)f);
+    return 0;
+}
+
+static int vu_get_protocol_features(struct vufsd_dev *dev, struct vu_msg *m, int *fds,
+                                    int nfds, struct vu_msg *reply)
+{
+    vu_reply_u64(reply, vu_offered_protocol_features());
+    return 0;
+}
+
+static int vu_set_protocol_features(struct vufsd_dev *dev, struct vu_msg *m, int *fds,
+                                    int nfds, struct vu_msg *reply)
+{
+    uint64_t f = m->payload.u64;
+    if (f & ~vu_offered_protocol_features())
+        return -EINVAL;
+    dev->protocol_features = f;
+    return 0;
+}
+
+static int vu_get_queue_num(struct vufsd_dev *dev, struct vu_msg *m, int *fds, int nfds,
+                            struct vu_msg *reply)
+{
+    vu_reply_u64(reply, VDEV_MAX_QUEUES);
+    return 0;
+}
+
+static int vu_set_owner(struct vufsd_dev *dev, struct vu_msg *m, int *fds, int nfds,
+                        struct vu_msg *reply)
+{
+    dev->state = VDEV_OWNED;
+    return 0;
+}
+
+static int vu_reset_owner(struct vufsd_dev *dev, struct vu_msg *m, int *fds, int nfds,
+                          struct vu_msg *reply)
+{
+    vlog_info("frontend reset the device");
+    vdev_reset(dev);
+    return 0;
+}
+
+static int vu_set_status(struct vufsd_dev *dev, struct vu_msg *m, int *fds, int nfds,
+                         struct vu_msg *reply)
+{
+    if (m->payload.u64 > UINT8_MAX)
+        return -EINVAL;
+    dev->status = (uint8_t)m->payload.u64;
+    if (dev->status == 0)
+        vdev_clear_broken(dev);
+    return 0;
+}
+
+static int vu_get_status(struct vufsd_dev *dev, struct vu_msg *m, int *fds, int nfds,
+                         struct vu_msg *reply)
+{
+    vu_reply_u64(reply, dev->status);
+    return 0;
+}
+
+/* ---- Memory ------------------------------------------------------------------------- */
+
+static struct vmem_desc vu_region_desc(const struct vu_mem_region *r)
+{
+    return (struct vmem_desc){
+        .gpa = r->gpa, .size = r->size, .uva = r->uva, .mmap_offset = r->mmap_offset};
+}
+
+static void vu_log_table(const struct vmem_table *t)
+{
+    uint64_t total = 0;
+    for (unsigned i = 0; i < t->mem.nregions; i++)
+        total += t->mem.r[i].size;
+    vlog_info("guest memory: %u region(s), %llu MiB", t->mem.nregions,
+              (unsigned long long)(total >> 20));
+}
+
+static int vu_set_mem_table(struct vufsd_dev *dev, struct vu_msg *m, int *fds, int nfds,
+                            struct vu_msg *reply)
+{
+    struct vmem_table *t = vmem_table_new();
+    if (!t)
+        return -ENOMEM;
+    for (uint32_t i = 0; i < m->payload.mem.nregions; i++) {
+        struct vmem_desc d = vu_region_desc(&m->payload.mem.regions[i]);
+        int ret = vmem_table_add(t, &d, fds[i]);
+        if (ret < 0) {
+            vlog_warn("SET_MEM_TABLE: region %u rejected: %s", i, strerror(-ret));
+            vmem_table_unref(t);
+            return ret;
+        }
+    }
+    vu_log_table(t);
+    vdev_mem_swap(dev, t);
+    return 0;
+}
+
+static int vu_get_max_mem_slots(struct vufsd_dev *dev, struct vu_msg *m, int *fds, int nfds,
+                                struct vu_msg *reply)
+{
+    vu_reply_u64(reply, VMEM_MAX_REGIONS);
+    return 0;
+}
+
+static int vu_add_mem_reg(struct vufsd_dev *dev, struct vu_msg *m, int *fds, int nfds,
+                          struct vu_msg *reply)
+{
+    struct vmem_table *cur = vdev_mem_get(dev, NULL);
+    struct vmem_table *t = vmem_table_copy(cur);
+    vmem_table_unref(cur);
+    if (!t)
+        return -ENOMEM;
+    struct vmem_desc d = vu_region_desc(&m->payload.memreg.region);
+    int ret = vmem_table_add(t, &d, fds[0]);
+    if (ret < 0) {
+        vlog_warn("ADD_MEM_REG rejected: %s", strerror(-ret));
+        vmem_table_unref(t);
+        return ret;
+    }
+    vu_log_table(t);
+    vdev_mem_swap(dev, t);
+    return 0;
+}
+
+static int vu_rem_mem_reg(struct vufsd_dev *dev, struct vu_msg *m, int *fds, int nfds,
+                          struct vu_msg *reply)
+{
+    struct vmem_table *cur = vdev_mem_get(dev, NULL);
+    struct vmem_table *t = vmem_table_copy(cur);
+    vmem_table_unref(cur);
+    if (!t)
+        return -ENOMEM;
+    struct vmem_desc d = vu_region_desc(&m->payload.memreg.region);
+    int ret = vmem_table_remove(t, &d);
+    if (ret < 0) {
+        vlog_warn("REM_MEM_REG: no such region");
+        vmem_table_unref(t);
+        return ret;
+    }
+    vu_log_table(t);
+    vdev_mem_swap(dev, t);
+    return 0;
+}
+
+/* ---- Vrings ---------------------------------------------------------------------------- */
+
+static int vu_set_vring_num(struct vufsd_dev *dev, struct vu_msg *m, int *fds, int nfds,
+                            struct vu_msg *reply)
+{
+    struct vufsd_queue *q = vu_queue(dev, m->payload.state.index);
+    if (!q || !vq_size_valid(m->payload.state.num))
+        return -EINVAL;
+    if (q->state != VQT_IDLE)
+        return -EBUSY;
+    q->num = m->payload.state.num;
+    return 0;
+}
+
+static int vu_set_vring_addr(struct vufsd_dev *dev, struct vu_msg *m, int *fds, int nfds,
+                             struct vu_msg *reply)
+{
+    const struct vu_vring_addr *a = &m->payload.addr;
+    struct vufsd_queue *q = vu_queue(dev, a->index);
+    if (!q)
+        return -EINVAL;
+    if (q->state != VQT_IDLE) {
+        /* Only the logging flag may change on a running ring; we offer no logging. */
+        if (a->desc_uva == q->desc_uva && a->avail_uva == q->avail_uva &&
+            a->used_uva == q->used_uva)
+            return 0;
+        return -EBUSY;
+    }
+    /* Alignment the split ring format requires (virtio spec 2.7). */
+    if ((a->desc_uva & 15) || (a->avail_uva & 1) || (a->used_uva & 3))
+        return -EINVAL;
+    q->desc_uva = a->desc_uva;
+    q->avail_uva = a->avail_uva;
+    q->used_uva = a->used_uva;
+    q->addr_set = true;
+    return 0;
+}
+
+static int vu_set_vring_base(struct vufsd_dev *dev, struct vu_msg *m, int *fds, int nfds,
+                             struct vu_msg *reply)
+{
+    struct vufsd_queue *q = vu_queue(dev, m->payload.state.index);
+    if (!q || m->payload.state.num > UINT16_MAX)
+        return -EINVAL;
+    if (q->state != VQT_IDLE)
+        return -EBUSY;
+    q->base = (uint16_t)m->payload.state.num;
+    return 0;
+}
+
+static int vu_get_vring_base(struct vufsd_dev *dev, struct vu_msg *m, int *fds, int nfds,
+                             struct vu_msg *reply)
+{
+    uint32_t index = m->payload.state.index;
+    struct vufsd_queue *q = vu_queue(dev, index);
+
+    reply->hdr.size = sizeof(struct vu_vring_state);
+    reply->payload.state.index = index;
+    reply->payload.state.num = 0;
+    if (!q)
+        return -EINVAL;
+    vqt_stop(q); /* waits for the queue's in-flight requests */
+    reply->payload.state.num = q->base;
+    return 0;
+}
+
+static int vu_set_vring_kick(struct vufsd_dev *dev, struct vu_msg *m, int *fds, int nfds,
+                             struct vu_msg *reply)
+{
+    struct vufsd_queue *q = vu_queue(dev, m->payload.u64 & VU_VRING_IDX_MASK);
+    if (!q || (m->payload.u64 & ~(uint64_t)(VU_VRING_IDX_MASK | VU_VRING_NOFD)))
+        return -EINVAL;
+    vqt_stop(q); /* a new kick fd (re)starts the ring */
+    if (q->kick_fd >= 0)
+        close(q->kick_fd);
+    q->kick_fd = -1;
+    if (m->payload.u64 & VU_VRING_NOFD)
+        return -EOPNOTSUPP; /* polling without a kick fd is not implemented */
+    q->kick_fd = fds[0];
+    fds[0] = -1;
+    int ret = vqt_start(q);
+    if (ret == -EAGAIN) {
+        vlog_warn("queue %u: kick fd before the ring was configured",
+                  (unsigned)(m->payload.u64 & VU_VRING_IDX_MASK));
+        return -EINVAL;
+    }
+    return ret;
+}
+
+static int vu_set_vring_call(struct vufsd_dev *dev, struct vu_msg *m, int *fds, int nfds,
+                             struct vu_msg *reply)
+{
+    struct vufsd_queue *q = vu_queue(dev, m->payload.u64 & VU_VRING_IDX_MASK);
+    if (!q || (m->payload.u64 & ~(uint64_t)(VU_VRING_IDX_MASK | VU_VRING_NOFD)))
+        return -EINVAL;
+    int fd = -1;
+    if (!(m->payload.u64 & VU_VRING_NOFD)) {
+        fd = fds[0];
+        fds[0] = -1;
+    }
+    vqt_set_call_fd(q, fd);
+    return 0;
+}
+
+static int vu_set_vring_err(struct vufsd_dev *dev, struct vu_msg *m, int *fds, int nfds,
+                            struct vu_msg *reply)
+{
+    struct vufsd_queue *q = vu_queue(dev, m->payload.u64 & VU_VRING_IDX_MASK);
+    if (!q || (m->payload.u64 & ~(uint64_t)(VU_VRING_IDX_MASK | VU_VRING_NOFD)))
+        return -EINVAL;
+    int fd = -1;
+    if (!(m->payload.u64 & VU_VRING_NOFD)) {
+        fd = fds[0];
+        fds[0] = -1;
+    }
+    /* Read by vdev_set_broken() on queue threads: swap atomically, close late. */
+    int old = __atomic_exchange_n(&q->err_fd, fd, __ATOMIC_ACQ_REL);
+    if (old >= 0)
+        close(old);
+    return 0;
+}
+
+static int vu_set_vring_enable(struct vufsd_dev *dev, struct vu_msg *m, int *fds, int nfds,
+                               struct vu_msg *reply)
+{
+    struct vufsd_queue *q = vu_queue(dev, m->payload.state.index);
+    if (!q || m->payload.state.num > 1)
+        return -EINVAL;
+    __atomic_store_n(&q->enabled, m->payload.state.num == 1, __ATOMIC_RELEASE);
+    if (q->state == VQT_RUNNING)
+        vqt_wake(q);
+    return 0;
+}
+
+static int vu_set_backend_req_fd(struct vufsd_dev *dev, struct vu_msg *m, int *fds, int nfds,
+                                 struct vu_msg *reply)
+{
+    vdev_set_backend_fd(dev, fds[0]);
+    fds[0] = -1;
+    return 0;
+}
+
+static vu_handler *const vu_handlers[VU_REQUEST_MAX] = {
+    [VU_GET_FEATURES] = vu_get_features,
+    [VU_SET_FEATURES] = vu_set_features,
+    [VU_SET_OWNER] = vu_set_owner,
+    [VU_RESET_OWNER] = vu_reset_owner,
+    [VU_SET_MEM_TABLE] = vu_set_mem_table,
+    [VU_SET_VRING_NUM] = vu_set_vring_num,
+    [VU_SET_VRING_ADDR] = vu_set_vring_addr,
+    [VU_SET_VRING_BASE] = vu_set_vring_base,
+    [VU_GET_VRING_BASE] = vu_get_vring_base,
+    [VU_SET_VRING_KICK] = vu_set_vring_kick,
+    [VU_SET_VRING_CALL] = vu_set_vring_call,
+    [VU_SET_VRING_ERR] = vu_set_vring_err,
+    [VU_GET_PROTOCOL_FEATURES] = vu_get_protocol_features,
+    [VU_SET_PROTOCOL_FEATURES] = vu_set_protocol_features,
+    [VU_GET_QUEUE_NUM] = vu_get_queue_num,
+    [VU_SET_VRING_ENABLE] = vu_set_vring_enable,
+    [VU_SET_BACKEND_REQ_FD] = vu_set_backend_req_fd,
+    [VU_GET_MAX_MEM_SLOTS] = vu_get_max_mem_slots,
+    [VU_ADD_MEM_REG] = vu_add_mem_reg,
+    [VU_REM_MEM_REG] = vu_rem_mem_reg,
+    [VU_SET_STATUS] = vu_set_status,
+    [VU_GET_STATUS] = vu_get_status,
+};
+
+/* ---- Socket I/O ------------------------------------------------------------------------ */
+
+static int vu_recv_exact(int fd, void *buf, size_t len)
+{
+    char *p = buf;
+    while (len) {
+        ssize_t n = recv(fd, p, len, 0);
+        if (n < 0) {
+            if (errno == EINTR)
+                continue;
+            return -errno;
+        }
+        if (n == 0)
+            return -ECONNRESET;
+        p += n;
+        len -= (size_t)n;
+    }
+    return 0;
+}
+
+/*
+ * Reads one message. Returns 1 with *nfds fds received (-1 when the fds did not
+ * fit or arrived malformed: they are closed and the message will be rejected),
+ * 0 on a clean EOF before a header, or -errno.
+ */
+static int vu_read_msg(int fd, struct vu_msg *m, int *fds, int *nfds)
+{
+    union {
+        char buf[CMSG_SPACE(VU_MAX_FDS * sizeof(int))];
+        struct cmsghdr align;
+    } u;
+    struct iovec iov = {.iov_base = &m->hdr, .iov_len = sizeof(m->hdr)};
+    struct msghdr mh = {
+        .msg_iov = &iov, .msg_iovlen = 1, .msg_control = u.buf, .msg_controllen = sizeof(u.buf)};
+    ssize_t n;
+
+    *nfds = 0;
+    do {
+        n = recvmsg(fd, &mh, MSG_CMSG_CLOEXEC);
+    } while (n < 0 && errno == EINTR);
+    if (n < 0)
+        return -errno;
+    if (n == 0)
+        return 0;
+
+    bool bad_fds = (mh.msg_flags & MSG_CTRUNC) != 0;
+    for (struct cmsghdr *cm = CMSG_FIRSTHDR(&mh); cm; cm = CMSG_NXTHDR(&mh, cm)) {
+        if (cm->cmsg_level != SOL_SOCKET || cm->cmsg_type != SCM_RIGHTS) {
+            bad_fds = true;
+            continue;
+        }
+        size_t cnt = (cm->cmsg_len - CMSG_LEN(0)) / sizeof(int);
+        for (size_t i = 0; i < cnt; i++) {
+            int f;
+            memcpy(&f, CMSG_DATA(cm) + i * sizeof(int), sizeof(int));
+            if (*nfds < VU_MAX_FDS)
+                fds[(*nfds)++] = f;
+            else {
+                close(f);
+                bad_fds = true;
+            }
+        }
+    }
+
+    int ret = 0;
+    if ((size_t)n < sizeof(m->hdr))
+        ret = vu_recv_exact(fd, (char *)&m->hdr + n, sizeof(m->hdr) - (size_t)n);
+    if (ret == 0 && m->hdr.size > VU_MAX_PAYLOAD) {
+        vlog_err("vhost-user: message %u with a %u-byte payload: stream corrupt", m->hdr.request,
+                 m->hdr.size);
+        ret = -EBADMSG;
+    }
+    if (ret == 0 && m->hdr.size)
+        ret = vu_recv_exact(fd, &m->payload, m->hdr.size);
+    if (ret < 0 || bad_fds) {
+        for (int i = 0; i < *nfds; i++)
+            close(fds[i]);
+        *nfds = ret < 0 ? 0 : -1;
+    }
+    return ret < 0 ? ret : 1;
+}
+
+static int vu_send_reply(int fd, const struct vu_msg *m, struct vu_msg *reply)
+{
+    /* Header and payload are not contiguous in struct vu_msg (the union is aligned). */
+    struct iovec iov[2] = {
+        {.iov_base = &reply->hdr, .iov_len = sizeof(reply->hdr)},
+        {.iov_base = &reply->payload, .iov_len = reply->hdr.size},
+    };
+    struct msghdr mh = {.msg_iov = iov, .msg_iovlen = 2};
+
+    reply->hdr.request = m->hdr.request;
+    reply->hdr.flags = VU_VERSION | VU_FLAG_REPLY;
+    for (;;) {
+        ssize_t n = sendmsg(fd, &mh, MSG_NOSIGNAL);
+        if (n < 0) {
+            if (errno == EINTR)
+                continue;
+            return -errno;
+        }
+        /* Advance over what was sent; replies are tiny, so this rarely loops. */
+        while (mh.msg_iovlen && (size_t)n >= mh.msg_iov[0].iov_len) {
+            n -= (ssize_t)mh.msg_iov[0].iov_len;
+            mh.msg_iov++;
+            mh.msg_iovlen--;
+        }
+        if (!mh.msg_iovlen)
+            return 0;
+        mh.msg_iov[0].iov_base = (char *)mh.msg_iov[0].iov_base + n;
+        mh.msg_iov[0].iov_len -= (size_t)n;
+    }
+}
+
+/* Logs an unknown request once per id. */
+static void vu_log_unknown(struct vufsd_dev *dev, uint32_t request)
+{
+    if (request < 64) {
+        if (dev->unknown_logged & (1ull << request))
+            return;
+        dev->unknown_logged |= 1ull << request;
+    } else {
+        if (dev->unknown_big_logged)
+            return;
+        dev->unknown_big_logged = true;
+    }
+    vlog_warn("vhost-user: unsupported request %u (%s), answered with an error", request,
+              vu_request_name(request) ? vu_request_name(request) : "unknown");
+}
+
+/* Runs one message and sends whatever reply it calls for. Returns 0 or a socket error. */
+static int vu_dispatch(struct vufsd_dev *dev, int conn_fd, struct vu_msg *m, int *fds, int nfds)
+{
+    struct vu_msg reply;
+    uint32_t req = m->hdr.request;
+    const char *name = vu_request_name(req);
+    int ret;
+
+    memset(&reply.hdr, 0, sizeof(reply.hdr));
+    ret = vu_msg_check(m, m->hdr.size, nfds);
+    if (ret == 0 && req < VU_REQUEST_MAX && vu_handlers[req])
+        ret = vu_handlers[req](dev, m, fds, nfds, &reply);
+    else if (ret == 0)
+        ret = -ENOSYS;
+
+    if (ret == -ENOSYS)
+        vu_log_unknown(dev, req);
+    else if (ret < 0)
+        vlog_warn("vhost-user: %s failed: %s", name ? name : "?", strerror(-ret));
+    else
+        vlog_debug("vhost-user: %s done", name);
+
+    if (vu_request_has_reply(req)) {
+        if (reply.hdr.size == 0)
+            vu_reply_u64(&reply, 0); /* the frontend waits for a reply of this size */
+        return vu_send_reply(conn_fd, m, &reply);
+    }
+    if ((m->hdr.flags & VU_FLAG_NEED_REPLY) &&
+        (vdev_has_protocol_feature(dev, VU_PROTOCOL_F_REPLY_ACK) ||
+         req == VU_SET_PROTOCOL_FEATURES)) {
+        vu_reply_u64(&reply, ret < 0 ? (uint64_t)-ret : 0);
+        return vu_send_reply(conn_fd, m, &reply);
+    }
+    return 0;
+}
+
+int vu_serve(struct vufsd_dev *dev, int conn_fd, int stop_fd, int listen_fd)
+{
+    struct vu_msg *m = malloc(sizeof(*m));
+    int ret;
+
+    if (!m)
+        return -ENOMEM;
+    for (;;) {
+        struct pollfd p[3] = {
+            {.fd = conn_fd, .events = POLLIN},
+            {.fd = stop_fd, .events = POLLIN},
+            {.fd = listen_fd, .events = POLLIN},
+        };
+        if (poll(p, listen_fd >= 0 ? 3 : 2, -1) < 0) {
+            if (errno == EINTR)
+                continue;
+            ret = -errno;
+            break;
+        }
+        if (p[1].revents & POLLIN) {
+            ret = 1;
+            break;
+        }
+        if (listen_fd >= 0 && (p[2].revents & POLLIN)) {
+            int extra = accept4(listen_fd, NULL, NULL, SOCK_CLOEXEC);
+            if (extra >= 0) {
+                vlog_warn("refused a second frontend: one is already connected");
+                close(extra);
+            }
+        }
+        if (!(p[0].revents & (POLLIN | POLLHUP | POLLERR)))
+            continue;
+
+        int fds[VU_MAX_FDS];
+        int nfds;
+        memset(&m->hdr, 0, sizeof(m->hdr));
+        ret = vu_read_msg(conn_fd, m, fds, &nfds);
+        if (ret <= 0) {
+            if (ret == -ECONNRESET)
+                ret = 0;
+            break;
+        }
+        ret = vu_dispatch(dev, conn_fd, m, fds, nfds);
+        for (int i = 0; i < nfds; i++)
+            if (fds[i] >= 0)
+                close(fds[i]);
+        if (ret < 0)
+            break;
+    }
+    free(m);
+    if (ret == -EPIPE || ret == -ECONNRESET)
+        ret = 0;
+    return ret;
+}
