@@ -37,6 +37,8 @@ static struct pt_handle *pt_hslot_alloc_locked(struct pt_fs *fs)
 
     if (t->free_head) {
         h = pt_hslot(t, t->free_head);
+        if (!h)
+            return NULL; /* cannot happen: freed slots live in allocated chunks */
         t->free_head = h->fnext;
         h->fnext = 0;
         return h;
@@ -44,8 +46,9 @@ static struct pt_handle *pt_hslot_alloc_locked(struct pt_fs *fs)
     if (t->next_fresh >= PT_MAX_SLOTS)
         return NULL;
     uint32_t c = t->next_fresh >> PT_CHUNK_SHIFT;
-    if (!atomic_load_explicit(&t->chunks[c], memory_order_relaxed)) {
-        struct pt_handle *chunk = calloc(PT_CHUNK_SIZE, sizeof(*chunk));
+    struct pt_handle *chunk = atomic_load_explicit(&t->chunks[c], memory_order_relaxed);
+    if (!chunk) {
+        chunk = calloc(PT_CHUNK_SIZE, sizeof(*chunk));
         if (!chunk)
             return NULL;
         for (uint32_t k = 0; k < PT_CHUNK_SIZE; k++) {
@@ -57,7 +60,7 @@ static struct pt_handle *pt_hslot_alloc_locked(struct pt_fs *fs)
         }
         atomic_store_explicit(&t->chunks[c], chunk, memory_order_release);
     }
-    return pt_hslot(t, t->next_fresh++);
+    return &chunk[t->next_fresh++ & (PT_CHUNK_SIZE - 1)];
 }
 
 int pt_handle_new(struct pt_fs *fs, struct pt_inode *ino, int fd, int flags, bool is_dir,
@@ -188,6 +191,8 @@ void pt_htab_reset(struct pt_fs *fs)
     pthread_mutex_unlock(&t->lock);
     for (uint32_t idx = 1; idx < n; idx++) {
         struct pt_handle *h = pt_hslot(t, idx);
+        if (!h)
+            continue;
         uint64_t s = atomic_load(&h->state);
         if ((s & PT_H_REFMASK) == 0 || (s & PT_H_CLOSING))
             continue;

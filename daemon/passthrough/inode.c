@@ -28,11 +28,11 @@ static size_t pt_hash_key(dev_t dev, ino_t ino, uint64_t mnt_id)
     return (size_t)h;
 }
 
+/* Invariant: every index below next_fresh has its chunk allocated. */
 static struct pt_inode *pt_slot_locked(struct pt_itab *t, uint32_t idx)
 {
-    struct pt_inode *chunk = t->chunks[idx >> PT_CHUNK_SHIFT];
-
-    return chunk ? &chunk[idx & (PT_CHUNK_SIZE - 1)] : NULL;
+    assert(idx < t->next_fresh && t->chunks[idx >> PT_CHUNK_SHIFT]);
+    return t->chunks[idx >> PT_CHUNK_SHIFT] + (idx & (PT_CHUNK_SIZE - 1));
 }
 
 int pt_itab_init(struct pt_itab *t)
@@ -125,8 +125,9 @@ static struct pt_inode *pt_slot_alloc_locked(struct pt_fs *fs)
     if (t->next_fresh >= PT_MAX_SLOTS)
         return NULL;
     uint32_t c = t->next_fresh >> PT_CHUNK_SHIFT;
-    if (!t->chunks[c]) {
-        struct pt_inode *chunk = calloc(PT_CHUNK_SIZE, sizeof(*chunk));
+    struct pt_inode *chunk = t->chunks[c];
+    if (!chunk) {
+        chunk = calloc(PT_CHUNK_SIZE, sizeof(*chunk));
         if (!chunk)
             return NULL;
         for (uint32_t k = 0; k < PT_CHUNK_SIZE; k++) {
@@ -136,7 +137,7 @@ static struct pt_inode *pt_slot_alloc_locked(struct pt_fs *fs)
         }
         t->chunks[c] = chunk;
     }
-    return pt_slot_locked(t, t->next_fresh++);
+    return &chunk[t->next_fresh++ & (PT_CHUNK_SIZE - 1)];
 }
 
 /* Unhashes a LIVE inode with no users, returns its fd for closing outside the lock. */
@@ -177,7 +178,7 @@ int pt_inode_get(struct pt_fs *fs, uint64_t nodeid, struct pt_inode **out)
     pthread_mutex_lock(&t->lock);
     if (idx < t->next_fresh) {
         i = pt_slot_locked(t, (uint32_t)idx);
-        if (i && i->live && i->gen == gen) {
+        if (i->live && i->gen == gen) {
             i->refs++;
             *out = i;
             ret = 0;
@@ -271,7 +272,7 @@ void pt_inode_forget(struct pt_fs *fs, uint64_t nodeid, uint64_t n)
     pthread_mutex_lock(&t->lock);
     if (idx < t->next_fresh) {
         struct pt_inode *i = pt_slot_locked(t, (uint32_t)idx);
-        if (i && i->live && i->gen == gen) {
+        if (i->live && i->gen == gen) {
             /* The client's count is untrusted: clamp, never underflow. */
             i->nlookup -= n < i->nlookup ? n : i->nlookup;
             if (i->nlookup == 0 && i->refs == 0)
