@@ -40,8 +40,11 @@
  *      becomes idle). A thread never waits for a slot while it owns another, so
  *      there is no lock order between slots and no deadlock; reclaim only claims
  *      idle slots and never waits while holding them.
- *   4. dax_window_reset() bumps w->epoch; an owner that finds the epoch changed after
- *      a callback drops its work (the frontend it talked to is gone).
+ *   4. dax_window_reset() bumps w->epoch; an owner that finds the epoch changed
+ *      before or after a callback drops its work (the frontend it talked to is
+ *      gone). The daemon resets after its queue threads stopped, as vhost-user
+ *      requires; a call in flight across a reset must not reach a frontend
+ *      connected after it (the daemon's backend channel is per connection).
  * Functions named *_locked require w->lock.
  */
 #ifndef VUFSD_DAX_I_H
@@ -93,6 +96,7 @@ struct dax_extent {
 struct dax_slot {
     enum dax_slot_state state;
     uint32_t pins;           /* dax_pin/dax_place references; reclaim skips > 0 */
+    uint64_t claim_epoch;    /* w->epoch when the owner claimed it (busy states) */
     uint8_t list;            /* DAX_LIST_NONE / _FREE / _LRU */
     uint32_t prev, next;     /* links of that list */
     uint32_t nextents;

@@ -69,6 +69,8 @@ static int unmap_victims_locked(struct dax_window *w, const struct victim *v, un
             k = DAX_UNMAP_BATCH;
         for (unsigned j = 0; j < k; j++)
             batch[j] = (struct fuse_removemapping_one){ v[done + j].moffset, v[done + j].len };
+        if (w->epoch != epoch)
+            return -ECONNRESET;
         pthread_mutex_unlock(&w->lock);
         if (k == 1)
             r = w->ops->unmap(w->ctx, batch[0].moffset, batch[0].len);
@@ -105,6 +107,8 @@ static int map_piece_locked(struct dax_window *w, uint32_t s, const struct piece
     uint64_t t0, dt;
     int r;
 
+    if (w->epoch != epoch)
+        return -ECONNRESET;
     pthread_mutex_unlock(&w->lock);
     t0 = dax_now_ns();
     r = w->ops->map(w->ctx, p->ino->key, p->foffset, slot_base(s) + p->off, p->len,

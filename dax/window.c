@@ -105,8 +105,10 @@ void dax_slot_set_state_locked(struct dax_window *w, uint32_t s, enum dax_slot_s
     sl->state = to;
     if (to == DAX_SLOT_FREE)
         dax_list_push_head_locked(w, &w->free_list, s);
-    if (to == DAX_SLOT_MAPPING || to == DAX_SLOT_UNMAPPING)
+    if (to == DAX_SLOT_MAPPING || to == DAX_SLOT_UNMAPPING) {
         w->busy++;
+        sl->claim_epoch = w->epoch;
+    }
     dax_slot_check_locked(w, s);
 }
 

@@ -73,13 +73,30 @@ static void leave(struct fake_fe *fe, uint64_t moffset)
         fe->inflight[s]--;
 }
 
-static void nap(struct fake_fe *fe)
+void fake_reset_locked(struct fake_fe *fe)
 {
+    memset(fe->owner, 0, fe->size / fe->page * sizeof(*fe->owner));
+    for (size_t i = 0; i < fe->nmaps; i++)
+        fe->maps[i].live = false;
+    fe->gen++;
+}
+
+static bool is_stale(struct fake_fe *fe, uint64_t moffset)
+{
+    return fe->stale && fe->stale(fe->stale_arg, moffset);
+}
+
+/* Sleeps without the lock; false when a reset happened meanwhile (call is void). */
+static bool nap(struct fake_fe *fe)
+{
+    uint64_t gen = fe->gen;
+
     if (fe->sleep_us) {
         pthread_mutex_unlock(&fe->lock);
         usleep(fe->sleep_us);
         pthread_mutex_lock(&fe->lock);
     }
+    return fe->gen == gen;
 }
 
 static int fake_map_cb(void *ctx, uint64_t key, uint64_t foffset, uint64_t moffset, uint64_t len,
@@ -103,7 +120,10 @@ static int fake_map_cb(void *ctx, uint64_t key, uint64_t foffset, uint64_t moffs
         return -EINVAL;
     }
     enter(fe, moffset, len);
-    nap(fe);
+    if (is_stale(fe, moffset) || !nap(fe)) {
+        r = -EIO;
+        goto out_leave;
+    }
     for (uint64_t p = moffset / fe->page; p < (moffset + len) / fe->page; p++)
         if (fe->owner[p]) {
             violation(fe, "map over an existing mapping", moffset, len);
@@ -164,8 +184,10 @@ static int fake_unmap_cb(void *ctx, uint64_t moffset, uint64_t len)
     pthread_mutex_lock(&fe->lock);
     fe->unmap_calls++;
     enter(fe, moffset, len);
-    nap(fe);
-    r = inject(fe) ? -EIO : unmap_one_locked(fe, moffset, len);
+    if (is_stale(fe, moffset) || !nap(fe))
+        r = -EIO;
+    else
+        r = inject(fe) ? -EIO : unmap_one_locked(fe, moffset, len);
     leave(fe, moffset);
     pthread_mutex_unlock(&fe->lock);
     return r;
@@ -192,8 +214,7 @@ static int fake_unmap_batch_cb(void *ctx, const struct fuse_removemapping_one *e
         if (!dup)
             enter(fe, e[i].moffset, e[i].len);
     }
-    nap(fe);
-    if (inject(fe))
+    if (is_stale(fe, e[0].moffset) || !nap(fe) || inject(fe))
         r = -EIO;
     for (unsigned i = 0; i < n && r == 0; i++)
         r = unmap_one_locked(fe, e[i].moffset, e[i].len);

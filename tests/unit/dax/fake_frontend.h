@@ -35,6 +35,11 @@ struct fake_fe {
     unsigned injected;
     uint64_t rng;
     unsigned sleep_us;      /* sleep inside each call */
+    uint64_t gen;           /* bumped by fake_reset(); calls spanning it fail -EIO */
+    /* Optional, called under lock at the start of a call: true = the call belongs
+     * to a connection before the last reset, refuse it with -EIO. */
+    bool (*stale)(void *arg, uint64_t moffset);
+    void *stale_arg;
 };
 
 extern const struct dax_ops fake_ops;       /* map + unmap */
@@ -42,6 +47,8 @@ extern const struct dax_ops fake_ops_batch; /* map + unmap + unmap_batch */
 
 void fake_init(struct fake_fe *fe, uint64_t size, uint64_t page);
 void fake_fini(struct fake_fe *fe);
+/* The frontend drops every mapping (device reset). Caller holds fe->lock. */
+void fake_reset_locked(struct fake_fe *fe);
 /* The mapping covering page-aligned window offset moffset, or NULL. */
 const struct fake_map *fake_at(const struct fake_fe *fe, uint64_t moffset);
 unsigned fake_count(const struct fake_fe *fe);
