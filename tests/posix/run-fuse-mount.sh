@@ -78,7 +78,7 @@ while :; do
     sleep 0.05
 done
 
-timeout --kill-after=10 $((timeout - 30)) "$suite" ${xfail:+-x "$xfail"} "$mnt" > "$tmp/suite.out" 2>&1
+timeout --kill-after=10 $((timeout - 30)) "$suite" -k ${xfail:+-x "$xfail"} "$mnt" > "$tmp/suite.out" 2>&1
 rc=$?
 cat "$tmp/suite.out"
 grep -q '^[0-9]* passed, [0-9]* failed' "$tmp/suite.out" || fail "the suite printed no summary (rc $rc)"
