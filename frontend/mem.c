@@ -26,6 +26,9 @@
 #include "vfe_i.h"
 
 #define VFE_PAGE 4096ull
+/* Ordinary blocks keep this far from a boundary between GPA-adjacent regions,
+ * so straddling blocks of up to twice this size always find room there. */
+#define VFE_STRADDLE_WINDOW (1ull << 20)
 
 struct vfe_mem_region_i {
     uint64_t gpa;
@@ -333,6 +336,33 @@ static int check_size(uint64_t size, uint64_t *align)
     return 0;
 }
 
+/* The part of region i ordinary blocks may use: minus the straddle windows at
+ * ends that touch another region. */
+static void usable_range(const struct vfe_mem *m, unsigned i, uint64_t *lo, uint64_t *hi)
+{
+    *lo = m->r[i].gpa;
+    *hi = m->r[i].gpa + m->r[i].size;
+    if (m->r[i].size <= 4 * VFE_STRADDLE_WINDOW)
+        return;
+    for (unsigned j = 0; j < m->n; j++) {
+        if (j == i)
+            continue;
+        if (m->r[j].gpa + m->r[j].size == m->r[i].gpa)
+            *lo += VFE_STRADDLE_WINDOW;
+        if (m->r[i].gpa + m->r[i].size == m->r[j].gpa)
+            *hi -= VFE_STRADDLE_WINDOW;
+    }
+}
+
+/* Caller holds m->lock. */
+static int alloc_region_locked(struct vfe_mem *m, unsigned i, uint64_t size, uint64_t align,
+                               uint64_t *gpa)
+{
+    uint64_t lo, hi;
+    usable_range(m, i, &lo, &hi);
+    return alloc_range_locked(m, lo, hi, size, align, gpa);
+}
+
 int vfe_mem_alloc_in(struct vfe_mem *m, unsigned region, uint64_t size, uint64_t align,
                      uint64_t *gpa)
 {
@@ -342,8 +372,7 @@ int vfe_mem_alloc_in(struct vfe_mem *m, unsigned region, uint64_t size, uint64_t
     if (region >= m->n)
         return -EINVAL;
     pthread_mutex_lock(&m->lock);
-    r = alloc_range_locked(m, m->r[region].gpa, m->r[region].gpa + m->r[region].size, size, align,
-                           gpa);
+    r = alloc_region_locked(m, region, size, align, gpa);
     pthread_mutex_unlock(&m->lock);
     return r;
 }
@@ -358,7 +387,7 @@ int vfe_mem_alloc(struct vfe_mem *m, uint64_t size, uint64_t align, uint64_t *gp
     r = -ENOMEM;
     for (unsigned k = 0; k < m->n && r < 0; k++) {
         unsigned i = (m->rr + k) % m->n;
-        r = alloc_range_locked(m, m->r[i].gpa, m->r[i].gpa + m->r[i].size, size, align, gpa);
+        r = alloc_region_locked(m, i, size, align, gpa);
     }
     m->rr = (m->rr + 1) % m->n;
     pthread_mutex_unlock(&m->lock);

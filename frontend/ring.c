@@ -41,6 +41,7 @@ struct vfe_vq {
     bool indirect;
     bool cb_disabled;
     bool broken;
+    bool kick_next;         /* after a reset: the backend has no avail_event yet */
 
     uint64_t desc_gpa, avail_gpa, used_gpa, ind_gpa;
     struct vring_desc *desc;
@@ -232,6 +233,7 @@ void vfe_vq_reset(struct vfe_vq *vq, uint16_t base)
     wr16(&vq->used->idx, base);
     vq->broken = false;
     vq->cb_disabled = false;
+    vq->kick_next = true;
 }
 
 static void put_desc(struct vring_desc *d, uint64_t addr, uint32_t len, uint16_t flags,
@@ -315,8 +317,9 @@ bool vfe_vq_kick(struct vfe_vq *vq, bool force)
         need = vring_need_event(avail_event(vq), now, old);
     else
         need = !(rd16(&vq->used->flags) & VRING_USED_F_NO_NOTIFY);
-    if (need || force) {
+    if (need || force || vq->kick_next) {
         uint64_t one = 1;
+        vq->kick_next = false;
         if (write(vq->kick_fd, &one, sizeof(one)) < 0) {
             /* EAGAIN only at counter overflow: the backend has a kick pending */
         }
