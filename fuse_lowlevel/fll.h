@@ -15,7 +15,8 @@
  *   - complete() runs exactly once per request, from the thread that finished it
  *     (usually the caller of fll_session_process(), but an operation that waits,
  *     such as a blocking SETLKW, completes later from another thread).
- *   - out_len == 0 means "no reply" (FORGET, BATCH_FORGET, INTERRUPT).
+ *   - out_len == 0 means "no reply" (FORGET, BATCH_FORGET, an accepted
+ *     INTERRUPT, a request too short to answer).
  *
  * Contract with the filesystem (struct fll_ops):
  *   - Each operation returns 0 (or a byte count where documented) on success
@@ -208,7 +209,13 @@ bool fll_dirbuf_add(struct fll_dirbuf *db, const char *name, uint64_t ino, uint3
 
 /* ---- The filesystem's operations --------------------------------------------- */
 
-/* What INIT negotiated; the filesystem may adjust 'want' in its init op. */
+/*
+ * What INIT negotiated; the filesystem may adjust 'want' in its init op.
+ * fll then drops any bit the client did not offer, adds FUSE_MAX_PAGES /
+ * FUSE_MAP_ALIGNMENT when max_pages / map_alignment are set and offered, adds
+ * FUSE_INIT_EXT when a flags2 bit is wanted, and caps max_write to the
+ * session's. The reply carries min(FLL_KERNEL_MINOR, the client's minor).
+ */
 struct fll_conn {
     uint32_t proto_minor;   /* the client's minor version */
     uint64_t capable;       /* flags the client offered (flags | flags2 << 32) */
@@ -294,6 +301,8 @@ struct fll_ops {
     int (*syncfs)(struct fll_req *r, uint64_t nodeid);
     int (*statx)(struct fll_req *r, uint64_t nodeid, const struct fuse_statx_in *in,
                  struct fuse_statx_out *out);
+    /* 0: noted, no reply is sent; -EAGAIN (not seen yet) or another errno is
+     * sent back to the client as FUSE defines. */
     int (*interrupt)(struct fll_req *r, uint64_t unique);
     /* DAX. entries[] are already copied out of the (unaligned) client buffer. */
     int (*setupmapping)(struct fll_req *r, uint64_t nodeid, const struct fuse_setupmapping_in *in);
@@ -319,9 +328,37 @@ struct fll_session *fll_session_new(const struct fll_session_config *cfg);
 void fll_session_free(struct fll_session *se);
 
 /*
- * Decode, validate, dispatch and reply. Never fails: a malformed request gets an
- * errno reply (EINVAL/EIO), an unknown opcode ENOSYS, a request too short to
- * carry a header gets no reply at all (out_len 0). Thread safe.
+ * Decode, validate, dispatch and reply. Never fails; thread safe; lock-free
+ * except INIT and DESTROY. What a request gets:
+ *   - shorter than fuse_in_header: no reply (out_len 0), no unique to answer
+ *   - hdr.len != the readable bytes, or total_extlen beyond them: EINVAL
+ *   - any opcode but INIT before INIT (or after DESTROY): EIO
+ *   - opcode outside the table, without a decoder, or without its fll_ops
+ *     member: ENOSYS (including INTERRUPT without ops->interrupt)
+ *   - writable buffers shorter than fuse_out_header: no reply, op not called
+ *   - an argument struct short, a string without its NUL: EINVAL
+ *   - a directory entry name longer than 255: ENAMETOOLONG; empty, ".", ".."
+ *     or containing '/': EINVAL (LOOKUP, MKNOD, MKDIR, SYMLINK's name, UNLINK,
+ *     RMDIR, RENAME/RENAME2 both names, LINK, CREATE). TMPFILE's name is the
+ *     kernel's placeholder ("/"): only NUL-terminated and bounded, never a path.
+ *     SYMLINK's target: NUL-terminated within FLL_PATH_MAX, else ENAMETOOLONG.
+ *   - xattr names: without their NUL: EINVAL; empty or over 255: ERANGE (VFS)
+ *   - a fixed-size reply that would not fit the writable buffers: EIO, before
+ *     the filesystem runs (so a LOOKUP never takes a reference in vain);
+ *     variable-sized replies (READ, READDIR, READLINK, xattrs) are cut to the
+ *     buffers, and a value that does not fit is ERANGE from the filesystem
+ *   - WRITE: size > negotiated max_write or != the data bytes present: EINVAL
+ *   - BATCH_FORGET / REMOVEMAPPING: count must describe exactly the bytes
+ *     present; REMOVEMAPPING count 1..FLL_REMOVEMAPPING_MAX: else EINVAL
+ *   - FORGET, BATCH_FORGET: never answered, not even their errors
+ *   - INIT: major > 7: answered with our major/minor only (8 bytes), the
+ *     client retries; major < 7 or minor < FLL_MIN_MINOR: EPROTO; a second
+ *     INIT while initialized: EPROTO. With FUSE_INIT_EXT the full 64-byte
+ *     fuse_init_in must be there (EINVAL otherwise).
+ * Argument sizes: every client fll accepts speaks 7.31+, where all argument
+ * structs have their full size (the compat sizes end at 7.12); the two that
+ * still vary are fuse_init_in (FUSE_INIT_EXT) and fuse_setxattr_in
+ * (16 bytes only when FUSE_SETXATTR_EXT was negotiated).
  */
 void fll_session_process(struct fll_session *se, struct fll_req *r);
 
