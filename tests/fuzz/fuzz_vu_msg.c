@@ -1,0 +1,91 @@
+/* SPDX-License-Identifier: GPL-2.0-or-later */
+/*
+ * Fuzz target: the vhost-user message validator (daemon/vu_msg.c) and the memory
+ * region checks a valid SET_MEM_TABLE / ADD_MEM_REG leads to (daemon/mem.c).
+ *
+ * Input: u8 fd count (the number of SCM_RIGHTS fds, 0..15), then the message as
+ * it came off the socket: the 12-byte header and the payload bytes actually
+ * received (at most VU_MAX_PAYLOAD; the daemon never reads more).
+ *
+ * The message lives in a heap block ending with the received payload, so ASan
+ * reports any read of payload bytes that never arrived. Invariants on accepted
+ * messages: the header size equals the received length, the fd count matches
+ * what the request carries, SET_MEM_TABLE's region count fits the payload.
+ */
+#include <errno.h>
+#include <stdio.h>
+#include <stdlib.h>
+
+#include "fuzz_input.h"
+#include "mem.h"
+#include "vu_msg.h"
+
+int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size);
+int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
+{
+    if (size < 1 + sizeof(struct vu_msg_hdr))
+        return 0;
+    int nfds = data[0] & 15;
+    data++;
+    size--;
+    size_t payload_len = size - sizeof(struct vu_msg_hdr);
+    if (payload_len > VU_MAX_PAYLOAD)
+        return 0;
+
+    /* As the device reads it: the header, then exactly the payload received into
+     * msg->payload (which is 8-byte aligned, after padding). */
+    const size_t off = offsetof(struct vu_msg, payload);
+    struct vu_msg *msg = malloc(off + payload_len);
+    if (!msg)
+        abort();
+    memcpy(&msg->hdr, data, sizeof(struct vu_msg_hdr));
+    memcpy(msg->payload.raw, data + sizeof(struct vu_msg_hdr), payload_len);
+
+    int r = vu_msg_check(msg, payload_len, nfds);
+    FZ_REQUIRE(r == 0 || r == -ENOSYS || r == -EBADMSG || r == -EBADF);
+    const char *name = vu_request_name(msg->hdr.request);
+    (void)vu_request_has_reply(msg->hdr.request);
+
+    if (r == 0) {
+        FZ_REQUIRE(name != NULL);
+        FZ_REQUIRE(msg->hdr.size == payload_len);
+        FZ_REQUIRE((msg->hdr.flags & VU_FLAG_REPLY) == 0);
+        FZ_REQUIRE(nfds <= VU_MAX_FDS);
+
+        /* What the device does next with memory messages: region checks. */
+        static struct vq_mem mem;
+        memset(&mem, 0, sizeof(mem));
+        if (msg->hdr.request == VU_SET_MEM_TABLE) {
+            uint32_t n = msg->payload.mem.nregions;
+            FZ_REQUIRE(n >= 1 && n <= VU_MEM_TABLE_REGIONS && (unsigned)nfds == n);
+            FZ_REQUIRE(payload_len == offsetof(struct vu_mem_table, regions) +
+                                          n * sizeof(struct vu_mem_region));
+            for (uint32_t i = 0; i < n; i++) {
+                const struct vu_mem_region *mr = &msg->payload.mem.regions[i];
+                struct vmem_desc d = { mr->gpa, mr->size, mr->uva, mr->mmap_offset };
+                int c = vmem_desc_check(&mem, &d);
+                FZ_REQUIRE(c == 0 || c == -EINVAL || c == -EEXIST || c == -ENOSPC);
+                if (c == 0) {
+                    FZ_REQUIRE(d.size > 0 && d.gpa + d.size > d.gpa);
+                    struct vmem_region *reg = &mem.r[mem.nregions++];
+                    reg->gpa = d.gpa;
+                    reg->size = d.size;
+                    reg->uva = d.uva;
+                    reg->mmap_offset = d.mmap_offset;
+                    reg->host = NULL; /* never dereferenced below */
+                }
+            }
+        } else if (msg->hdr.request == VU_ADD_MEM_REG) {
+            FZ_REQUIRE(nfds == 1);
+            const struct vu_mem_region *mr = &msg->payload.memreg.region;
+            struct vmem_desc d = { mr->gpa, mr->size, mr->uva, mr->mmap_offset };
+            int c = vmem_desc_check(&mem, &d);
+            FZ_REQUIRE(c == 0 || c == -EINVAL);
+        } else if (msg->hdr.request == VU_SET_VRING_KICK ||
+                   msg->hdr.request == VU_SET_VRING_CALL) {
+            FZ_REQUIRE(nfds == ((msg->payload.u64 & VU_VRING_NOFD) ? 0 : 1));
+        }
+    }
+    free(msg);
+    return 0;
+}

@@ -1,0 +1,245 @@
+#!/usr/bin/env python3
+# SPDX-License-Identifier: GPL-2.0-or-later
+"""Writes the seed corpus in tests/fuzz/corpus/<target>/: small, valid inputs
+that take each fuzz target straight to its interesting code (valid FUSE
+requests, valid descriptor chains, valid vhost-user messages, valid DAX map and
+unmap sequences). The fuzzers mutate from there.
+
+Run from anywhere: python3 tests/fuzz/gen_seeds.py. Deterministic; the output
+is committed. Regression inputs (crashes found and fixed) live next to the
+seeds as regress-<name> and are never overwritten by this script.
+"""
+import os
+import struct
+
+HERE = os.path.dirname(os.path.abspath(__file__))
+CORPUS = os.path.join(HERE, "corpus")
+
+
+def write(target, name, data):
+    d = os.path.join(CORPUS, target)
+    os.makedirs(d, exist_ok=True)
+    with open(os.path.join(d, name), "wb") as f:
+        f.write(data)
+
+
+# ---- fuzz_fll: 6 control bytes + one FUSE request (see tests/unit/fll/fll_fuzz.c)
+
+FUSE = dict(LOOKUP=1, FORGET=2, GETATTR=3, SETATTR=4, READLINK=5, SYMLINK=6, MKNOD=8,
+            MKDIR=9, UNLINK=10, RMDIR=11, RENAME=12, LINK=13, OPEN=14, READ=15, WRITE=16,
+            STATFS=17, RELEASE=18, FSYNC=20, SETXATTR=21, GETXATTR=22, LISTXATTR=23,
+            REMOVEXATTR=24, FLUSH=25, INIT=26, OPENDIR=27, READDIR=28, RELEASEDIR=29,
+            GETLK=31, SETLK=32, SETLKW=33, ACCESS=34, CREATE=35, INTERRUPT=36,
+            DESTROY=38, BATCH_FORGET=42, FALLOCATE=43, READDIRPLUS=44, RENAME2=45,
+            LSEEK=46, COPY_FILE_RANGE=47, SETUPMAPPING=48, REMOVEMAPPING=49, SYNCFS=50,
+            TMPFILE=51, STATX=52)
+
+
+def fuse_req(opcode, nodeid, body, unique=2):
+    hdr = struct.pack("<IIQQIIIHH", 40 + len(body), FUSE[opcode], unique, nodeid,
+                      1000, 1000, 4242, 0, 0)
+    return hdr + body
+
+
+def fll_seed(req, init_first=True, reply=65536):
+    ctl = bytes([0, 0]) + struct.pack("<H", reply // 16) + \
+        bytes([(1 if init_first else 0), 0xff])
+    return ctl + req
+
+
+def name(s):
+    return s.encode() + b"\0"
+
+
+def fll_seeds():
+    init = struct.pack("<IIIII", 7, 41, 131072, 0xffffffff, 0xffffffff) + bytes(44)
+    write("fuzz_fll", "init", fll_seed(fuse_req("INIT", 0, init, 1), init_first=False))
+    write("fuzz_fll", "init-7.31", fll_seed(
+        fuse_req("INIT", 0, struct.pack("<IIII", 7, 31, 131072, 0x3fffffff), 1),
+        init_first=False))
+    write("fuzz_fll", "lookup", fll_seed(fuse_req("LOOKUP", 1, name("hello"))))
+    write("fuzz_fll", "getattr", fll_seed(fuse_req("GETATTR", 2, struct.pack("<IIQ", 0, 0, 0))))
+    write("fuzz_fll", "open", fll_seed(fuse_req("OPEN", 2, struct.pack("<II", 2, 0))))
+    read_in = struct.pack("<QQIIQII", 7, 4096, 8192, 0, 0, 0, 0)
+    write("fuzz_fll", "read", fll_seed(fuse_req("READ", 2, read_in)))
+    data = b"vufsd" * 20
+    write_in = struct.pack("<QQIIQII", 7, 0, len(data), 0, 0, 0, 0)
+    write("fuzz_fll", "write", fll_seed(fuse_req("WRITE", 2, write_in + data)))
+    # The same WRITE cut into 7-byte iovecs and a reply split in 3-byte pieces.
+    w = bytearray(fll_seed(fuse_req("WRITE", 2, write_in + data)))
+    w[0], w[1] = 7, 3
+    write("fuzz_fll", "write-split", bytes(w))
+    write("fuzz_fll", "mkdir", fll_seed(fuse_req("MKDIR", 1, struct.pack("<II", 0o755, 0o22)
+                                                  + name("dir"))))
+    write("fuzz_fll", "create", fll_seed(fuse_req(
+        "CREATE", 1, struct.pack("<IIII", 0o102, 0o644, 0o22, 0) + name("new"))))
+    write("fuzz_fll", "symlink", fll_seed(fuse_req("SYMLINK", 1, name("link") + name("target"))))
+    # CVE-2026-47243: an absolute host path as the SYMLINK name must be refused.
+    write("fuzz_fll", "symlink-abs-name", fll_seed(fuse_req(
+        "SYMLINK", 1, name("/etc/cron.d/x") + name("/bin/sh"))))
+    write("fuzz_fll", "lookup-dotdot", fll_seed(fuse_req("LOOKUP", 1, name(".."))))
+    write("fuzz_fll", "rename2", fll_seed(fuse_req(
+        "RENAME2", 1, struct.pack("<QII", 1, 1, 0) + name("a") + name("b"))))
+    write("fuzz_fll", "link", fll_seed(fuse_req("LINK", 1, struct.pack("<Q", 2) + name("hard"))))
+    write("fuzz_fll", "unlink", fll_seed(fuse_req("UNLINK", 1, name("hello"))))
+    write("fuzz_fll", "setxattr", fll_seed(fuse_req(
+        "SETXATTR", 2, struct.pack("<IIII", 3, 0, 0, 0) + name("user.x") + b"abc")))
+    write("fuzz_fll", "getxattr", fll_seed(fuse_req(
+        "GETXATTR", 2, struct.pack("<II", 64, 0) + name("user.x"))))
+    write("fuzz_fll", "readdirplus", fll_seed(fuse_req("READDIRPLUS", 1, read_in)))
+    setattr_in = struct.pack("<IIQQQQQQIIIIIII", 1 << 3, 0, 7, 4096, 0, 0, 0, 0, 0, 0, 0,
+                             0o644, 0, 1000, 1000) + bytes(4)
+    write("fuzz_fll", "setattr", fll_seed(fuse_req("SETATTR", 2, setattr_in)))
+    lk = struct.pack("<QQQQIIII", 7, 0, 0, 100, 1, 4242, 0, 0)
+    write("fuzz_fll", "setlkw", fll_seed(fuse_req("SETLKW", 2, lk)))
+    write("fuzz_fll", "forget", fll_seed(fuse_req("FORGET", 2, struct.pack("<Q", 1))))
+    write("fuzz_fll", "batch-forget", fll_seed(fuse_req(
+        "BATCH_FORGET", 0, struct.pack("<II", 2, 0) + struct.pack("<QQ", 2, 1) * 2)))
+    write("fuzz_fll", "setupmapping", fll_seed(fuse_req(
+        "SETUPMAPPING", 2, struct.pack("<QQQQQ", 7, 0, 2 << 20, 3, 0))))
+    write("fuzz_fll", "removemapping", fll_seed(fuse_req(
+        "REMOVEMAPPING", 0, struct.pack("<I", 2) + struct.pack("<QQ", 0, 2 << 20) +
+        struct.pack("<QQ", 4 << 20, 2 << 20))))
+    write("fuzz_fll", "copy-file-range", fll_seed(fuse_req(
+        "COPY_FILE_RANGE", 2, struct.pack("<QQQQQQQ", 7, 0, 3, 4096, 0, 4096, 0))))
+    write("fuzz_fll", "statx", fll_seed(fuse_req("STATX", 2, struct.pack("<IIQII", 0, 0, 0, 0, 0xfff))))
+    write("fuzz_fll", "destroy", fll_seed(fuse_req("DESTROY", 0, b"")))
+
+
+# ---- fuzz_vq: region table, ring placement, then guest memory (see fuzz_vq.c)
+
+VRING_F_NEXT, VRING_F_WRITE, VRING_F_INDIRECT = 1, 2, 4
+
+
+def desc(addr, length, flags=0, nxt=0):
+    return struct.pack("<QIHH", addr, length, flags, nxt)
+
+
+def vq_seed(regions, log2, desc_gpa, avail_gpa, used_gpa, head, mem, pops=4, max_iov=16,
+            event_idx=1):
+    out = bytes([len(regions) - 1])
+    for i in range(4):
+        gpa, size, uva = regions[i] if i < len(regions) else (0, 1, 0)
+        out += struct.pack("<QHQ", gpa, size - 1, uva)
+    out += bytes([log2]) + struct.pack("<QQQ", desc_gpa, avail_gpa, used_gpa)
+    out += struct.pack("<HHBBB", head, 0, event_idx, pops, max_iov - 1)
+    return out + mem
+
+
+def place(mem, off, data):
+    if len(mem) < off + len(data):
+        mem.extend(bytes(off + len(data) - len(mem)))
+    mem[off:off + len(data)] = data
+
+
+def vq_seeds():
+    # One 4 KiB region; ring of 8 at 0x0/0x80/0xc0; two chains in the avail ring:
+    # a direct one (header readable, reply writable) and an indirect one.
+    m = bytearray()
+    place(m, 0x00, desc(0x200, 40, VRING_F_NEXT, 1) + desc(0x400, 1024, VRING_F_WRITE)
+          + desc(0x180, 32, VRING_F_INDIRECT))
+    place(m, 0x180, desc(0x200, 64, VRING_F_NEXT, 1) + desc(0x400, 128, VRING_F_WRITE))
+    place(m, 0x80, struct.pack("<HHHH", 0, 2, 0, 2))
+    write("fuzz_vq", "direct-and-indirect",
+          vq_seed([(0x0, 4096, 0x7f0000000000)], 3, 0x0, 0x80, 0xc0, 0, bytes(m)))
+    # Two adjacent regions and a buffer straddling them (two iovecs).
+    m = bytearray()
+    place(m, 0x00, desc(0x200, 40, VRING_F_NEXT, 1) + desc(0xf00, 0x200, VRING_F_WRITE))
+    place(m, 0x80, struct.pack("<HHH", 0, 1, 0))
+    write("fuzz_vq", "straddle",
+          vq_seed([(0x0, 4096, 0x10000), (0x1000, 4096, 0x20000)], 3, 0x0, 0x80, 0xc0, 0,
+                  bytes(m)))
+    # A chain that loops back on itself (-ELOOP, never a hang).
+    m = bytearray()
+    place(m, 0x00, desc(0x200, 16, VRING_F_NEXT, 1) + desc(0x210, 16, VRING_F_NEXT, 0))
+    place(m, 0x80, struct.pack("<HHH", 0, 1, 0))
+    write("fuzz_vq", "loop", vq_seed([(0x0, 4096, 0)], 3, 0x0, 0x80, 0xc0, 0, bytes(m)))
+    # A buffer whose addr+len overflows 64 bits.
+    m = bytearray()
+    place(m, 0x00, desc(0xfffffffffffff000, 0x2000, VRING_F_WRITE))
+    place(m, 0x80, struct.pack("<HHH", 0, 1, 0))
+    write("fuzz_vq", "overflow", vq_seed([(0x0, 4096, 0)], 3, 0x0, 0x80, 0xc0, 0, bytes(m)))
+
+
+# ---- fuzz_vu_msg: u8 fd count + header + payload
+
+VU = dict(GET_FEATURES=1, SET_FEATURES=2, SET_OWNER=3, SET_MEM_TABLE=5, SET_VRING_NUM=8,
+          SET_VRING_ADDR=9, SET_VRING_BASE=10, GET_VRING_BASE=11, SET_VRING_KICK=12,
+          SET_VRING_CALL=13, GET_PROTOCOL_FEATURES=15, SET_PROTOCOL_FEATURES=16,
+          SET_VRING_ENABLE=18, SET_BACKEND_REQ_FD=21, GET_MAX_MEM_SLOTS=36,
+          ADD_MEM_REG=37, REM_MEM_REG=38, SET_STATUS=39)
+
+
+def vu(req, payload=b"", nfds=0, flags=1):
+    return bytes([nfds]) + struct.pack("<III", VU[req], flags, len(payload)) + payload
+
+
+def vu_seeds():
+    write("fuzz_vu_msg", "get-features", vu("GET_FEATURES"))
+    write("fuzz_vu_msg", "set-features", vu("SET_FEATURES", struct.pack("<Q", (1 << 32) | (1 << 30))))
+    write("fuzz_vu_msg", "set-owner", vu("SET_OWNER"))
+    region = struct.pack("<QQQQ", 0, 1 << 30, 0x7f0000000000, 0)
+    write("fuzz_vu_msg", "set-mem-table", vu("SET_MEM_TABLE", struct.pack("<II", 1, 0) + region, 1))
+    two = region + struct.pack("<QQQQ", 1 << 32, 1 << 30, 0x7f0040000000, 1 << 30)
+    write("fuzz_vu_msg", "set-mem-table-2", vu("SET_MEM_TABLE", struct.pack("<II", 2, 0) + two, 2))
+    write("fuzz_vu_msg", "set-vring-num", vu("SET_VRING_NUM", struct.pack("<II", 0, 1024)))
+    write("fuzz_vu_msg", "set-vring-addr", vu("SET_VRING_ADDR", struct.pack(
+        "<IIQQQQ", 1, 0, 0x7f0000001000, 0x7f0000003000, 0x7f0000002000, 0)))
+    write("fuzz_vu_msg", "set-vring-base", vu("SET_VRING_BASE", struct.pack("<II", 1, 0)))
+    write("fuzz_vu_msg", "get-vring-base", vu("GET_VRING_BASE", struct.pack("<II", 1, 0)))
+    write("fuzz_vu_msg", "set-vring-kick", vu("SET_VRING_KICK", struct.pack("<Q", 1), 1))
+    write("fuzz_vu_msg", "set-vring-call-nofd", vu("SET_VRING_CALL", struct.pack("<Q", 0x101)))
+    write("fuzz_vu_msg", "set-protocol-features", vu("SET_PROTOCOL_FEATURES",
+                                                     struct.pack("<Q", (1 << 0) | (1 << 3) | (1 << 5))))
+    write("fuzz_vu_msg", "set-vring-enable", vu("SET_VRING_ENABLE", struct.pack("<II", 1, 1),
+                                                flags=1 | 8))
+    write("fuzz_vu_msg", "backend-req-fd", vu("SET_BACKEND_REQ_FD", nfds=1))
+    write("fuzz_vu_msg", "add-mem-reg", vu("ADD_MEM_REG", struct.pack("<Q", 0) + region, 1))
+    write("fuzz_vu_msg", "rem-mem-reg", vu("REM_MEM_REG", struct.pack("<Q", 0) + region))
+    write("fuzz_vu_msg", "set-status", vu("SET_STATUS", struct.pack("<Q", 0xf)))
+
+
+# ---- fuzz_dax: window byte + operations (see fuzz_dax.c)
+
+def small(v):  # fz_val, even mode: v pages
+    return bytes([0]) + struct.pack("<H", v)
+
+
+def npages(n):  # fz_len, even mode: n pages (1..256)
+    return bytes([0, n - 1])
+
+
+def setup(key, fpage, pages, mpage, flags=3):
+    return bytes([0, key]) + small(fpage) + npages(pages) + small(mpage) + bytes([flags])
+
+
+def remove(entries):
+    out = bytes([1]) + struct.pack("<H", len(entries))
+    for mpage, pages in entries:
+        out += small(mpage) + npages(pages)
+    return out
+
+
+def dax_seeds():
+    slot = 512  # 4 KiB pages per 2 MiB slot
+    # 4 slots, 4 KiB pages: map a whole slot read/write, then remove it.
+    write("fuzz_dax", "map-unmap", bytes([0x03]) + setup(1, 0, 256, 0) + setup(1, 256, 256, 256)
+          + remove([(0, 256), (256, 256)]))
+    # Several mappings in one slot, a partial remove that splits one, batched
+    # unmaps (bit 6) and 20 % injected frontend failures (bits 4-5 = 2).
+    write("fuzz_dax", "split-batch-failures", bytes([0x40 | 0x20 | 0x03])
+          + setup(1, 0, 16, slot) + setup(2, 0, 16, slot + 16) + setup(3, 64, 32, slot + 32)
+          + remove([(slot + 40, 4)]) + remove([(slot, 64)]))
+    # Read-only then write upgrade, remove by inode, forget, reset.
+    write("fuzz_dax", "upgrade-inode", bytes([0x01]) + setup(5, 0, 8, 0, 2) + setup(5, 0, 8, 0, 3)
+          + bytes([2, 5, 3, 5, 5]))
+    # Manager placement (the emulated guest), pin/unpin, and the wire decoders.
+    write("fuzz_dax", "place-pin-wire", bytes([0x07]) + bytes([4, 9]) + small(0) + bytes([1])
+          + bytes([7]) + small(0) + bytes([6]) + bytes(64) + struct.pack("<Q", 1))
+
+
+if __name__ == "__main__":
+    fll_seeds()
+    vq_seeds()
+    vu_seeds()
+    dax_seeds()
