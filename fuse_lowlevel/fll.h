@@ -322,6 +322,8 @@ struct fll_session_config {
     void *fs;                          /* passed back to ops via fll_req_userdata() */
     const struct fll_transport *transport;
     uint32_t max_write;                /* largest WRITE payload the transport carries */
+    uint16_t max_pages;                /* most pages per request the transport's reply
+                                        * buffers hold (caps what INIT grants); 0 = no cap */
 };
 
 struct fll_session *fll_session_new(const struct fll_session_config *cfg);
@@ -400,7 +402,7 @@ struct fll_devfuse_config {
     const char *mountpoint;
     const char *fsname;     /* shown in /proc/mounts; NULL = "vufsd" */
     const char *mount_opts; /* extra -o options for the mount, or NULL */
-    unsigned nthreads;      /* 0 = 1 */
+    unsigned nthreads;      /* 0 = 1; at most 64 */
     uint32_t max_write;     /* 0 = 1 MiB; at least 4096 */
 };
 

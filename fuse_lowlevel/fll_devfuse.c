@@ -39,7 +39,8 @@
 /* The largest READ reply: the kernel caps max_pages at 256 pages. */
 #define DF_MAX_READ (256u * 4096u)
 #define DF_HEADROOM 4096u
-#define DF_MAX_THREADS 64 /* fuse_in_header + fuse_write_in, generously */
+#define DF_MAX_THREADS 64
+#define DF_XATTR_SIZE_MAX 65536u /* fuse_in_header + fuse_write_in, generously */
 
 enum df_slot_state {
     DF_BUSY = 0,
@@ -189,6 +190,8 @@ static void *df_worker(void *arg)
                 df_fail(h, -ENOMEM);
                 return NULL;
             }
+        } else {
+            assert(__atomic_load_n(&s->state, __ATOMIC_ACQUIRE) == DF_DONE);
         }
     }
     slot_free(s);
@@ -212,7 +215,8 @@ int fll_devfuse_new(const struct fll_devfuse_config *cfg, struct fll_devfuse **o
         return -ENOMEM;
     h->fd = -1;
     h->nthreads = cfg->nthreads ? cfg->nthreads : 1;
-    h->insize = (size_t)max_write + DF_HEADROOM;
+    /* The largest request: a WRITE of max_write, or a SETXATTR of 64 KiB. */
+    h->insize = (max_write > DF_XATTR_SIZE_MAX ? max_write : DF_XATTR_SIZE_MAX) + DF_HEADROOM;
     h->outsize = sizeof(struct fuse_out_header) + DF_MAX_READ;
     h->transport.complete = df_complete;
     h->stopfd = eventfd(0, EFD_CLOEXEC);
@@ -227,6 +231,7 @@ int fll_devfuse_new(const struct fll_devfuse_config *cfg, struct fll_devfuse **o
         .fs = cfg->fs,
         .transport = &h->transport,
         .max_write = max_write,
+        .max_pages = DF_MAX_READ / 4096,
     };
     h->se = fll_session_new(&scfg);
     if (h->se == NULL) {

@@ -228,6 +228,8 @@ static int init_locked(struct fll_req *r, struct fll_cursor *c)
         conn.max_write = se->cfg.max_write;
     if (conn.max_readahead > in.max_readahead)
         conn.max_readahead = in.max_readahead;
+    if (se->cfg.max_pages && conn.max_pages > se->cfg.max_pages)
+        conn.max_pages = se->cfg.max_pages;
     if (conn.max_pages && (capable & FUSE_MAX_PAGES))
         conn.want |= FUSE_MAX_PAGES;
     if (conn.map_alignment && (capable & FUSE_MAP_ALIGNMENT))

@@ -35,6 +35,14 @@
 
 static const char hello_data[] = "hello from vufsd over /dev/fuse\n";
 #define HELLO_ID 2
+/* /big (node 3): BIG_SIZE bytes of a pattern computed from the offset. */
+#define BIG_ID 3
+#define BIG_SIZE (3u * 1024u * 1024u + 123u)
+
+static unsigned char big_byte(uint64_t off)
+{
+    return (unsigned char)((off * 2654435761u) >> 13);
+}
 
 struct tinyfs {
     int lookups;  /* hello lookups not yet forgotten; atomic */
@@ -55,7 +63,7 @@ static void fill_attr(struct fuse_attr *a, uint64_t id)
     a->ino = id;
     a->nlink = id == FUSE_ROOT_ID ? 2 : 1;
     a->mode = id == FUSE_ROOT_ID ? (S_IFDIR | 0755) : (S_IFREG | 0444);
-    a->size = id == FUSE_ROOT_ID ? 0 : sizeof(hello_data) - 1;
+    a->size = id == FUSE_ROOT_ID ? 0 : id == BIG_ID ? BIG_SIZE : sizeof(hello_data) - 1;
     a->blksize = 4096;
 }
 
@@ -88,6 +96,11 @@ static int t_setlk(struct fll_req *r, uint64_t nodeid, const struct fuse_lk_in *
 static int t_lookup(struct fll_req *r, uint64_t parent, const char *name,
                     struct fuse_entry_out *out)
 {
+    if (parent == FUSE_ROOT_ID && strcmp(name, "big") == 0) {
+        out->nodeid = BIG_ID;
+        fill_attr(&out->attr, BIG_ID);
+        return 0;
+    }
     if (parent != FUSE_ROOT_ID || strcmp(name, "hello") != 0)
         return -ENOENT;
     __atomic_fetch_add(&TFS(r)->lookups, 1, __ATOMIC_RELAXED);
@@ -107,7 +120,7 @@ static void t_forget(struct fll_req *r, uint64_t nodeid, uint64_t nlookup)
 static int t_getattr(struct fll_req *r, uint64_t nodeid, const struct fuse_getattr_in *in,
                      struct fuse_attr_out *out)
 {
-    if (nodeid != FUSE_ROOT_ID && nodeid != HELLO_ID)
+    if (nodeid != FUSE_ROOT_ID && nodeid != HELLO_ID && nodeid != BIG_ID)
         return -ENOENT;
     out->attr_valid = 1;
     fill_attr(&out->attr, nodeid);
@@ -117,7 +130,7 @@ static int t_getattr(struct fll_req *r, uint64_t nodeid, const struct fuse_getat
 static int t_open(struct fll_req *r, uint64_t nodeid, const struct fuse_open_in *in,
                   struct fuse_open_out *out)
 {
-    if (nodeid != HELLO_ID)
+    if (nodeid != HELLO_ID && nodeid != BIG_ID)
         return -EISDIR;
     if ((in->flags & O_ACCMODE) != O_RDONLY)
         return -EROFS;
@@ -130,6 +143,15 @@ static ssize_t t_read(struct fll_req *r, uint64_t nodeid, const struct fuse_read
 {
     const size_t len = sizeof(hello_data) - 1;
     __atomic_fetch_add(&TFS(r)->reads, 1, __ATOMIC_RELAXED);
+    if (nodeid == BIG_ID) {
+        uint64_t off = in->offset, done = 0;
+        for (unsigned i = 0; i < dst_cnt && off < BIG_SIZE; i++) {
+            unsigned char *p = dst[i].iov_base;
+            for (size_t k = 0; k < dst[i].iov_len && off < BIG_SIZE; k++, off++, done++)
+                p[k] = big_byte(off);
+        }
+        return (ssize_t)done;
+    }
     if (nodeid != HELLO_ID || in->fh != 7)
         return -EBADF;
     size_t off = in->offset < len ? (size_t)in->offset : len;
@@ -282,6 +304,26 @@ static void use_the_mount(void)
     closedir(d);
     assert_true(seen);
     assert_int_equal(count, 3);
+
+    /* A multi-megabyte file read in 1 MiB calls: many READs, each zero copy. */
+    snprintf(path, sizeof(path), "%s/big", mnt);
+    fd = open(path, O_RDONLY);
+    assert_true(fd >= 0);
+    static unsigned char bigbuf[1u << 20];
+    uint64_t total = 0;
+    for (;;) {
+        n = read(fd, bigbuf, sizeof(bigbuf));
+        assert_true(n >= 0);
+        if (n == 0)
+            break;
+        for (ssize_t k = 0; k < n; k++) {
+            if (bigbuf[k] != big_byte(total + (uint64_t)k))
+                fail_msg("big: wrong byte at %llu", (unsigned long long)(total + (uint64_t)k));
+        }
+        total += (uint64_t)n;
+    }
+    close(fd);
+    assert_int_equal(total, BIG_SIZE);
 
     struct statfs sfs;
     assert_int_equal(statfs(mnt, &sfs), 0);

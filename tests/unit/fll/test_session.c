@@ -249,6 +249,33 @@ static void init_negotiates(void **state)
     assert_true(fll_session_initialized(h->se));
 }
 
+static void init_max_pages_capped(void **state)
+{
+    struct harness *h = *state;
+    struct fll_session_config cfg = {
+        .ops = &fake_ops, .fs = &h->fs, .transport = &h->tr, .max_write = MAXW,
+        .max_pages = 64,
+    };
+    fll_session_free(h->se);
+    h->se = fll_session_new(&cfg);
+    h->fs.max_pages = 1024;
+    assert_int_equal(h_init(h, 41, FUSE_MAX_PAGES), 0);
+    struct fuse_init_out out;
+    memcpy(&out, h_body(h), sizeof(out));
+    assert_int_equal(out.max_pages, 64);
+    assert_true(out.flags & FUSE_MAX_PAGES);
+
+    /* Not offered by the client: neither the flag nor the value. */
+    setup(state);
+    struct harness *h2 = *state;
+    h2->fs.max_pages = 128;
+    assert_int_equal(h_init(h2, 41, 0), 0);
+    memcpy(&out, h_body(h2), sizeof(out));
+    assert_int_equal(out.max_pages, 0);
+    assert_false(out.flags & FUSE_MAX_PAGES);
+    h_free(h);
+}
+
 static void init_old_minor_is_kept(void **state)
 {
     struct harness *h = *state;
@@ -1341,6 +1368,7 @@ int main(void)
         cmocka_unit_test_setup_teardown(before_init_eio, setup, teardown),
         cmocka_unit_test_setup_teardown(no_room_for_header, setup_ready, teardown),
         cmocka_unit_test_setup_teardown(init_negotiates, setup, teardown),
+        cmocka_unit_test_setup_teardown(init_max_pages_capped, setup, teardown),
         cmocka_unit_test_setup_teardown(init_old_minor_is_kept, setup, teardown),
         cmocka_unit_test_setup_teardown(init_without_ext, setup, teardown),
         cmocka_unit_test_setup_teardown(init_versions, setup, teardown),
