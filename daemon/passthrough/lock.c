@@ -354,21 +354,24 @@ int pt_op_setlk(struct fll_req *r, uint64_t nodeid, const struct fuse_lk_in *in,
     return FLL_ASYNC;
 }
 
+/*
+ * Only a parked SETLKW can be interrupted; anything else runs to completion, so
+ * an INTERRUPT for it is just noted (0: no reply). Never EAGAIN: the client would
+ * resend it for as long as the request runs.
+ */
 int pt_op_interrupt(struct fll_req *r, uint64_t unique)
 {
     struct pt_locks *l = &pt_fs_of(r)->locks;
-    int ret = -ENOENT;
 
     pthread_mutex_lock(&l->lock);
     for (struct pt_waiter *w = l->head; w; w = w->next) {
         if (w->unique == unique && !w->cancel) {
             w->cancel = -EINTR;
             pthread_cond_signal(&l->cond);
-            ret = 0;
         }
     }
     pthread_mutex_unlock(&l->lock);
-    return ret;
+    return 0;
 }
 
 void pt_locks_cancel_all(struct pt_fs *fs, int err, bool stop)

@@ -145,7 +145,10 @@ static void test_setlkw_interrupted(void **state)
     assert_int_equal(setlk(&b, &w, 2, F_WRLCK, 0, OFFSET_MAX, true, false), FLL_ASYNC);
     {
         PT_REQ(t, q);
-        assert_int_equal(t->ops->interrupt(&q.r, w.r.hdr.unique + 1000), -ENOENT);
+        /* Another request's INTERRUPT leaves the waiter alone. */
+        assert_int_equal(t->ops->interrupt(&q.r, w.r.hdr.unique + 1000), 0);
+        assert_int_equal(setlk_now(&b, 4, F_WRLCK, false), -EAGAIN);
+        assert_false(pt_t_is_done(&w));
         assert_int_equal(t->ops->interrupt(&q.r, w.r.hdr.unique), 0);
     }
     assert_int_equal(pt_t_wait(&w), -EINTR);
