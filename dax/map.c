@@ -33,6 +33,7 @@ struct piece {
     uint64_t foffset;
     uint32_t off, len;
     bool writable;
+    unsigned victim;         /* survivors: index of the victim they come from */
 };
 
 static uint64_t slot_base(uint32_t s)
@@ -51,10 +52,11 @@ static void lru_touch_locked(struct dax_window *w, uint32_t s)
 /*
  * The owner of the victims' (busy) slots unmaps them, in batches when the frontend
  * takes batches. Lock held; dropped around the callbacks. A failed call leaves its
- * victims mapped. 0, the callback's error, or -ECONNRESET.
+ * victims mapped; *ndone (set by the caller to 0) counts the victims unmapped, in
+ * order. 0, the callback's error, or -ECONNRESET.
  */
 static int unmap_victims_locked(struct dax_window *w, const struct victim *v, unsigned n,
-                                uint64_t epoch)
+                                uint64_t epoch, unsigned *ndone)
 {
     unsigned done = 0;
 
@@ -83,6 +85,7 @@ static int unmap_victims_locked(struct dax_window *w, const struct victim *v, un
             w->st.unmap_errors++;
             return r;
         }
+        *ndone = done + k;
         for (unsigned j = 0; j < k; j++) {
             const struct victim *x = &v[done + j];
             struct dax_inode *ino = w->slots[x->s].ext[x->i].ino;
@@ -163,7 +166,7 @@ static int slot_change_locked(struct dax_window *w, uint32_t s, uint32_t off, ui
     struct dax_slot *sl = &w->slots[s];
     struct victim v[DAX_SLOT_MAX_EXTENTS];
     struct piece surv[2 * DAX_SLOT_MAX_EXTENTS];
-    unsigned nv = 0, ns = 0;
+    unsigned nv = 0, ns = 0, nunmapped = 0;
     bool upgrade = false;
     uint64_t epoch;
     int r = 0;
@@ -173,12 +176,14 @@ static int slot_change_locked(struct dax_window *w, uint32_t s, uint32_t off, ui
 
     for (unsigned i = 0; i < DAX_SLOT_MAX_EXTENTS; i++) {
         const struct dax_extent *e = &sl->ext[i];
+        bool same;
         uint32_t lo;
 
         if (!e->ino || e->off + e->len <= off || e->off >= off + len)
             continue;
-        if (nw && e->off == off && e->len == len && e->ino == nw->ino &&
-            e->foffset == nw->foffset) {
+        same = nw && e->off == off && e->len == len && e->ino == nw->ino &&
+               e->foffset == nw->foffset;
+        if (same) {
             if (e->writable || !nw->writable) {
                 /* Identical, rights suffice: nothing for the frontend to do. */
                 w->st.noops++;
@@ -193,13 +198,14 @@ static int slot_change_locked(struct dax_window *w, uint32_t s, uint32_t off, ui
         v[nv++] = (struct victim){
             .s = s, .i = i, .moffset = slot_base(s) + e->off, .len = e->len,
             .key = e->ino->key, .ridx = (e->foffset + (lo - e->off)) >> DAX_RANGE_SHIFT,
-            .ghost = !upgrade,
+            .ghost = !same, /* an upgrade re-maps the same range: not a removal */
         };
         if (e->off < off)
-            surv[ns++] = (struct piece){ e->ino, e->foffset, e->off, off - e->off, e->writable };
+            surv[ns++] = (struct piece){ e->ino, e->foffset, e->off, off - e->off, e->writable,
+                                         nv - 1 };
         if (e->off + e->len > off + len)
             surv[ns++] = (struct piece){ e->ino, e->foffset + (off + len - e->off), off + len,
-                                         e->off + e->len - (off + len), e->writable };
+                                         e->off + e->len - (off + len), e->writable, nv - 1 };
     }
     if (!nw && nv == 0)
         return 0;
@@ -211,10 +217,14 @@ static int slot_change_locked(struct dax_window *w, uint32_t s, uint32_t off, ui
     for (unsigned j = 0; j < ns; j++)
         surv[j].ino->refs++;
 
-    r = unmap_victims_locked(w, v, nv, epoch);
-    for (unsigned j = 0; j < ns && r == 0; j++) {
-        int rs = map_piece_locked(w, s, &surv[j], epoch);
+    r = unmap_victims_locked(w, v, nv, epoch, &nunmapped);
+    /* Survivors of the victims that did go come back, even if a later unmap failed. */
+    for (unsigned j = 0; j < ns && r != -ECONNRESET; j++) {
+        int rs;
 
+        if (surv[j].victim >= nunmapped)
+            continue;
+        rs = map_piece_locked(w, s, &surv[j], epoch);
         if (rs == -ECONNRESET)
             r = rs;
         else if (rs == 0)
@@ -322,9 +332,11 @@ int dax_remove_inode(struct dax_window *w, uint64_t key)
                     .key = key, .ridx = e->foffset >> DAX_RANGE_SHIFT, .ghost = false,
                 };
         }
+        unsigned done = 0;
+
         assert(nv > 0);
         dax_slot_set_state_locked(w, s, DAX_SLOT_UNMAPPING);
-        r = unmap_victims_locked(w, v, nv, epoch);
+        r = unmap_victims_locked(w, v, nv, epoch, &done);
         if (r == 0) {
             ino->st.unmaps += nv;
             w->st.unmaps += nv;
@@ -366,7 +378,7 @@ static int reclaim_locked(struct dax_window *w)
 {
     struct victim v[DAX_RECLAIM_BATCH_MAX * DAX_SLOT_MAX_EXTENTS];
     uint32_t claimed[DAX_RECLAIM_BATCH_MAX];
-    unsigned nc = 0, nv = 0, want = reclaim_batch(w);
+    unsigned nc = 0, nv = 0, done = 0, want = reclaim_batch(w);
     bool busy_seen = w->busy > 0;
     uint64_t epoch = w->epoch;
     int r;
@@ -393,7 +405,7 @@ static int reclaim_locked(struct dax_window *w)
         return busy_seen ? -EAGAIN : -ENOSPC;
     for (unsigned j = 0; j < nc; j++)
         dax_slot_set_state_locked(w, claimed[j], DAX_SLOT_UNMAPPING);
-    r = unmap_victims_locked(w, v, nv, epoch);
+    r = unmap_victims_locked(w, v, nv, epoch, &done);
     if (r == 0)
         w->st.reclaims += nc;
     for (unsigned j = 0; j < nc; j++)

@@ -29,6 +29,7 @@ struct tctx {
     char log[64];            /* 'm'/'u' + state digit per call */
     size_t nlog;
     int fail_map, fail_unmap; /* fail the next N calls */
+    int unmaps_before_fail;   /* let this many unmaps through before fail_unmap applies */
     bool reset_in_call;
 };
 
@@ -67,7 +68,7 @@ static int t_unmap(void *c, uint64_t moffset, uint64_t len)
         t->reset_in_call = false;
         dax_window_reset(t->w);
     }
-    if (t->fail_unmap > 0) {
+    if (t->fail_unmap > 0 && t->unmaps_before_fail-- <= 0) {
         t->fail_unmap--;
         return -EIO;
     }
@@ -281,6 +282,31 @@ static void test_split_middle_prefix_suffix(void **state)
     dax_window_get_stats(t->w, &st);
     assert_int_equal(st.remaps, 4);
     assert_int_equal(st.bytes_mapped, 768 * KiB);
+    tfree(t);
+}
+
+static void test_split_second_unmap_fails(void **state)
+{
+    struct tctx *t = tnew(8 * DAX_RANGE_SIZE, 0);
+    struct fuse_removemapping_one e = { 512 * KiB, 1 * MiB };
+    const struct fake_map *m;
+
+    assert_int_equal(dax_setupmapping(t->w, 1, 0, 1 * MiB, 0, RD), 0);
+    assert_int_equal(dax_setupmapping(t->w, 2, 0, 1 * MiB, 1 * MiB, RD), 0);
+    /* both extents are cut; the first unmap works, the second fails */
+    t->unmaps_before_fail = 1;
+    t->fail_unmap = 1;
+    assert_int_equal(dax_removemapping(t->w, &e, 1), -EIO);
+    /* file 1's surviving half came back; file 2's extent was never touched */
+    m = fake_at(&t->fe, 0);
+    assert_non_null(m);
+    assert_int_equal(m->key, 1);
+    assert_int_equal(m->len, 512 * KiB);
+    assert_null(fake_at(&t->fe, 512 * KiB));
+    m = fake_at(&t->fe, 1 * MiB);
+    assert_int_equal(m->key, 2);
+    assert_int_equal(m->len, 1 * MiB);
+    assert_int_equal(fake_count(&t->fe), 2);
     tfree(t);
 }
 
@@ -646,6 +672,7 @@ int main(void)
         cmocka_unit_test(test_noop_and_upgrade),
         cmocka_unit_test(test_replace_other_file),
         cmocka_unit_test(test_split_middle_prefix_suffix),
+        cmocka_unit_test(test_split_second_unmap_fails),
         cmocka_unit_test(test_partial_overlap_setup),
         cmocka_unit_test(test_multi_slot),
         cmocka_unit_test(test_extent_limit),
