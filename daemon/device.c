@@ -48,12 +48,9 @@ struct vufsd_dev *vdev_new(const struct vdev_config *c, int *err)
         goto free_queues;
     }
     if (c->cfg->thread_pool_size) {
-        GError *gerr = NULL;
-        dev->pool = g_thread_pool_new(vqt_pool_run, dev, (int)c->cfg->thread_pool_size, FALSE,
-                                      &gerr);
+        dev->pool = vpool_new(c->cfg->thread_pool_size, vqt_pool_run);
         if (!dev->pool) {
-            vlog_err("cannot create the worker pool: %s", gerr ? gerr->message : "?");
-            g_clear_error(&gerr);
+            vlog_err("cannot start %u worker threads", c->cfg->thread_pool_size);
             *err = -ENOMEM;
             goto free_session;
         }
@@ -102,8 +99,7 @@ void vdev_free(struct vufsd_dev *dev)
     if (!dev)
         return;
     vdev_stop_all(dev);
-    if (dev->pool)
-        g_thread_pool_free(dev->pool, FALSE, TRUE); /* idle by now: every queue drained */
+    vpool_free(dev->pool); /* idle by now: every queue drained */
     for (unsigned i = 0; i < VDEV_MAX_QUEUES; i++)
         vqt_destroy(&dev->q[i]);
     fll_session_free(dev->se);

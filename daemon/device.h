@@ -63,6 +63,7 @@
 #include "config.h"
 #include "fll.h"
 #include "mem.h"
+#include "pool.h"
 #include "virtqueue.h"
 
 /* Queue 0 is hiprio; 1..16 are request queues. */
@@ -124,7 +125,7 @@ struct vdev_config {
 struct vufsd_dev {
     struct vdev_config c;
     struct fll_session *se;
-    GThreadPool *pool; /* NULL: requests run in the queue threads */
+    struct vpool *pool; /* NULL: requests run in the queue threads */
 
     /* Message thread only. */
     enum { VDEV_NEW, VDEV_OWNED } state;
@@ -190,7 +191,7 @@ void vqt_set_call_fd(struct vufsd_queue *q, int fd);
 void vqt_reset(struct vufsd_queue *q);
 /* The transport's complete() for fll. */
 extern const struct fll_transport vqt_transport;
-/* Worker pool entry (GFunc). */
-void vqt_pool_run(gpointer data, gpointer user_data);
+/* Worker pool entry. */
+void vqt_pool_run(struct vpool_item *item);
 
 #endif

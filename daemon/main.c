@@ -3,11 +3,11 @@
  * vufsd: parse the command line, open the shared directory, enter the sandbox,
  * then serve one vhost-user frontend at a time (or a local /dev/fuse mount).
  *
- * Start-up order (single threaded until the signal thread starts, because the
+ * Start-up order (single threaded until the first frontend connects, because the
  * sandbox's unshare, capability and setgroups steps are per thread):
- *   options -> pid namespace (sandbox=namespace) -> signals blocked -> pid file
+ *   options -> pid namespace (sandbox=namespace) -> signal handlers -> pid file
  *   and listening socket -> filesystem -> rlimit -> namespaces/chroot ->
- *   capabilities -> seccomp -> signal thread -> serve.
+ *   capabilities -> seccomp -> serve.
  *
  * Exit status: 0 after SIGTERM/SIGINT or a frontend disconnect (without
  * --reconnect); 1 for bad options or a start-up failure.
@@ -44,6 +44,7 @@ struct vmain_listener {
     char *sock_name; /* basename of the socket */
     char *pid_name;  /* basename of the pid file */
     int pid_fd;      /* locked with flock for the daemon's lifetime */
+    bool bound;      /* we created the socket file (so we remove it) */
 };
 
 static void vmain_close(int *fd)
@@ -121,6 +122,7 @@ static int vmain_listen_path(struct vmain_listener *l, const struct vufsd_config
     mode_t old = umask(0077);
     ret = bind(l->fd, (struct sockaddr *)&sa, sizeof(sa));
     umask(old);
+    l->bound = ret == 0;
     if (ret < 0 || listen(l->fd, 1) < 0) {
         ret = -errno;
         vlog_err("cannot listen on %s: %s", cfg->socket_path, strerror(-ret));
@@ -161,10 +163,11 @@ static int vmain_listen_fd(struct vmain_listener *l, int fd)
 static void vmain_listener_close(struct vmain_listener *l)
 {
     vmain_close(&l->fd);
-    if (l->dir_fd >= 0 && l->sock_name) {
-        unlinkat(l->dir_fd, l->sock_name, 0);
-        if (l->pid_fd >= 0)
-            unlinkat(l->dir_fd, l->pid_name, 0); /* still ours: we hold the lock */
+    /* Only what is ours: a daemon refused by the pid file lock removes nothing. */
+    if (l->dir_fd >= 0 && l->pid_fd >= 0) {
+        if (l->bound)
+            unlinkat(l->dir_fd, l->sock_name, 0);
+        unlinkat(l->dir_fd, l->pid_name, 0); /* still ours: we hold the lock */
     }
     vmain_close(&l->pid_fd);
     vmain_close(&l->dir_fd);
@@ -174,21 +177,34 @@ static void vmain_listener_close(struct vmain_listener *l)
 
 /* ---- Signals ----------------------------------------------------------------------- */
 
+/*
+ * SIGTERM/SIGINT write to an eventfd the serving loops poll. A handler rather
+ * than a sigwait thread: write(2) is in every seccomp allowlist, and any
+ * thread may take the signal (the loops retry on EINTR).
+ */
 static int vmain_stop_fd = -1;
 
-static void *vmain_signal_thread(void *arg)
+static void vmain_on_signal(int sig)
 {
-    sigset_t *set = arg;
-    int sig;
-    while (sigwait(set, &sig) == 0) {
-        if (sig == SIGHUP)
-            continue;
-        vlog_info("%s: stopping", strsignal(sig));
-        uint64_t one = 1;
-        ssize_t w = write(vmain_stop_fd, &one, sizeof(one));
-        (void)w;
-    }
-    return NULL;
+    int saved = errno;
+    uint64_t one = 1;
+    ssize_t w = write(vmain_stop_fd, &one, sizeof(one));
+    (void)w;
+    (void)sig;
+    errno = saved;
+}
+
+static int vmain_install_signals(void)
+{
+    struct sigaction sa = {.sa_handler = vmain_on_signal, .sa_flags = SA_RESTART};
+    sigemptyset(&sa.sa_mask);
+    vmain_stop_fd = eventfd(0, EFD_CLOEXEC | EFD_NONBLOCK);
+    if (vmain_stop_fd < 0)
+        return -errno;
+    if (sigaction(SIGTERM, &sa, NULL) < 0 || sigaction(SIGINT, &sa, NULL) < 0)
+        return -errno;
+    signal(SIGHUP, SIG_IGN);
+    return 0;
 }
 
 /* ---- Serving ----------------------------------------------------------------------- */
@@ -214,8 +230,10 @@ static int vmain_serve(const struct vufsd_config *cfg, int listen_fd, struct pt_
             vlog_err("poll: %s", strerror(errno));
             return 1;
         }
-        if (p[1].revents & POLLIN)
+        if (p[1].revents & POLLIN) {
+            vlog_info("signal received: stopping");
             return 0;
+        }
         int conn = accept4(listen_fd, NULL, NULL, SOCK_CLOEXEC);
         if (conn < 0) {
             if (errno == EINTR || errno == ECONNABORTED || errno == EAGAIN)
@@ -234,8 +252,10 @@ static int vmain_serve(const struct vufsd_config *cfg, int listen_fd, struct pt_
         int ret = vu_serve(dev, conn, vmain_stop_fd, listen_fd);
         vdev_free(dev); /* stops the queues, completes in-flight requests, resets the fs */
         close(conn);
-        if (ret == 1)
-            return 0; /* signal */
+        if (ret == 1) {
+            vlog_info("signal received: stopped serving the frontend");
+            return 0;
+        }
         if (ret < 0)
             vlog_warn("frontend connection dropped: %s", strerror(-ret));
         else
@@ -365,14 +385,11 @@ int main(int argc, char **argv)
         }
     }
 
-    /* From here on SIGTERM/SIGINT/SIGHUP are taken only by the signal thread. */
-    sigset_t sigs;
-    sigemptyset(&sigs);
-    sigaddset(&sigs, SIGTERM);
-    sigaddset(&sigs, SIGINT);
-    sigaddset(&sigs, SIGHUP);
-    if (!cfg.mountpoint)
-        pthread_sigmask(SIG_BLOCK, &sigs, NULL);
+    /* --mount: fll_devfuse_run() installs its own handlers (unmount and return). */
+    if (!cfg.mountpoint && vmain_install_signals() < 0) {
+        vlog_err("cannot install signal handlers: %s", strerror(errno));
+        goto out;
+    }
     signal(SIGPIPE, SIG_IGN);
 
     vlog_info("vufsd %s starting: shared directory %s", VUFSD_VERSION, cfg.shared_dir);
@@ -396,14 +413,6 @@ int main(int argc, char **argv)
         status = vmain_run_devfuse(&cfg, fs);
         goto free_fs;
     }
-
-    vmain_stop_fd = eventfd(0, EFD_CLOEXEC);
-    pthread_t sig_thread;
-    if (vmain_stop_fd < 0 || pthread_create(&sig_thread, NULL, vmain_signal_thread, &sigs)) {
-        vlog_err("cannot start the signal thread");
-        goto free_fs;
-    }
-    pthread_detach(sig_thread);
 
     status = vmain_serve(&cfg, l.fd, fs);
     vlog_info("exiting");

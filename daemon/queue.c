@@ -22,6 +22,7 @@
 
 struct vqt_req {
     struct fll_req fr;
+    struct vpool_item item; /* --thread-pool-size: queued for a worker */
     struct vufsd_queue *q;
     struct vmem_table *mem; /* the table the iovecs point into; ref held */
     size_t out_total;       /* bytes of writable buffers */
@@ -164,10 +165,9 @@ const struct fll_transport vqt_transport = {
     .complete = vqt_complete,
 };
 
-void vqt_pool_run(gpointer data, gpointer user_data)
+void vqt_pool_run(struct vpool_item *item)
 {
-    struct vqt_req *req = data;
-    (void)user_data;
+    struct vqt_req *req = (struct vqt_req *)((char *)item - offsetof(struct vqt_req, item));
     fll_session_process(req->fr.se, &req->fr);
 }
 
@@ -208,7 +208,7 @@ static void vqt_handle(struct vufsd_queue *q, uint16_t head, const struct iovec 
                rd_cnt, wr_cnt);
     /* hiprio requests (FORGET, INTERRUPT) are cheap and must not wait behind I/O. */
     if (dev->pool && q->index != 0)
-        g_thread_pool_push(dev->pool, req, NULL);
+        vpool_push(dev->pool, &req->item);
     else
         fll_session_process(dev->se, &req->fr);
 }

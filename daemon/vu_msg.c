@@ -106,8 +106,10 @@ int vu_msg_check(const struct vu_msg *msg, size_t payload_len, int nfds)
         if (payload_len < head)
             return -EBADMSG;
         uint32_t n = msg->payload.mem.nregions;
+        /* Exactly n regions (QEMU), or the whole fixed-size table with n of them used. */
         if (n == 0 || n > VU_MEM_TABLE_REGIONS ||
-            payload_len != head + (size_t)n * sizeof(struct vu_mem_region))
+            (payload_len != head + (size_t)n * sizeof(struct vu_mem_region) &&
+             payload_len != sizeof(struct vu_mem_table)))
             return -EBADMSG;
         want_fds = n;
         break;

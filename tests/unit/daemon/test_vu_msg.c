@@ -99,6 +99,11 @@ static void test_mem_table(void **state)
     assert_int_equal(vu_msg_check(&m, head + 2 * one, 3), -EBADF);
     m.payload.mem.nregions = 3; /* claims more regions than the payload holds */
     assert_int_equal(vu_msg_check(&m, head + 2 * one, 3), -EBADMSG);
+    /* The whole fixed-size table with fewer regions used is accepted too. */
+    m.payload.mem.nregions = 2;
+    m.hdr.size = sizeof(struct vu_mem_table);
+    assert_int_equal(vu_msg_check(&m, sizeof(struct vu_mem_table), 2), 0);
+    assert_int_equal(vu_msg_check(&m, sizeof(struct vu_mem_table), 8), -EBADF);
     m.payload.mem.nregions = 0;
     m.hdr.size = (uint32_t)head;
     assert_int_equal(vu_msg_check(&m, head, 0), -EBADMSG);

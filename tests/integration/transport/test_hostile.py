@@ -1,0 +1,186 @@
+#!/usr/bin/env python3
+# SPDX-License-Identifier: GPL-2.0-or-later
+"""A hostile frontend and a hostile guest against the real binary: malformed
+vhost-user messages get error replies and leak no fds; a malicious descriptor
+chain marks the device broken without killing the process; after the frontend
+resets the device, a well-formed FUSE_INIT is served on the same connection."""
+import mmap
+import os
+import select
+import shutil
+import struct
+import sys
+
+from vutest import (Daemon, check, fail, GET_FEATURES, SET_FEATURES, SET_MEM_TABLE,
+                    SET_VRING_NUM, SET_VRING_ADDR, SET_VRING_BASE, GET_VRING_BASE,
+                    SET_VRING_KICK, SET_VRING_CALL, SET_BACKEND_REQ_FD, GET_QUEUE_NUM,
+                    GET_STATUS)
+
+VERSION_1 = 1 << 32
+GPA = 0x100000
+UVA = 0x7f1200000000  # the frontend's address of the region: only a key for the backend
+MEMSZ = 1 << 20
+RING = 8
+DESC, AVAIL, USED, BUF = 0x0, 0x1000, 0x2000, 0x10000
+Q = 1  # first request queue
+
+
+def fd_count(pid):
+    return len(os.listdir("/proc/%d/fd" % pid))
+
+
+def test_bad_messages(d, c):
+    c.handshake()
+    before = fd_count(d.proc.pid)
+    check(c.call(99) != 0, "unknown request acknowledged as success")
+    check(c.call(99) != 0, "unknown request acknowledged as success (2nd)")
+    check(d.text().count("unsupported request 99") <= 1, "unknown request logged twice")
+    check(c.call(SET_BACKEND_REQ_FD) != 0, "SET_BACKEND_REQ_FD without an fd accepted")
+    check(c.call(SET_FEATURES, b"\0" * 4) != 0, "truncated SET_FEATURES accepted")
+    check(c.call(SET_FEATURES, struct.pack("<Q", 1 << 5)) != 0, "unoffered feature accepted")
+    check(c.call(SET_VRING_NUM, struct.pack("<II", Q, 3)) != 0, "ring size 3 accepted")
+    check(c.call(SET_VRING_NUM, struct.pack("<II", 99, 8)) != 0, "queue 99 accepted")
+    check(c.call(SET_VRING_BASE, struct.pack("<II", Q, 0x10000)) != 0, "base > 0xffff accepted")
+    # Wrong fd counts: the fds must be closed, not leaked.
+    rfd, wfd = os.pipe()
+    for _ in range(20):
+        table = struct.pack("<II", 1, 0) + struct.pack("<QQQQ", GPA, MEMSZ, UVA, 0)
+        check(c.call(SET_MEM_TABLE, table, fds=[rfd, wfd, rfd]) != 0,
+              "SET_MEM_TABLE with 3 fds for 1 region accepted")
+        check(c.call(SET_FEATURES, struct.pack("<Q", VERSION_1), fds=[rfd]) != 0,
+              "SET_FEATURES carrying an fd accepted")
+    # Overflowing region.
+    table = struct.pack("<II", 1, 0) + struct.pack("<QQQQ", 2**64 - 4096, 8192, UVA, 0)
+    check(c.call(SET_MEM_TABLE, table, fds=[rfd]) != 0, "overflowing region accepted")
+    os.close(rfd)
+    os.close(wfd)
+    after = fd_count(d.proc.pid)
+    check(after <= before, "fds leaked: %d before, %d after" % (before, after))
+    # Replies still come for requests that have their own.
+    c.send(GET_VRING_BASE, struct.pack("<II", 99, 0))
+    check(len(c.reply(GET_VRING_BASE)) == 8, "GET_VRING_BASE on a bad index: bad reply")
+    check(c.get_u64(GET_QUEUE_NUM) == 17, "queue count")
+    check(c.get_u64(GET_STATUS) == 0, "status")
+    check(d.alive(), "daemon died")
+
+
+class Guest:
+    """One memfd region with one ring, laid out like a driver would."""
+
+    def __init__(self, c):
+        self.c = c
+        self.fd = os.memfd_create("guest")
+        os.ftruncate(self.fd, MEMSZ)
+        self.m = mmap.mmap(self.fd, MEMSZ)
+        self.kick = os.eventfd(0)
+        self.callfd = os.eventfd(0, os.EFD_NONBLOCK)
+        self.avail_idx = 0
+
+    def start(self):
+        c = self.c
+        check(c.call(SET_FEATURES, struct.pack("<Q", VERSION_1)) == 0, "SET_FEATURES")
+        table = struct.pack("<II", 1, 0) + struct.pack("<QQQQ", GPA, MEMSZ, UVA, 0)
+        check(c.call(SET_MEM_TABLE, table, fds=[self.fd]) == 0, "SET_MEM_TABLE")
+        check(c.call(SET_VRING_NUM, struct.pack("<II", Q, RING)) == 0, "SET_VRING_NUM")
+        check(c.call(SET_VRING_BASE, struct.pack("<II", Q, self.avail_idx)) == 0,
+              "SET_VRING_BASE")
+        addr = struct.pack("<IIQQQQ", Q, 0, UVA + DESC, UVA + USED, UVA + AVAIL, 0)
+        check(c.call(SET_VRING_ADDR, addr) == 0, "SET_VRING_ADDR")
+        check(c.call(SET_VRING_CALL, struct.pack("<Q", Q), fds=[self.callfd]) == 0,
+              "SET_VRING_CALL")
+        check(c.call(SET_VRING_KICK, struct.pack("<Q", Q), fds=[self.kick]) == 0,
+              "SET_VRING_KICK")
+
+    def desc(self, i, addr, length, flags, nxt):
+        struct.pack_into("<QIHH", self.m, DESC + 16 * i, addr, length, flags, nxt)
+
+    def submit(self, head):
+        struct.pack_into("<H", self.m, AVAIL + 4 + 2 * (self.avail_idx % RING), head)
+        self.avail_idx = (self.avail_idx + 1) & 0xffff
+        struct.pack_into("<H", self.m, AVAIL + 2, self.avail_idx)
+        os.eventfd_write(self.kick, 1)
+
+    def used_idx(self):
+        return struct.unpack_from("<H", self.m, USED + 2)[0]
+
+    def wait_used(self, idx, timeout=30):
+        r, _, _ = select.select([self.callfd], [], [], timeout)
+        check(r, "no used-buffer notification within %ss" % timeout)
+        os.eventfd_read(self.callfd)
+        check(self.used_idx() == idx, "used idx %d, expected %d" % (self.used_idx(), idx))
+        slot = (idx - 1) % RING
+        return struct.unpack_from("<II", self.m, USED + 4 + 8 * slot)
+
+
+def fuse_init(g, head):
+    """FUSE_INIT as a two-descriptor chain; returns (reply length, error, unique)."""
+    unique = 0x1234
+    init_in = struct.pack("<IIII", 7, 38, 0x20000, 0) + b"\0" * 48
+    hdr = struct.pack("<IIQQIIIHH", 40 + len(init_in), 26, unique, 0, 0, 0, 1, 0, 0)
+    req = hdr + init_in
+    g.m[BUF:BUF + len(req)] = req
+    g.desc(head, GPA + BUF, len(req), 1, head + 1)             # readable, NEXT
+    g.desc(head + 1, GPA + BUF + 0x1000, 4096, 2, 0)           # writable
+    g.submit(head)
+    used_id, used_len = g.wait_used(g.expected)
+    check(used_id == head, "used id %d, expected %d" % (used_id, head))
+    out = bytes(g.m[BUF + 0x1000:BUF + 0x1000 + 16])
+    length, error, uniq = struct.unpack("<IiQ", out)
+    return used_len, length, error, uniq
+
+
+def test_broken_ring_then_reset(d, c):
+    c.handshake()
+    g = Guest(c)
+    g.start()
+    # A descriptor loop: 0 -> 1 -> 0.
+    g.desc(0, GPA + BUF, 16, 1, 1)
+    g.desc(1, GPA + BUF, 16, 1, 0)
+    g.submit(0)
+    d.wait_log("device marked broken", 30)
+    check(d.alive(), "daemon died on a descriptor loop")
+    check("malformed descriptor chain" in d.text(), "reason not logged")
+    # The frontend resets the device: stop the ring, restart it with a good chain.
+    c.send(GET_VRING_BASE, struct.pack("<II", Q, 0))
+    idx, base = struct.unpack("<II", c.reply(GET_VRING_BASE))
+    check(idx == Q and base == 1, "GET_VRING_BASE after the broken chain: %d %d" % (idx, base))
+    g.avail_idx = base
+    struct.pack_into("<H", g.m, USED + 2, base)  # the driver reset: used catches up
+    g.kick = os.eventfd(0)
+    g.start()
+    d.wait_log("serving again", 30)
+    g.expected = base + 1
+    used_len, length, error, uniq = fuse_init(g, 2)
+    check(error == 0, "FUSE_INIT error %d" % error)
+    check(uniq == 0x1234, "FUSE_INIT reply for unique %#x" % uniq)
+    check(used_len == length and length > 16, "used len %d vs reply len %d" % (used_len, length))
+    # Out-of-range head on the same ring: broken again, still alive, logged once more.
+    g.submit(RING + 5)
+    d.wait_log("device marked broken", 30)
+    check(d.alive(), "daemon died on an out-of-range head")
+    c.close()
+    check(d.wait_exit(30) == 0, "exit status after disconnect")
+
+
+def test_oversized_header(d, c):
+    c.handshake()
+    c.send(GET_FEATURES, b"", size=0x100000)  # claims a 1 MiB payload
+    rc = d.wait_exit(30)
+    check(rc == 0, "exit status %d after a corrupt stream" % rc)
+    check("stream corrupt" in d.text(), "corrupt stream not logged:\n" + d.text())
+
+
+if __name__ == "__main__":
+    which = sys.argv[1]
+    d = Daemon(["--thread-pool-size", "2"] if which == "broken-pool" else [])
+    d.wait_listening()
+    c = d.connect()
+    try:
+        {"messages": test_bad_messages, "broken": test_broken_ring_then_reset,
+         "broken-pool": test_broken_ring_then_reset,
+         "oversized": test_oversized_header}[which](d, c)
+    finally:
+        d.term()
+        d.wait_exit(30)
+    shutil.rmtree(d.dir, ignore_errors=True)
+    print("PASS")

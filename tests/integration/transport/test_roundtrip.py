@@ -1,0 +1,60 @@
+#!/usr/bin/env python3
+# SPDX-License-Identifier: GPL-2.0-or-later
+"""FUSE round trips through the in-tree frontend (vufs-frontend) against the real
+binary: the transport's data path under the default sandbox (namespace + seccomp
+kill) and with the worker pool, on several request queues."""
+import os
+import shutil
+import subprocess
+import sys
+import tempfile
+
+from vutest import VUFSD, UNSANDBOXED, check
+
+VFE = os.environ.get("VFE", "")
+
+
+def roundtrip(extra, queues, label):
+    work = tempfile.mkdtemp(prefix="vufsd-transport-")
+    share = os.path.join(work, "share")
+    os.mkdir(share)
+    payload = "transport %s %d\n" % (label, os.getpid())
+    with open(os.path.join(share, "f.txt"), "w") as f:
+        f.write(payload)
+    log = os.path.join(work, "backend.log")
+    backend = "%s --socket-path {socket} --shared-dir {dir} --log-level debug %s" % (
+        VUFSD, " ".join(extra))
+    for cmd in (["cat", "/f.txt"], ["ls", "/"], ["write", "/g.txt", "written"]):
+        r = subprocess.run([VFE, "--backend", backend, "--dir", share, "--queues", str(queues),
+                            "--backend-log", log] + cmd,
+                           capture_output=True, text=True, timeout=120)
+        with open(log) as f:
+            blog = f.read()
+        check(r.returncode == 0, "%s: %s failed (%d): %s\n%s" % (label, cmd, r.returncode,
+                                                                 r.stderr, blog))
+        if cmd[0] == "cat":
+            check(payload.strip() in r.stdout, "%s: read back %r" % (label, r.stdout))
+        if cmd[0] == "ls":
+            check("f.txt" in r.stdout, "%s: listing %r" % (label, r.stdout))
+        check("marked broken" not in blog, "%s: device broke:\n%s" % (label, blog))
+    with open(os.path.join(share, "g.txt")) as f:
+        check(f.read() == "written", "%s: written file content" % label)
+    shutil.rmtree(work, ignore_errors=True)
+
+
+if __name__ == "__main__":
+    if not VFE:
+        print("SKIP: VFE (vufs-frontend) not given")
+        sys.exit(77)
+    which = sys.argv[1]
+    if which == "sandboxed":
+        if os.geteuid() != 0:
+            print("SKIP: the namespace sandbox needs root")
+            sys.exit(77)
+        roundtrip([], 1, "sandboxed")
+        roundtrip(["--thread-pool-size", "2"], 2, "sandboxed-pool")
+    elif which == "pool":
+        roundtrip(UNSANDBOXED + ["--thread-pool-size", "4"], 4, "pool")
+    else:
+        roundtrip(UNSANDBOXED, 2, "inline")
+    print("PASS")
