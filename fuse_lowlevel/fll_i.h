@@ -26,7 +26,8 @@
  *
  * In NEW every opcode but INIT is answered EIO (FORGETs dropped); in READY a
  * second INIT is answered EPROTO. se->conn is written only while the state is
- * NEW and under init_lock, and published by the release store of READY.
+ * NEW and under init_lock; the fields decoders read are published by the
+ * release store of READY.
  */
 enum fll_state {
     FLL_STATE_NEW = 0,
@@ -37,9 +38,24 @@ struct fll_session {
     struct fll_session_config cfg;
     pthread_mutex_t init_lock; /* serialises INIT and DESTROY */
     int state;                 /* enum fll_state; atomic, see above */
-    struct fll_conn conn;      /* negotiated; read-only while READY */
+    struct fll_conn conn;      /* negotiated; under init_lock */
+    /*
+     * What decoders need from the negotiation, atomic (relaxed): a request of
+     * a previous connection may still be decoding while a new INIT runs.
+     */
+    uint32_t max_write;        /* WRITE payload limit told to the client */
     bool setxattr_ext;         /* FUSE_SETXATTR_EXT negotiated */
 };
+
+static inline uint32_t fll_max_write(const struct fll_session *se)
+{
+    return __atomic_load_n(&se->max_write, __ATOMIC_RELAXED);
+}
+
+static inline bool fll_setxattr_ext(const struct fll_session *se)
+{
+    return __atomic_load_n(&se->setxattr_ext, __ATOMIC_RELAXED);
+}
 
 static inline int fll_state_get(const struct fll_session *se)
 {

@@ -99,7 +99,8 @@ static int xattr_name(struct fll_cursor *c, char name[FLL_XATTR_NAME_MAX + 1])
 FLL_DECODER(setxattr)
 {
     struct fuse_setxattr_in in = { 0 };
-    size_t insize = r->se->setxattr_ext ? sizeof(in) : FUSE_COMPAT_SETXATTR_IN_SIZE;
+    bool ext = fll_setxattr_ext(r->se);
+    size_t insize = ext ? sizeof(in) : FUSE_COMPAT_SETXATTR_IN_SIZE;
     char name[FLL_XATTR_NAME_MAX + 1];
 
     if (!fll_cursor_copy(c, &in, insize))
@@ -117,7 +118,7 @@ FLL_DECODER(setxattr)
     if (!fll_cursor_copy(c, value, in.size))
         return -EINVAL;
     ret = fll_ops_of(r)->setxattr(r, r->hdr.nodeid, name, value, in.size, (int)in.flags,
-                                  r->se->setxattr_ext ? in.setxattr_flags : 0);
+                                  ext ? in.setxattr_flags : 0);
     return fll_reply_status(r, ret);
 }
 

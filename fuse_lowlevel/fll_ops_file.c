@@ -66,7 +66,7 @@ FLL_DECODER(write)
 {
     struct fuse_write_in in;
     FLL_ARG(c, in);
-    if (in.size > r->se->conn.max_write || in.size != fll_cursor_left(c))
+    if (in.size > fll_max_write(r->se) || in.size != fll_cursor_left(c))
         return -EINVAL;
     if (!fll_out_fits(r, sizeof(struct fuse_write_out)))
         return -EIO;

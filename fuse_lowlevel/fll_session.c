@@ -258,7 +258,8 @@ static int init_locked(struct fll_req *r, struct fll_cursor *c)
         return -EIO;
 
     se->conn = conn;
-    se->setxattr_ext = (conn.want & FUSE_SETXATTR_EXT) != 0;
+    __atomic_store_n(&se->max_write, conn.max_write, __ATOMIC_RELAXED);
+    __atomic_store_n(&se->setxattr_ext, (conn.want & FUSE_SETXATTR_EXT) != 0, __ATOMIC_RELAXED);
     __atomic_store_n(&se->state, FLL_STATE_READY, __ATOMIC_RELEASE);
     fll_reply_ok(r, &out, size);
     return 0;
