@@ -1,0 +1,444 @@
+/* SPDX-License-Identifier: GPL-2.0-or-later */
+/*
+ * A hostile guest against the real vufsd binary, through the in-tree frontend:
+ *
+ *   test_pt_hostile --vufsd PATH
+ *
+ * Each test spawns vufsd on a fresh shared directory, sends what a malicious
+ * guest kernel could send, checks the replies AND the host directory, and
+ * finally checks that the daemon still serves and never exited.
+ */
+#include <errno.h>
+#include <fcntl.h>
+#include <ftw.h>
+#include <getopt.h>
+#include <pthread.h>
+#include <setjmp.h>
+#include <stdarg.h>
+#include <stddef.h>
+#include <stdint.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/stat.h>
+#include <sys/sysmacros.h>
+#include <sys/wait.h>
+#include <unistd.h>
+#include <cmocka.h>
+
+#include "vfe.h"
+
+static const char *opt_vufsd;
+static const char *opt_log;
+
+struct env {
+    char dir[64];
+    char cmd[1024];
+    struct vfe_dev *dev;
+    struct vfe_fuse *fuse;
+    struct vfe_fuse_init_result init;
+};
+
+static int rm_one(const char *p, const struct stat *st, int flag, struct FTW *f)
+{
+    (void)st;
+    (void)flag;
+    (void)f;
+    return remove(p);
+}
+
+static const char *hpath(struct env *e, const char *name)
+{
+    static char buf[256];
+    snprintf(buf, sizeof(buf), "%s/%s", e->dir, name);
+    return buf;
+}
+
+static void host_file(struct env *e, const char *name, const char *data)
+{
+    int fd = open(hpath(e, name), O_WRONLY | O_CREAT | O_TRUNC, 0644);
+    assert_true(fd >= 0);
+    assert_int_equal(write(fd, data, strlen(data)), (ssize_t)strlen(data));
+    close(fd);
+}
+
+/* Spawns vufsd with extra options; the FUSE client sends uid/gid in every header. */
+static struct env *start(const char *extra, uint32_t uid, uint32_t gid)
+{
+    struct env *e = calloc(1, sizeof(*e));
+    assert_non_null(e);
+    strcpy(e->dir, "/tmp/vufsd-hostile-XXXXXX");
+    assert_non_null(mkdtemp(e->dir));
+    chmod(e->dir, 0755);
+    snprintf(e->cmd, sizeof(e->cmd), "%s --socket-path={socket} --shared-dir={dir} %s",
+             opt_vufsd, extra ? extra : "");
+    struct vfe_dev_config cfg = {
+        .conn = { .backend_cmd = e->cmd, .dir = e->dir, .backend_log = opt_log,
+                  .timeout_ms = 20000 },
+        .request_queues = 2,
+        .queue_size = 128,
+    };
+    assert_int_equal(vfe_dev_connect(&cfg, &e->dev), 0);
+    assert_int_equal(vfe_dev_start(e->dev), 0);
+    struct vfe_fuse_config fc = { .depth = 32, .timeout_ms = 20000, .uid = uid, .gid = gid,
+                                  .pid = 77,
+                                  .init_flags = FUSE_ASYNC_READ | FUSE_DO_READDIRPLUS |
+                                                FUSE_POSIX_LOCKS | FUSE_FLOCK_LOCKS };
+    assert_int_equal(vfe_fuse_new(e->dev, &fc, &e->fuse), 0);
+    assert_int_equal(vfe_fuse_init(e->fuse, &e->init), 0);
+    return e;
+}
+
+/* The daemon must still answer, and must not have exited (a crash, an abort, a
+ * sanitizer report all end the process). */
+static void assert_alive(struct env *e)
+{
+    struct fuse_attr_out ao;
+    int status;
+    assert_int_equal(vfe_fuse_getattr(e->fuse, FUSE_ROOT_ID, &ao), 0);
+    assert_false(vfe_conn_backend_exited(vfe_dev_conn(e->dev), &status));
+}
+
+static void stop(struct env *e)
+{
+    assert_alive(e);
+    vfe_fuse_free(e->fuse);
+    vfe_dev_close(e->dev);
+    nftw(e->dir, rm_one, 16, FTW_DEPTH | FTW_PHYS);
+    free(e);
+}
+
+static bool host_exists(const char *p)
+{
+    struct stat st;
+    return lstat(p, &st) == 0;
+}
+
+/* A request with a name (and optional second string) and an optional fixed arg. */
+static int call_named(struct env *e, uint32_t opcode, uint64_t nodeid, const void *arg,
+                      uint32_t arg_len, const char *name, const char *name2, void *out,
+                      uint32_t out_len)
+{
+    struct vfe_fuse_op op = { .opcode = opcode, .nodeid = nodeid, .arg = arg, .arg_len = arg_len,
+                              .name = name, .name2 = name2, .out_arg = out,
+                              .out_arg_len = out_len };
+    return vfe_fuse_call(e->fuse, 1, &op);
+}
+
+/* ---- Names ------------------------------------------------------------------------- */
+
+static void test_bad_names(void **state)
+{
+    struct env *e = start("", 0, 0);
+    struct fuse_entry_out eo;
+    char victim[128], longname[300];
+    snprintf(victim, sizeof(victim), "%s-victim", e->dir);
+    unlink(victim);
+    memset(longname, 'n', sizeof(longname) - 1);
+    longname[sizeof(longname) - 1] = '\0';
+    host_file(e, "f", "x");
+
+    const char *bad[] = { "a/b", "..", ".", "", "/etc/passwd", "../../etc" };
+    for (size_t k = 0; k < sizeof(bad) / sizeof(bad[0]); k++) {
+        assert_int_equal(call_named(e, FUSE_LOOKUP, FUSE_ROOT_ID, NULL, 0, bad[k], NULL, &eo,
+                                    sizeof(eo)),
+                         -EINVAL);
+        struct fuse_mkdir_in mi = { .mode = 0755 };
+        assert_int_equal(call_named(e, FUSE_MKDIR, FUSE_ROOT_ID, &mi, sizeof(mi), bad[k], NULL,
+                                    &eo, sizeof(eo)),
+                         -EINVAL);
+    }
+    assert_int_equal(
+        call_named(e, FUSE_LOOKUP, FUSE_ROOT_ID, NULL, 0, longname, NULL, &eo, sizeof(eo)),
+        -ENAMETOOLONG);
+    /* CVE-2026-47243: SYMLINK whose NAME is an absolute host path. */
+    assert_int_equal(call_named(e, FUSE_SYMLINK, FUSE_ROOT_ID, NULL, 0, victim, "/etc/shadow",
+                                &eo, sizeof(eo)),
+                     -EINVAL);
+    assert_false(host_exists(victim));
+    /* RENAME to a path outside. */
+    struct fuse_rename_in ri = { .newdir = FUSE_ROOT_ID };
+    assert_int_equal(call_named(e, FUSE_RENAME, FUSE_ROOT_ID, &ri, sizeof(ri), "f", victim, NULL,
+                                0),
+                     -EINVAL);
+    assert_false(host_exists(victim));
+    assert_true(host_exists(hpath(e, "f")));
+
+    /* A name without its NUL: the bytes end where the request ends. */
+    struct vfe_fuse_op op = { .opcode = FUSE_LOOKUP, .nodeid = FUSE_ROOT_ID, .arg = "f",
+                              .arg_len = 1, .out_arg = &eo, .out_arg_len = sizeof(eo) };
+    assert_int_equal(vfe_fuse_call(e->fuse, 1, &op), -EINVAL);
+    /* Unknown node ids. */
+    assert_int_equal(call_named(e, FUSE_LOOKUP, 0xdeadbeef, NULL, 0, "f", NULL, &eo, sizeof(eo)),
+                     -ESTALE);
+    assert_int_equal(call_named(e, FUSE_LOOKUP, 0, NULL, 0, "f", NULL, &eo, sizeof(eo)), -ESTALE);
+    stop(e);
+}
+
+/* ---- Header length that disagrees with the descriptor chain --------------------------- */
+
+static int raw_request(struct env *e, uint32_t hdr_len, uint32_t chain_len, int32_t *err)
+{
+    struct vfe_mem *mem = vfe_dev_mem(e->dev);
+    struct vfe_vq *vq = vfe_dev_vq(e->dev, 2);
+    uint64_t in_gpa, out_gpa;
+    uint8_t buf[512] = { 0 };
+    struct fuse_in_header h = { .len = hdr_len, .opcode = FUSE_GETATTR, .unique = 0x1000,
+                                .nodeid = FUSE_ROOT_ID };
+    struct fuse_out_header oh = { 0 };
+    void *tok;
+    uint32_t used;
+
+    assert_true(chain_len <= sizeof(buf));
+    memcpy(buf, &h, sizeof(h));
+    assert_int_equal(vfe_mem_alloc(mem, sizeof(buf), 64, &in_gpa), 0);
+    assert_int_equal(vfe_mem_alloc(mem, 4096, 64, &out_gpa), 0);
+    assert_int_equal(vfe_mem_write(mem, in_gpa, buf, sizeof(buf)), 0);
+    assert_int_equal(vfe_mem_fill(mem, out_gpa, 0, 4096), 0);
+    struct vfe_sg out = { in_gpa, chain_len }, in = { out_gpa, 4096 };
+    assert_int_equal(vfe_vq_add(vq, &out, 1, &in, 1, false, &h), 0);
+    vfe_vq_kick(vq, true);
+    int r;
+    while ((r = vfe_vq_get_used(vq, &tok, &used)) == -EAGAIN)
+        assert_int_equal(vfe_vq_wait(vq, 20000), 0);
+    assert_int_equal(r, 0);
+    assert_ptr_equal(tok, &h);
+    assert_int_equal(vfe_mem_read(mem, out_gpa, &oh, sizeof(oh)), 0);
+    vfe_mem_free_block(mem, in_gpa);
+    vfe_mem_free_block(mem, out_gpa);
+    *err = used >= sizeof(oh) ? oh.error : 1;
+    return (int)used;
+}
+
+static void test_len_disagrees_with_chain(void **state)
+{
+    struct env *e = start("", 0, 0);
+    int32_t err;
+    uint32_t good = sizeof(struct fuse_in_header) + sizeof(struct fuse_getattr_in);
+
+    /* Sanity: a consistent GETATTR through the same path works. */
+    raw_request(e, good, good, &err);
+    assert_int_equal(err, 0);
+    /* Header claims more than the chain carries, or less. */
+    raw_request(e, good + 100, good, &err);
+    assert_int_equal(err, -EINVAL);
+    raw_request(e, good - 8, good, &err);
+    assert_int_equal(err, -EINVAL);
+    raw_request(e, UINT32_MAX, good, &err);
+    assert_int_equal(err, -EINVAL);
+    /* Too short to carry a header: no reply at all. */
+    assert_int_equal(raw_request(e, good, 8, &err), 0);
+    assert_alive(e);
+    stop(e);
+}
+
+/* ---- Special files (CVE-2020-35517) ------------------------------------------------------ */
+
+static void test_open_fifo_and_device(void **state)
+{
+    struct env *e = start("", 0, 0);
+    struct fuse_entry_out eo;
+    struct fuse_open_out oo;
+    struct fuse_mknod_in mi = { .mode = S_IFIFO | 0666 };
+
+    assert_int_equal(call_named(e, FUSE_MKNOD, FUSE_ROOT_ID, &mi, sizeof(mi), "fifo", NULL, &eo,
+                                sizeof(eo)),
+                     0);
+    /* Both ends held on the host: a wrong open would succeed instead of hanging. */
+    int hold = open(hpath(e, "fifo"), O_RDWR | O_NONBLOCK);
+    assert_true(hold >= 0);
+    assert_int_equal(vfe_fuse_open(e->fuse, eo.nodeid, O_RDONLY, &oo), -ENXIO);
+    assert_int_equal(vfe_fuse_open(e->fuse, eo.nodeid, O_RDWR, &oo), -ENXIO);
+    struct fuse_entry_out ce;
+    assert_int_equal(vfe_fuse_create(e->fuse, FUSE_ROOT_ID, "fifo", O_RDWR, 0644, &ce, &oo),
+                     -ENXIO);
+    close(hold);
+
+    mi.mode = S_IFCHR | 0666;
+    mi.rdev = (1u << 8) | 3; /* 1:3, /dev/null */
+    assert_int_equal(call_named(e, FUSE_MKNOD, FUSE_ROOT_ID, &mi, sizeof(mi), "null", NULL, &eo,
+                                sizeof(eo)),
+                     0);
+    struct stat st;
+    assert_int_equal(lstat(hpath(e, "null"), &st), 0);
+    assert_true(S_ISCHR(st.st_mode));
+    assert_int_equal(vfe_fuse_open(e->fuse, eo.nodeid, O_RDWR, &oo), -ENXIO);
+    assert_int_equal(vfe_fuse_opendir(e->fuse, eo.nodeid, &oo), -ENOTDIR);
+    stop(e);
+}
+
+/* ---- FORGET with huge counts racing GETATTR / READ ------------------------------------------ */
+
+struct forgetter {
+    struct env *e;
+    uint64_t node; /* __atomic */
+    int rounds;
+    int errors;
+};
+
+static void *forget_thread(void *arg)
+{
+    struct forgetter *fg = arg;
+    for (int k = 0; k < fg->rounds; k++) {
+        uint64_t n = __atomic_load_n(&fg->node, __ATOMIC_RELAXED);
+        if (vfe_fuse_forget(fg->e->fuse, n, k % 3 ? UINT64_MAX : 1) < 0)
+            fg->errors++;
+        /* Garbage ids too. */
+        if (vfe_fuse_forget(fg->e->fuse, n ^ (1ull << 40), UINT64_MAX) < 0)
+            fg->errors++;
+    }
+    return NULL;
+}
+
+static void test_forget_races_getattr_read(void **state)
+{
+    struct env *e = start("", 0, 0);
+    struct fuse_entry_out eo;
+    struct fuse_open_out oo;
+    char buf[16];
+
+    host_file(e, "f", "0123456789");
+    host_file(e, "g", "abc");
+    assert_int_equal(vfe_fuse_lookup(e->fuse, FUSE_ROOT_ID, "f", &eo), 0);
+    uint64_t f = eo.nodeid;
+    assert_int_equal(vfe_fuse_open(e->fuse, f, O_RDONLY, &oo), 0);
+    assert_int_equal(vfe_fuse_lookup(e->fuse, FUSE_ROOT_ID, "g", &eo), 0);
+
+    struct forgetter fg = { .e = e, .node = eo.nodeid, .rounds = 400 };
+    pthread_t th;
+    pthread_create(&th, NULL, forget_thread, &fg);
+    int bad = 0;
+    for (int k = 0; k < 400; k++) {
+        struct fuse_attr_out ao;
+        uint64_t g = __atomic_load_n(&fg.node, __ATOMIC_RELAXED);
+        int r = vfe_fuse_getattr(e->fuse, g, &ao);
+        if (r != 0 && r != -ESTALE)
+            bad++;
+        /* f is forgotten too, but its open handle keeps it readable. */
+        if (k == 10)
+            vfe_fuse_forget(e->fuse, f, UINT64_MAX);
+        if (vfe_fuse_read(e->fuse, f, oo.fh, 0, buf, 10) != 10)
+            bad++;
+        if (vfe_fuse_lookup(e->fuse, FUSE_ROOT_ID, "g", &eo) == 0)
+            __atomic_store_n(&fg.node, eo.nodeid, __ATOMIC_RELAXED);
+        else
+            bad++;
+    }
+    pthread_join(th, NULL);
+    assert_int_equal(bad, 0);
+    assert_int_equal(fg.errors, 0);
+    assert_int_equal(vfe_fuse_release(e->fuse, f, oo.fh, 0), 0);
+    assert_int_not_equal(vfe_fuse_read(e->fuse, f, oo.fh, 0, buf, 10), 10);
+    stop(e);
+}
+
+/* ---- LOOKUP storm past --rlimit-nofile (CVE-2020-10717) ------------------------------------ */
+
+static void test_lookup_storm_emfile(void **state)
+{
+    struct env *e = start("--rlimit-nofile=400", 0, 0);
+    struct fuse_entry_out eo;
+    struct fuse_open_out oo;
+    char name[32], buf[8];
+    int ok = 0, refused = 0;
+
+    host_file(e, "keep", "kept");
+    assert_int_equal(vfe_fuse_lookup(e->fuse, FUSE_ROOT_ID, "keep", &eo), 0);
+    uint64_t keep = eo.nodeid;
+    assert_int_equal(vfe_fuse_open(e->fuse, keep, O_RDONLY, &oo), 0);
+    for (int k = 0; k < 500; k++) {
+        snprintf(name, sizeof(name), "s%03d", k);
+        host_file(e, name, "x");
+    }
+    for (int k = 0; k < 500; k++) {
+        snprintf(name, sizeof(name), "s%03d", k);
+        int r = vfe_fuse_lookup(e->fuse, FUSE_ROOT_ID, name, &eo);
+        if (r == 0)
+            ok++;
+        else if (r == -EMFILE || r == -ENFILE)
+            refused++;
+        else
+            fail_msg("lookup %s: %d", name, r);
+        if (k % 50 == 0) {
+            /* Others keep being served while the storm goes on. */
+            assert_int_equal(vfe_fuse_read(e->fuse, keep, oo.fh, 0, buf, 4), 4);
+            struct fuse_statfs_out so;
+            assert_int_equal(vfe_fuse_statfs(e->fuse, FUSE_ROOT_ID, &so), 0);
+        }
+    }
+    assert_true(ok > 100);
+    assert_true(refused > 0);
+    assert_int_equal(ok + refused, 500);
+    assert_alive(e);
+    /* FORGET gives the budget back. */
+    for (int k = 0; k < 500; k++) {
+        snprintf(name, sizeof(name), "s%03d", k);
+        if (k < ok) {
+            assert_int_equal(vfe_fuse_lookup(e->fuse, FUSE_ROOT_ID, name, &eo), 0);
+            vfe_fuse_forget(e->fuse, eo.nodeid, UINT64_MAX);
+        }
+    }
+    assert_int_equal(vfe_fuse_lookup(e->fuse, FUSE_ROOT_ID, "s499", &eo), 0);
+    assert_int_equal(vfe_fuse_release(e->fuse, keep, oo.fh, 0), 0);
+    stop(e);
+}
+
+/* ---- SGID (CVE-2022-0358) ------------------------------------------------------------------ */
+
+static void test_sgid_create_as_user(void **state)
+{
+    if (geteuid() != 0)
+        skip();
+    struct env *e = start("", 1000, 1000);
+    struct fuse_entry_out eo;
+    struct fuse_open_out oo;
+    struct stat st;
+
+    assert_int_equal(mkdir(hpath(e, "sg"), 0777), 0);
+    assert_int_equal(chmod(hpath(e, "sg"), 03777), 0);
+    assert_int_equal(vfe_fuse_lookup(e->fuse, FUSE_ROOT_ID, "sg", &eo), 0);
+    uint64_t sg = eo.nodeid;
+    assert_int_equal(vfe_fuse_create(e->fuse, sg, "f", O_RDWR, S_IFREG | 02755, &eo, &oo), 0);
+    assert_int_equal(stat(hpath(e, "sg/f"), &st), 0);
+    assert_int_equal(st.st_uid, 1000);
+    assert_int_equal(st.st_gid, 0);
+    assert_int_equal(st.st_mode & S_ISGID, 0);
+    assert_int_equal(vfe_fuse_mkdir(e->fuse, sg, "d", 0755, &eo), 0);
+    assert_int_equal(stat(hpath(e, "sg/d"), &st), 0);
+    assert_true(st.st_mode & S_ISGID);
+    /* And uid 1000 cannot write where it may not. */
+    assert_int_equal(vfe_fuse_mkdir(e->fuse, FUSE_ROOT_ID, "nope", 0755, &eo), -EACCES);
+    assert_false(host_exists(hpath(e, "nope")));
+    stop(e);
+}
+
+int main(int argc, char **argv)
+{
+    static const struct option lo[] = {
+        { "vufsd", required_argument, NULL, 'v' },
+        { "log", required_argument, NULL, 'l' },
+        { 0 },
+    };
+    int c;
+    while ((c = getopt_long(argc, argv, "", lo, NULL)) != -1) {
+        if (c == 'v')
+            opt_vufsd = optarg;
+        else if (c == 'l')
+            opt_log = optarg;
+        else
+            return 2;
+    }
+    if (!opt_vufsd || access(opt_vufsd, X_OK) != 0) {
+        fprintf(stderr, "test_pt_hostile: --vufsd PATH to an executable vufsd is required\n");
+        return 1;
+    }
+    const struct CMUnitTest tests[] = {
+        cmocka_unit_test(test_bad_names),
+        cmocka_unit_test(test_len_disagrees_with_chain),
+        cmocka_unit_test(test_open_fifo_and_device),
+        cmocka_unit_test(test_forget_races_getattr_read),
+        cmocka_unit_test(test_lookup_storm_emfile),
+        cmocka_unit_test(test_sgid_create_as_user),
+    };
+    return cmocka_run_group_tests(tests, NULL, NULL);
+}
