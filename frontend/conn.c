@@ -41,6 +41,7 @@ struct vfe_conn {
     pid_t pid;           /* spawned backend, also its process group; 0 = none */
     bool reaped;
     int status;
+    bool on_its_own;     /* exited within the grace period after we hung up */
 
     /* Backend request channel; the thread owns chan_fd while running. */
     int chan_fd;
@@ -204,7 +205,10 @@ static void kill_backend(struct vfe_conn *c)
     if (!c->pid)
         return;
     /* The backend usually exits when its frontend goes away. */
+    c->on_its_own = true;
     for (int step = 0; step < 3 && !vfe_conn_backend_exited(c, NULL); step++) {
+        if (step > 0)
+            c->on_its_own = false;
         int sig = step == 0 ? 0 : step == 1 ? SIGTERM : SIGKILL;
         if (sig)
             kill(-c->pid, sig);
@@ -275,8 +279,13 @@ static void stop_channel(struct vfe_conn *c)
 
 void vfe_conn_close(struct vfe_conn *c)
 {
+    vfe_conn_close_status(c, NULL, NULL);
+}
+
+int vfe_conn_close_status(struct vfe_conn *c, int *status, bool *on_its_own)
+{
     if (!c)
-        return;
+        return -EINVAL;
     stop_channel(c);
     vfe_closep(&c->fd);
     kill_backend(c);
@@ -285,8 +294,14 @@ void vfe_conn_close(struct vfe_conn *c)
         g_rmdir(c->tmpdir);
         g_free(c->tmpdir);
     }
+    int r = c->pid ? 0 : -ECHILD;
+    if (status)
+        *status = c->status;
+    if (on_its_own)
+        *on_its_own = c->pid && c->on_its_own;
     g_free(c->socket_path);
     g_free(c);
+    return r;
 }
 
 pid_t vfe_conn_backend_pid(const struct vfe_conn *c)

@@ -233,18 +233,24 @@ int vfe_dev_stop(struct vfe_dev *d)
 
 void vfe_dev_close(struct vfe_dev *d)
 {
+    vfe_dev_close_status(d, NULL, NULL);
+}
+
+int vfe_dev_close_status(struct vfe_dev *d, int *status, bool *on_its_own)
+{
     if (!d)
-        return;
+        return -EINVAL;
     if (d->state == VFE_DEV_RUNNING && d->conn)
         vfe_dev_stop(d);
     /* Closing the socket first lets the backend exit before the memory goes. */
-    vfe_conn_close(d->conn);
+    int r = d->conn ? vfe_conn_close_status(d->conn, status, on_its_own) : -ECHILD;
     if (d->vqs)
         for (unsigned i = 0; i < d->nqueues; i++)
             vfe_vq_free(d->vqs[i]);
     g_free(d->vqs);
     vfe_mem_free(d->mem);
     g_free(d);
+    return r;
 }
 
 struct vfe_conn *vfe_dev_conn(struct vfe_dev *d)

@@ -175,6 +175,10 @@ struct vfe_conn_config {
 int vfe_conn_open(const struct vfe_conn_config *cfg, struct vfe_conn **out);
 /* Stops the request channel, closes the socket, kills and reaps the backend. */
 void vfe_conn_close(struct vfe_conn *c);
+/* The same, reporting the spawned backend's wait status and whether it exited
+ * by itself after the socket closed (before any signal). -ECHILD when we did not
+ * spawn it. */
+int vfe_conn_close_status(struct vfe_conn *c, int *status, bool *on_its_own);
 /* The backend's pid (0 when we connected to a running one), and its exit. */
 pid_t vfe_conn_backend_pid(const struct vfe_conn *c);
 /* Non-blocking: true and *status if the spawned backend has exited. */
@@ -375,6 +379,8 @@ int vfe_dev_connect(const struct vfe_dev_config *cfg, struct vfe_dev **out);
 int vfe_dev_start(struct vfe_dev *d);
 int vfe_dev_stop(struct vfe_dev *d);
 void vfe_dev_close(struct vfe_dev *d);
+/* vfe_dev_close, then vfe_conn_close_status's report on the backend. */
+int vfe_dev_close_status(struct vfe_dev *d, int *status, bool *on_its_own);
 
 struct vfe_conn *vfe_dev_conn(struct vfe_dev *d);
 struct vfe_mem *vfe_dev_mem(struct vfe_dev *d);
