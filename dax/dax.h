@@ -213,7 +213,7 @@ int dax_for_each_mapping(struct dax_window *w, dax_mapping_fn fn, void *opaque);
 
 /* Thresholds; the reasons are in policy.c and docs/dax.md. */
 #define DAX_POLICY_MIN_FILE_SIZE (UINT64_C(512) << 10)
-#define DAX_POLICY_ADMIT_PCT 100u
+#define DAX_POLICY_ADMIT_PCT 80u
 #define DAX_POLICY_MIN_SAMPLES 16u
 #define DAX_POLICY_REVOKE_PCT 25u
 #define DAX_POLICY_READMIT_PCT 5u

@@ -9,9 +9,10 @@
  *
  *   1. Only regular files, and not tiny ones (DAX_POLICY_MIN_FILE_SIZE).
  *   2. Admission by demand: a file is admitted while the sizes (in whole 2 MiB
- *      ranges) of all admitted files fit DAX_POLICY_ADMIT_PCT of the window. Files
- *      that fit never compete for ranges, so admitted files cannot thrash each
- *      other; files larger than the window never get DAX.
+ *      ranges) of all admitted files fit DAX_POLICY_ADMIT_PCT of the window, the
+ *      part a Linux guest keeps mapped. Files that fit never compete for ranges, so
+ *      admitted files cannot thrash each other; files larger than that never get
+ *      DAX.
  *   3. Revocation by thrash: an admitted file whose recent maps hit the ghost list
  *      (ranges removed not long ago) at DAX_POLICY_REVOKE_PCT or more, once it has
  *      DAX_POLICY_MIN_SAMPLES recent maps, loses DAX: the guest is evicting its
@@ -38,9 +39,12 @@
  * worse) and the struct page overhead passes 6% of the data, for files that the
  * page cache serves as well after their first read.
  *
- * DAX_POLICY_ADMIT_PCT = 100: admitted file sizes may fill the whole window. The
- * guest reclaims when 20% of ranges are free, but that only evicts idle ranges if
- * all admitted data fits; over-admitting is what the published numbers punish.
+ * DAX_POLICY_ADMIT_PCT = 80: admitted file sizes may fill 80% of the window. The
+ * Linux guest kicks its reclaim worker whenever fewer than 20% of the ranges are
+ * free (FUSE_DAX_RECLAIM_THRESHOLD = 20 in fs/fuse/dax.c) and evicts the oldest
+ * idle ranges until 20% are free again, whether or not they are still in use. Data
+ * beyond 80% of the window therefore keeps being evicted and re-mapped: the 4 GiB
+ * window over a 4 GiB working set in the published table is in the slow column.
  *
  * DAX_POLICY_MIN_SAMPLES = 16 recent maps before a ratio counts: a few cold misses
  * of a file just opened must not look like thrash.

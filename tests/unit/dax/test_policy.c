@@ -72,33 +72,36 @@ static void test_auto_size_and_type(void **state)
 
 static void test_auto_demand_fit(void **state)
 {
-    struct dax_policy_input in = auto_in(GiB, 100 * MiB);
+    /* 1250 MiB window: 80% (DAX_POLICY_ADMIT_PCT) is exactly 1000 MiB */
+    struct dax_policy_input in = auto_in(1250 * MiB, 100 * MiB);
 
-    /* others have 900 MiB admitted: 100 MiB more fits a 1 GiB window ... */
+    assert_int_equal(DAX_POLICY_ADMIT_PCT, 80);
+    /* others have 900 MiB admitted: 100 MiB more fits ... */
     in.win.admitted_bytes = 900 * MiB;
     assert_true(dax_policy_decide(&in));
-    /* ... 200 MiB does not */
-    in.file_size = 200 * MiB;
+    /* ... 102 MiB does not */
+    in.file_size = 102 * MiB;
     assert_false(dax_policy_decide(&in));
     /* sizes count in whole 2 MiB ranges: 124 MiB + 1 byte needs 126 MiB */
+    in.win.admitted_bytes = 876 * MiB;
     in.file_size = 124 * MiB + 1;
     assert_false(dax_policy_decide(&in));
     in.file_size = 124 * MiB;
     assert_true(dax_policy_decide(&in));
-    /* a file larger than the window never gets DAX, even alone */
+    /* a file larger than the usable 80% never gets DAX, even alone */
     in.win.admitted_bytes = 0;
-    in.file_size = GiB + 1;
+    in.file_size = 1000 * MiB + 1;
     assert_false(dax_policy_decide(&in));
-    in.file_size = GiB;
+    in.file_size = 1000 * MiB;
     assert_true(dax_policy_decide(&in));
     /* an admitted file's own charge is not counted against it */
     in.ino.dax = true;
-    in.ino.admitted_bytes = 512 * MiB;
-    in.win.admitted_bytes = GiB;
-    in.file_size = 512 * MiB;
+    in.ino.admitted_bytes = 500 * MiB;
+    in.win.admitted_bytes = 1000 * MiB;
+    in.file_size = 500 * MiB;
     assert_true(dax_policy_decide(&in));
     /* but it loses DAX when it grows past what is left */
-    in.file_size = 514 * MiB;
+    in.file_size = 502 * MiB;
     assert_false(dax_policy_decide(&in));
 }
 
@@ -228,7 +231,7 @@ static void test_wrapper_admission(void **state)
     struct dax_window_stats st;
     struct dax_inode_stats is;
 
-    fx_new(&f, 8 * MiB, DAX_POLICY_AUTO);
+    fx_new(&f, 10 * MiB, DAX_POLICY_AUTO); /* 8 MiB admissible */
     assert_true(dax_policy_attr_dax(f.w, 1, 3 * MiB, true));  /* charges 4 MiB */
     assert_true(dax_policy_attr_dax(f.w, 2, 4 * MiB, true));  /* charges 4 MiB */
     assert_false(dax_policy_attr_dax(f.w, 3, 1 * MiB, true)); /* no room left */
