@@ -42,7 +42,13 @@
 
 /* ---- Protocol additions newer than the system's <linux/fuse.h> ---------------- */
 
-#ifndef FUSE_STATX
+/*
+ * FUSE_STATX is an enum constant in a 7.39+ <linux/fuse.h>, so the header's
+ * version (not #ifdef) decides whether to supply it. Layouts as in the
+ * kernel's include/uapi/linux/fuse.h (7.39); their sizes are pinned by static
+ * assertions in fll_ops_attr.c.
+ */
+#if FUSE_KERNEL_MINOR_VERSION < 39
 #define FUSE_STATX 52
 struct fuse_sx_time {
     int64_t tv_sec;
@@ -101,7 +107,8 @@ struct fuse_statx_out {
 /* The newest protocol minor version fll speaks (Linux 6.12 guests send 7.41). */
 #define FLL_KERNEL_MAJOR 7
 #define FLL_KERNEL_MINOR 41
-/* The oldest accepted: Linux 5.10, the first kernel with virtio-fs DAX. */
+/* The oldest accepted: 7.31, Linux 5.4, the first kernel with virtio-fs (and the
+ * protocol version that brought the DAX opcodes and map_alignment). */
 #define FLL_MIN_MINOR 31
 
 /*

@@ -15,6 +15,17 @@
 /* A READDIR never asks for more than max_pages (at most 256) pages. */
 #define FLL_READDIR_MAX (256u * 4096u)
 
+/* The wire layouts of STATX (7.39), as the kernel's uapi header has them. */
+_Static_assert(sizeof(struct fuse_sx_time) == 16, "fuse_sx_time layout");
+_Static_assert(sizeof(struct fuse_statx) == 256, "fuse_statx layout");
+_Static_assert(offsetof(struct fuse_statx, ino) == 32, "fuse_statx layout");
+_Static_assert(offsetof(struct fuse_statx, atime) == 64, "fuse_statx layout");
+_Static_assert(offsetof(struct fuse_statx, rdev_major) == 128, "fuse_statx layout");
+_Static_assert(sizeof(struct fuse_statx_in) == 24, "fuse_statx_in layout");
+_Static_assert(offsetof(struct fuse_statx_in, sx_mask) == 20, "fuse_statx_in layout");
+_Static_assert(sizeof(struct fuse_statx_out) == 288, "fuse_statx_out layout");
+_Static_assert(offsetof(struct fuse_statx_out, stat) == 32, "fuse_statx_out layout");
+
 static int body_reply(struct fll_req *r, int ret, const void *body, size_t size)
 {
     if (ret > 0)
