@@ -31,7 +31,9 @@ static const unsigned long sb_prctl_allowed[] = {
 
 /* prctl options only a sanitizer build needs. */
 static const unsigned long sb_prctl_sanitizer[] = {
-    PR_SET_PTRACER, /* LeakSanitizer lets its tracer task attach */
+    PR_SET_DUMPABLE,  /* LeakSanitizer makes the process traceable for its check */
+    PR_SET_PDEATHSIG, /* its tracer task dies with us */
+    PR_SET_PTRACER,   /* and is allowed to attach */
 };
 
 static void sb_filter_releasep(scmp_filter_ctx *ctx)
