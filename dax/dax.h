@@ -233,7 +233,9 @@ bool dax_policy_decide(const struct dax_policy_input *in);
 /*
  * What the passthrough calls when filling a fuse_attr: decides (dax_policy_decide),
  * remembers the answer for hysteresis and charges the file's size against the
- * window's demand while it is admitted. Unknown keys get a record.
+ * window's demand while it is admitted. Under 'auto' an unknown regular file gets a
+ * record (dropped by dax_inode_forget()); 'never', 'always' and non-regular files
+ * keep no state.
  */
 bool dax_policy_attr_dax(struct dax_window *w, uint64_t key, uint64_t file_size,
                          bool is_regular);

@@ -168,6 +168,70 @@ static void test_place_hostile(void **state)
     assert_int_equal(f->fe.violations, 0);
 }
 
+/* A value a hostile guest might send: boundaries, near-misses, or noise. */
+static uint64_t hostile(uint64_t *rng)
+{
+    static const uint64_t edge[] = {
+        0, 1, 4095, 4096, 2 * MiB - 4096, 2 * MiB, 2 * MiB + 4096, WIN - 4096, WIN,
+        WIN + 4096, (uint64_t)INT64_MAX, (uint64_t)INT64_MAX + 1, UINT64_MAX - 4095,
+        UINT64_MAX,
+    };
+    uint64_t x = fake_rand(rng);
+
+    switch (x % 4) {
+    case 0:
+        return edge[(x >> 8) % (sizeof(edge) / sizeof(edge[0]))];
+    case 1:
+        return fake_rand(rng);
+    default:
+        return (fake_rand(rng) % (WIN / 4096 + 8)) * 4096; /* mostly valid */
+    }
+}
+
+static void test_random_garbage(void **state)
+{
+    struct fx *f = *state;
+    struct fuse_removemapping_one e[300];
+    uint64_t rng = 0xbadc0ffee;
+    unsigned accepted = 0, refused = 0;
+
+    for (unsigned i = 0; i < 20000; i++) {
+        unsigned calls = f->fe.map_calls + f->fe.unmap_calls;
+        int c, r;
+
+        if (fake_rand(&rng) % 2) {
+            uint64_t mo = hostile(&rng), len = hostile(&rng), fo = hostile(&rng);
+            uint64_t flags = fake_rand(&rng) % 8 ? fake_rand(&rng) % 4 : fake_rand(&rng);
+
+            c = dax_setup_check(f->w, mo, len, fo, flags);
+            r = dax_setupmapping(f->w, fake_rand(&rng) % 5, fo, len, mo, flags);
+        } else {
+            unsigned n = (unsigned)(fake_rand(&rng) % 8 ? fake_rand(&rng) % 4
+                                                        : fake_rand(&rng) % 300);
+
+            for (unsigned k = 0; k < n; k++)
+                e[k] = (struct fuse_removemapping_one){ hostile(&rng), hostile(&rng) };
+            c = dax_remove_check(f->w, e, n);
+            r = dax_removemapping(f->w, e, n);
+        }
+        if (c < 0) {
+            /* refused: same answer, and the frontend never heard of it */
+            assert_int_equal(r, c);
+            assert_int_equal(f->fe.map_calls + f->fe.unmap_calls, calls);
+            refused++;
+        } else {
+            if (r != 0 && r != -ENOSPC)
+                fail_msg("accepted request failed with %d", r);
+            accepted++;
+        }
+    }
+    if (f->fe.violations)
+        fail_msg("frontend rule broken: %s", f->fe.last_violation);
+    assert_int_equal(fake_matches_table(&f->fe, f->w), 0);
+    assert_true(accepted > 1000);
+    assert_true(refused > 1000);
+}
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
@@ -177,6 +241,7 @@ int main(void)
         cmocka_unit_test_setup_teardown(test_setup_flags, setup, teardown),
         cmocka_unit_test_setup_teardown(test_remove_hostile, setup, teardown),
         cmocka_unit_test_setup_teardown(test_place_hostile, setup, teardown),
+        cmocka_unit_test_setup_teardown(test_random_garbage, setup, teardown),
     };
 
     return cmocka_run_group_tests(tests, NULL, NULL);
