@@ -89,6 +89,8 @@ int dax_window_new(const struct dax_config *cfg, const struct dax_ops *ops, void
 void dax_window_free(struct dax_window *w);
 
 uint64_t dax_window_size(const struct dax_window *w);
+/* log2 of the page size: FUSE_INIT's map_alignment (12 for 4 KiB pages). */
+unsigned dax_window_map_alignment(const struct dax_window *w);
 unsigned dax_window_nslots(const struct dax_window *w);
 
 /*

@@ -52,6 +52,7 @@
 
 #include <assert.h>
 #include <pthread.h>
+#include <stdlib.h>
 
 #include "dax.h"
 
@@ -72,6 +73,13 @@
 #define DAX_RECLAIM_BATCH_DIV 64u
 
 #define DAX_NONE UINT32_MAX
+
+/* Locals freed on scope exit (systemd's _cleanup_free_). */
+static inline void dax_freep(void *p)
+{
+    free(*(void **)p);
+}
+#define _dax_cleanup_free_ __attribute__((cleanup(dax_freep)))
 
 enum { DAX_LIST_NONE, DAX_LIST_FREE, DAX_LIST_LRU };
 

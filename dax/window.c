@@ -381,6 +381,11 @@ uint64_t dax_window_size(const struct dax_window *w)
     return w->size;
 }
 
+unsigned dax_window_map_alignment(const struct dax_window *w)
+{
+    return (unsigned)__builtin_ctzll(w->page_size);
+}
+
 unsigned dax_window_nslots(const struct dax_window *w)
 {
     return w->nslots;
@@ -518,7 +523,7 @@ static int cmp_snap(const void *a, const void *b)
 
 int dax_for_each_mapping(struct dax_window *w, dax_mapping_fn fn, void *opaque)
 {
-    struct mapping_snap *snap;
+    _dax_cleanup_free_ struct mapping_snap *snap = NULL;
     size_t n = 0;
 
     pthread_mutex_lock(&w->lock);
@@ -546,7 +551,6 @@ int dax_for_each_mapping(struct dax_window *w, dax_mapping_fn fn, void *opaque)
     for (size_t i = 0; i < n; i++)
         fn(opaque, snap[i].key, snap[i].foffset, snap[i].moffset, snap[i].len,
            snap[i].writable);
-    free(snap);
     return 0;
 }
 

@@ -658,9 +658,17 @@ static void test_window_new_rejects(void **state)
     cfg.policy = DAX_POLICY_NEVER;
     assert_int_equal(dax_window_new(&cfg, &fake_ops, &fe, &w), 0);
     assert_int_equal(dax_window_size(w), 8192);
+    assert_int_equal(dax_window_map_alignment(w), 12);
     assert_int_equal(dax_window_nslots(w), 1);
     dax_window_free(w);
     dax_window_free(NULL);
+    cfg.window_size = 4 * DAX_RANGE_SIZE;
+    cfg.page_size = 65536;
+    assert_int_equal(dax_window_new(&cfg, &fake_ops, &fe, &w), 0);
+    assert_int_equal(dax_window_map_alignment(w), 16);
+    assert_int_equal(dax_setup_check(w, 4096, 65536, 0, 0), -EINVAL);
+    assert_int_equal(dax_setup_check(w, 65536, 65536, 65536, 0), 0);
+    dax_window_free(w);
     fake_fini(&fe);
 }
 
