@@ -60,8 +60,8 @@ static void pt_fill_open(struct pt_fs *fs, int flags, uint64_t fh, struct fuse_o
         out->open_flags |= FOPEN_DIRECT_IO;
 }
 
-/* Opens inode i for I/O and adds a handle for it. */
-static int pt_open_inode(struct pt_fs *fs, struct pt_inode *i, int flags,
+/* Opens inode i for I/O and adds a handle for it. kill: FUSE_OPEN_KILL_SUIDGID. */
+static int pt_open_inode(struct pt_fs *fs, struct pt_inode *i, int flags, bool kill,
                          struct fuse_open_out *out)
 {
     _cleanup_close_ int fd = -1;
@@ -78,8 +78,18 @@ static int pt_open_inode(struct pt_fs *fs, struct pt_inode *i, int flags,
         pt_fd_unreserve(fs);
         return fd;
     }
-    if (flags & O_TRUNC)
+    if (flags & O_TRUNC) {
+        /* killpriv_v2: an unprivileged client truncating drops set-id bits. */
+        if (kill) {
+            ret = pt_kill_suidgid(fs, i, fd);
+            if (ret < 0) {
+                close(pt_take_fd(&fd));
+                pt_fd_unreserve(fs);
+                return ret;
+            }
+        }
         pt_drop_mapped_capability(fs, i, fd);
+    }
     ret = pt_handle_new(fs, i, pt_take_fd(&fd), flags, false, &fh);
     if (ret < 0)
         return ret;
@@ -100,7 +110,9 @@ int pt_op_open(struct fll_req *r, uint64_t nodeid, const struct fuse_open_in *in
     flags = pt_open_flags(fs, in->flags);
     if (flags < 0)
         return flags;
-    return pt_open_inode(fs, i, flags, out);
+    return pt_open_inode(fs, i, flags,
+                         atomic_load(&fs->killpriv_v2) && (in->open_flags & FUSE_OPEN_KILL_SUIDGID),
+                         out);
 }
 
 /* Interns the object behind an fd opened for I/O and fills the entry. */
@@ -193,8 +205,11 @@ static int pt_create_common(struct fll_req *r, uint64_t parent, const char *name
             pt_inode_forget(fs, entry->nodeid, 1);
             goto unreserve;
         }
-        if (flags & O_TRUNC)
+        if (flags & O_TRUNC) {
+            if (atomic_load(&fs->killpriv_v2) && (in->open_flags & FUSE_OPEN_KILL_SUIDGID))
+                (void)pt_kill_suidgid(fs, i, fd);
             pt_drop_mapped_capability(fs, i, fd);
+        }
     } else if (ret < 0) {
         goto unreserve;
     } else {

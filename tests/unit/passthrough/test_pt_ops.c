@@ -1,5 +1,6 @@
 /* SPDX-License-Identifier: GPL-2.0-or-later */
 /* Operations against a real temporary share: names, special files, creds, flags. */
+#include <sys/mount.h>
 #include <sys/sysmacros.h>
 #include <sys/xattr.h>
 
@@ -495,6 +496,28 @@ static void test_setattr(void **state)
     assert_int_equal(stat(pt_t_path(t, "f"), &st), 0);
     assert_int_equal(st.st_mode & 07777, 0755);
     assert_int_equal(pt_t_release(t, f, fh), 0);
+    /* OPEN with O_TRUNC and FUSE_OPEN_KILL_SUIDGID (killpriv_v2 negotiated). */
+    pt_t_down(t);
+    t = pt_t_new();
+    t->cfg.killpriv_v2 = true;
+    assert_int_equal(pt_t_start(t), 0);
+    struct fll_conn conn = { .capable = FUSE_HANDLE_KILLPRIV_V2 };
+    assert_int_equal(t->ops->init(t->fs, &conn), 0);
+    pt_t_write_file(t, "k", "data");
+    assert_int_equal(chmod(pt_t_path(t, "k"), 06755), 0);
+    f = pt_t_lookup(t, FUSE_ROOT_ID, "k");
+    {
+        PT_REQ(t, q2);
+        struct fuse_open_in oi = { .flags = O_RDWR | O_TRUNC };
+        struct fuse_open_out oo;
+        assert_int_equal(t->ops->open(&q2.r, f, &oi, &oo), 0);
+        assert_int_equal(stat(pt_t_path(t, "k"), &st), 0);
+        assert_int_equal(st.st_mode & 07777, 06755); /* no flag: kept */
+        oi.open_flags = FUSE_OPEN_KILL_SUIDGID;
+        assert_int_equal(t->ops->open(&q2.r, f, &oi, &oo), 0);
+        assert_int_equal(stat(pt_t_path(t, "k"), &st), 0);
+        assert_int_equal(st.st_mode & 07777, 0755);
+    }
     pt_t_down(t);
 }
 
@@ -736,6 +759,26 @@ static void test_xattr_plain(void **state)
     /* ACL names without --posix-acl. */
     assert_int_equal(t->ops->getxattr(&q.r, f, "system.posix_acl_access", buf, sizeof(buf)),
                      -EOPNOTSUPP);
+    /*
+     * A symlink pointing outside the share: xattr calls act on the link itself,
+     * never on its target (the /proc magic link stops at the symlink).
+     */
+    char outside[128];
+    snprintf(outside, sizeof(outside), "%s-outside", t->dir);
+    int ofd = open(outside, O_WRONLY | O_CREAT | O_TRUNC, 0644);
+    assert_true(ofd >= 0);
+    close(ofd);
+    assert_int_equal(setxattr(outside, "user.secret", "s3", 2, 0), 0);
+    assert_int_equal(symlink(outside, pt_t_path(t, "out")), 0);
+    uint64_t ol = pt_t_lookup(t, FUSE_ROOT_ID, "out");
+    assert_int_equal(t->ops->getxattr(&q.r, ol, "user.secret", buf, sizeof(buf)), -ENODATA);
+    assert_true(t->ops->setxattr(&q.r, ol, "user.evil", "1", 1, 0, 0) < 0);
+    assert_int_equal(t->ops->removexattr(&q.r, ol, "user.secret") < 0, 1);
+    assert_int_equal(getxattr(outside, "user.secret", buf, sizeof(buf)), 2);
+    assert_int_equal(getxattr(outside, "user.evil", buf, sizeof(buf)), -1);
+    n = t->ops->listxattr(&q.r, ol, buf, sizeof(buf));
+    assert_true(n <= 0 || memmem(buf, (size_t)n, "user.secret", 11) == NULL);
+    unlink(outside);
     /* xattrs on a FIFO are handled through /proc without opening it. */
     struct fuse_entry_out e;
     assert_int_equal(do_mknod(t, "fifo", S_IFIFO | 0644, 0, &e), 0);
@@ -820,6 +863,45 @@ static void test_mapped_capability_cleared(void **state)
     pt_t_down(t);
 }
 
+/* --announce-submounts: a mount point inside the share is flagged FUSE_ATTR_SUBMOUNT. */
+static void test_announce_submounts(void **state)
+{
+    struct pt_t *t = pt_t_new();
+    struct fuse_entry_out e;
+
+    assert_int_equal(mkdir(pt_t_path(t, "mnt"), 0755), 0);
+    assert_int_equal(mkdir(pt_t_path(t, "plain"), 0755), 0);
+    if (mount("vufsd-test", pt_t_path(t, "mnt"), "tmpfs", 0, "size=64k") < 0) {
+        pt_t_down(t);
+        skip(); /* no CAP_SYS_ADMIN here */
+    }
+    t->cfg.announce_submounts = true;
+    assert_int_equal(pt_t_start(t), 0);
+    {
+        PT_REQ(t, q);
+        assert_int_equal(t->ops->lookup(&q.r, FUSE_ROOT_ID, "mnt", &e), 0);
+        assert_true(e.attr.flags & FUSE_ATTR_SUBMOUNT);
+        assert_int_equal(t->ops->lookup(&q.r, FUSE_ROOT_ID, "plain", &e), 0);
+        assert_false(e.attr.flags & FUSE_ATTR_SUBMOUNT);
+    }
+    pt_fs_free(t->fs);
+    t->fs = NULL;
+    /* Without the option: never flagged. */
+    t->cfg.announce_submounts = false;
+    fll_session_free(t->se);
+    t->se = NULL;
+    assert_int_equal(pt_t_start(t), 0);
+    {
+        PT_REQ(t, q);
+        assert_int_equal(t->ops->lookup(&q.r, FUSE_ROOT_ID, "mnt", &e), 0);
+        assert_false(e.attr.flags & FUSE_ATTR_SUBMOUNT);
+    }
+    pt_fs_free(t->fs);
+    t->fs = NULL;
+    assert_int_equal(umount2(pt_t_path(t, "mnt"), MNT_DETACH), 0);
+    pt_t_down(t);
+}
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
@@ -841,6 +923,7 @@ int main(void)
         cmocka_unit_test(test_xattr_plain),
         cmocka_unit_test(test_xattr_mapped),
         cmocka_unit_test(test_mapped_capability_cleared),
+        cmocka_unit_test(test_announce_submounts),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }
