@@ -9,7 +9,7 @@ import subprocess
 import sys
 import tempfile
 
-from vutest import VUFSD, UNSANDBOXED, check
+from vutest import VUFSD, UNSANDBOXED, check, check_sanitizers
 
 VFE = os.environ.get("VFE", "")
 
@@ -37,6 +37,7 @@ def roundtrip(extra, queues, label):
         if cmd[0] == "ls":
             check("f.txt" in r.stdout, "%s: listing %r" % (label, r.stdout))
         check("marked broken" not in blog, "%s: device broke:\n%s" % (label, blog))
+        check_sanitizers(blog)
     with open(os.path.join(share, "g.txt")) as f:
         check(f.read() == "written", "%s: written file content" % label)
     shutil.rmtree(work, ignore_errors=True)

@@ -37,6 +37,12 @@ def check(cond, msg):
         fail(msg)
 
 
+def check_sanitizers(text):
+    """A sanitizer report in a daemon log fails the test even if the exit status is 0."""
+    for needle in ("runtime error:", "ERROR: AddressSanitizer", "ERROR: LeakSanitizer"):
+        check(needle not in text, "sanitizer report in the daemon log:\n" + text)
+
+
 class Daemon:
     """A vufsd process on a socket in a private temporary directory."""
 
@@ -76,10 +82,12 @@ class Daemon:
 
     def wait_exit(self, timeout=60):
         try:
-            return self.proc.wait(timeout)
+            rc = self.proc.wait(timeout)
         except subprocess.TimeoutExpired:
             self.kill()
             fail("vufsd did not exit within %ss:\n%s" % (timeout, self.text()))
+        check_sanitizers(self.text())
+        return rc
 
     def term(self):
         if self.alive():
