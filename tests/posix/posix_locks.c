@@ -165,6 +165,10 @@ static int pt_child_getlk(int in, int out, void *argp)
     struct flock fl = { .l_type = F_WRLCK, .l_whence = SEEK_SET, .l_start = 10, .l_len = 5 };
     if (fcntl(fd, F_GETLK, &fl) < 0)
         return 12;
+    if (fl.l_type != F_RDLCK || fl.l_pid != arg->holder || fl.l_start != 0 || fl.l_len != 20)
+        fprintf(stderr, "  F_GETLK: type %d pid %d start %lld len %lld; expected type %d pid %d "
+                "start 0 len 20\n", fl.l_type, (int)fl.l_pid, (long long)fl.l_start,
+                (long long)fl.l_len, F_RDLCK, (int)arg->holder);
     if (fl.l_type != F_RDLCK)
         return 13;
     if (fl.l_pid != arg->holder)

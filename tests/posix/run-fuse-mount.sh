@@ -34,6 +34,9 @@ fi
 
 start=$(date +%s)
 tmp=$(mktemp -d /tmp/vufs-posix-fuse.XXXXXX)
+# mktemp makes a 0700 directory; a daemon that checks access as the caller
+# (nobody, in the access check) must be able to reach the shared directory.
+chmod 0755 "$tmp"
 dir=$tmp/shared mnt=$tmp/mnt
 mkdir -p "$dir" "$mnt"
 pid=
