@@ -36,6 +36,7 @@ struct vfe_conn {
     int fd;
     int timeout_ms;
     bool reply_ack;
+    bool trace;          /* VFE_TRACE set: log every message to stderr */
     char *socket_path;
     char *tmpdir;        /* removed on close when we made it */
     pid_t pid;           /* spawned backend, also its process group; 0 = none */
@@ -233,6 +234,7 @@ int vfe_conn_open(const struct vfe_conn_config *cfg, struct vfe_conn **out)
     c->chan_fd = -1;
     c->chan_stop_fd = -1;
     c->timeout_ms = cfg->timeout_ms > 0 ? cfg->timeout_ms : VFE_DEFAULT_TIMEOUT_MS;
+    c->trace = getenv("VFE_TRACE") != NULL;
     int r;
     if (cfg->socket_path) {
         c->socket_path = g_strdup(cfg->socket_path);
@@ -477,12 +479,26 @@ static int recv_on(int fd, struct vfe_msg *m, int *fds, unsigned *nfds, int time
     return 0;
 }
 
+static void trace_msg(const char *dir, uint32_t request, uint32_t flags, uint32_t size,
+                      const void *payload, int r)
+{
+    uint64_t v = 0;
+    if (payload && size >= 8)
+        memcpy(&v, payload, 8);
+    fprintf(stderr, "vfe: %s %s (%u) flags 0x%x size %u first-u64 0x%llx: %s\n", dir,
+            vfe_msg_name(request), request, flags, size, (unsigned long long)v,
+            r < 0 ? strerror(-r) : "ok");
+}
+
 int vfe_conn_send_raw(struct vfe_conn *c, uint32_t request, uint32_t flags, uint32_t size,
                       const void *payload, size_t payload_len, const int *fds, unsigned nfds)
 {
     if (c->fd < 0)
         return -ENOTCONN;
-    return send_on(c->fd, request, flags, size, payload, payload_len, fds, nfds);
+    int r = send_on(c->fd, request, flags, size, payload, payload_len, fds, nfds);
+    if (c->trace)
+        trace_msg("->", request, flags, size, payload_len >= 8 ? payload : NULL, r);
+    return r;
 }
 
 int vfe_conn_recv_raw(struct vfe_conn *c, struct vfe_msg *m, int *fds, unsigned *nfds,
@@ -490,7 +506,11 @@ int vfe_conn_recv_raw(struct vfe_conn *c, struct vfe_msg *m, int *fds, unsigned 
 {
     if (c->fd < 0)
         return -ENOTCONN;
-    return recv_on(c->fd, m, fds, nfds, timeout_ms);
+    int r = recv_on(c->fd, m, fds, nfds, timeout_ms);
+    if (c->trace)
+        trace_msg("<-", r < 0 ? 0 : m->request, r < 0 ? 0 : m->flags, r < 0 ? 0 : m->size,
+                  r < 0 ? NULL : m->payload.raw, r);
+    return r;
 }
 
 bool vfe_conn_wait_closed(struct vfe_conn *c, int timeout_ms)

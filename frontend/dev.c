@@ -231,6 +231,22 @@ int vfe_dev_stop(struct vfe_dev *d)
     return ret;
 }
 
+int vfe_dev_reset(struct vfe_dev *d)
+{
+    int ret = 0;
+    if (d->state == VFE_DEV_RUNNING)
+        ret = vfe_dev_stop(d);
+    assert_dev_state(d, VFE_DEV_OWNED);
+    bool dev_reset = d->protocol & (1ull << VFE_VU_PF_RESET_DEVICE);
+    /* Sent as QEMU 7.2 sends it: no NEED_REPLY, nothing to wait for. */
+    int r = vfe_conn_send_raw(d->conn, dev_reset ? VFE_VU_RESET_DEVICE : VFE_VU_RESET_OWNER,
+                              VFE_VU_VERSION, 0, NULL, 0, NULL, 0);
+    /* A reset driver starts its rings from scratch. */
+    for (unsigned i = 0; d->vqs && i < d->nqueues; i++)
+        vfe_vq_reset(d->vqs[i], 0);
+    return ret < 0 ? ret : r;
+}
+
 void vfe_dev_close(struct vfe_dev *d)
 {
     vfe_dev_close_status(d, NULL, NULL);

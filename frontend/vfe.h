@@ -346,7 +346,8 @@ void vfe_vq_raw_kick(struct vfe_vq *vq);
  *
  *   NEW --vfe_dev_connect--> OWNED --vfe_dev_start--> RUNNING
  *                              ^                         |
- *                              +------vfe_dev_stop-------+
+ *                              +--vfe_dev_stop / reset---+
+ *                              (vfe_dev_reset also from OWNED)
  *   any --vfe_dev_close--> (freed)
  *
  * connect: GET_FEATURES, GET_PROTOCOL_FEATURES, SET_PROTOCOL_FEATURES,
@@ -378,6 +379,11 @@ struct vfe_dev;
 int vfe_dev_connect(const struct vfe_dev_config *cfg, struct vfe_dev **out);
 int vfe_dev_start(struct vfe_dev *d);
 int vfe_dev_stop(struct vfe_dev *d);
+/* A guest driver reset: stop if running, then RESET_DEVICE (when negotiated)
+ * or RESET_OWNER; the rings restart at index 0. The device stays OWNED;
+ * vfe_dev_start sends the whole start sequence again (and a FUSE client sends
+ * INIT again, as a rebooted guest would). */
+int vfe_dev_reset(struct vfe_dev *d);
 void vfe_dev_close(struct vfe_dev *d);
 /* vfe_dev_close, then vfe_conn_close_status's report on the backend. */
 int vfe_dev_close_status(struct vfe_dev *d, int *status, bool *on_its_own);
