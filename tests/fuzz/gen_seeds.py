@@ -106,6 +106,80 @@ def fll_seeds():
     write("fuzz_fll", "destroy", fll_seed(fuse_req("DESTROY", 0, b"")))
 
 
+# ---- fuzz_pt: a sequence of requests (u16 length | 0x8000 = fix hdr.len) on the
+# real passthrough over the scratch share of fuzz_pt.c (hello, dir/, dir/inner,
+# dir/sub/, fifo, host-link -> /etc/passwd, dotdot-link -> .., lnk -> hello).
+# After INIT, the first inode looked up is node 2, the first open handle fh 1.
+
+def seq(*reqs):
+    out = b""
+    for i, r in enumerate(reqs):
+        r = bytearray(r)
+        r[8:16] = struct.pack("<Q", 10 + i)  # unique
+        out += struct.pack("<H", len(r) | 0x8000) + bytes(r)
+    return out
+
+
+def pt_seeds():
+    read_in = struct.pack("<QQIIQII", 1, 0, 4096, 0, 0, 0, 0)
+    data = b"written through the passthrough\n"
+    write_in = struct.pack("<QQIIQII", 1, 0, len(data), 0, 0, 0, 0)
+    rel = struct.pack("<QIIQ", 1, 0, 0, 0)
+    write("fuzz_pt", "lookup-open-read-write", seq(
+        fuse_req("LOOKUP", 1, name("hello")),
+        fuse_req("OPEN", 2, struct.pack("<II", 2, 0)),
+        fuse_req("READ", 2, read_in),
+        fuse_req("WRITE", 2, write_in + data),
+        fuse_req("GETATTR", 2, struct.pack("<IIQ", 0, 0, 0)),
+        fuse_req("RELEASE", 2, rel),
+        fuse_req("FORGET", 2, struct.pack("<Q", 1))))
+    write("fuzz_pt", "create-mkdir-rename-unlink", seq(
+        fuse_req("CREATE", 1, struct.pack("<IIII", 0o102, 0o644, 0o22, 0) + name("new")),
+        fuse_req("MKDIR", 1, struct.pack("<II", 0o755, 0o22) + name("d2")),
+        fuse_req("RENAME2", 1, struct.pack("<QII", 1, 1, 0) + name("new") + name("renamed")),
+        fuse_req("LINK", 2, struct.pack("<Q", 1) + name("hard")),
+        fuse_req("UNLINK", 1, name("renamed")),
+        fuse_req("RMDIR", 1, name("d2"))))
+    write("fuzz_pt", "readdirplus", seq(
+        fuse_req("OPENDIR", 1, struct.pack("<II", 0, 0)),
+        fuse_req("READDIRPLUS", 1, read_in),
+        fuse_req("READDIR", 1, read_in),
+        fuse_req("RELEASEDIR", 1, rel)))
+    write("fuzz_pt", "symlinks-and-xattrs", seq(
+        fuse_req("SYMLINK", 1, name("s") + name("/etc/shadow")),
+        fuse_req("READLINK", 2, b""),
+        fuse_req("LOOKUP", 1, name("host-link")),
+        fuse_req("OPEN", 3, struct.pack("<II", 0, 0)),
+        fuse_req("SETXATTR", 1, struct.pack("<IIII", 3, 0, 0, 0) + name("user.x") + b"abc"),
+        fuse_req("GETXATTR", 1, struct.pack("<II", 64, 0) + name("user.x")),
+        fuse_req("LISTXATTR", 1, struct.pack("<II", 256, 0))))
+    # Escape attempts: absolute and '..' names, the FIFO (must never be opened
+    # for I/O), a symlink to '..' followed by a lookup through it.
+    write("fuzz_pt", "escapes", seq(
+        fuse_req("SYMLINK", 1, name("/tmp/vufsd-escape") + name("x")),
+        fuse_req("MKDIR", 1, struct.pack("<II", 0o755, 0) + name("..")),
+        fuse_req("CREATE", 1, struct.pack("<IIII", 0o102, 0o644, 0, 0) + name("../escape")),
+        fuse_req("LOOKUP", 1, name("fifo")),
+        fuse_req("OPEN", 2, struct.pack("<II", 2, 0)),
+        fuse_req("LOOKUP", 1, name("dotdot-link")),
+        fuse_req("LOOKUP", 3, name("etc")),
+        fuse_req("MKNOD", 1, struct.pack("<IIII", 0o20644, 0x0103, 0, 0) + name("null")),
+        fuse_req("LOOKUP", 1, name("null")),
+        fuse_req("OPEN", 5, struct.pack("<II", 2, 0))))
+    write("fuzz_pt", "locks-setattr-statfs", seq(
+        fuse_req("LOOKUP", 1, name("hello")),
+        fuse_req("OPEN", 2, struct.pack("<II", 2, 0)),
+        fuse_req("SETLK", 2, struct.pack("<QQQQIIII", 1, 7, 0, 100, 1, 4242, 0, 0)),
+        fuse_req("GETLK", 2, struct.pack("<QQQQIIII", 1, 8, 0, 100, 1, 4243, 0, 0)),
+        fuse_req("SETATTR", 2, struct.pack("<IIQQQQQQIIIIIII", 1 << 3, 0, 1, 7, 0, 0, 0, 0, 0,
+                                           0, 0, 0, 0, 0, 0) + bytes(4)),
+        fuse_req("FALLOCATE", 2, struct.pack("<QQQII", 1, 0, 8192, 0, 0)),
+        fuse_req("LSEEK", 2, struct.pack("<QQII", 1, 0, 3, 0)),
+        fuse_req("FSYNC", 2, struct.pack("<QII", 1, 0, 0)),
+        fuse_req("STATFS", 1, b""),
+        fuse_req("STATX", 2, struct.pack("<IIQII", 0, 0, 0, 0, 0xfff))))
+
+
 # ---- fuzz_vq: region table, ring placement, then guest memory (see fuzz_vq.c)
 
 VRING_F_NEXT, VRING_F_WRITE, VRING_F_INDIRECT = 1, 2, 4
@@ -240,6 +314,7 @@ def dax_seeds():
 
 if __name__ == "__main__":
     fll_seeds()
+    pt_seeds()
     vq_seeds()
     vu_seeds()
     dax_seeds()
