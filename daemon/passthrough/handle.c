@@ -83,9 +83,9 @@ int pt_handle_new(struct pt_fs *fs, struct pt_inode *ino, int fd, int flags, boo
     h->flags = flags;
     h->is_dir = is_dir;
     pt_inode_ref(ino);
+    pt_lock_handle_opened(ino);
     h->ino = ino;
     h->nodeid = pt_inode_nodeid(ino);
-    h->owners = NULL;
     gen = atomic_load(&h->state) >> 32;
     atomic_store_explicit(&h->state, (gen << 32) | 1, memory_order_release);
     atomic_fetch_add(&t->count, 1);
@@ -130,9 +130,7 @@ static void pt_handle_free(struct pt_handle *h)
     struct pt_htab *t = &fs->htab;
     struct pt_inode *ino = h->ino;
 
-    pthread_mutex_lock(&h->lock);
-    pt_lock_owners_free_locked(h);
-    pthread_mutex_unlock(&h->lock);
+    pt_lock_handle_closed(ino);
     if (h->fd >= 0) {
         close(h->fd);
         pt_fd_unreserve(fs);

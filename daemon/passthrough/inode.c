@@ -134,6 +134,7 @@ static struct pt_inode *pt_slot_alloc_locked(struct pt_fs *fs)
             chunk[k].fs = fs;
             chunk[k].idx = (c << PT_CHUNK_SHIFT) | k;
             chunk[k].fd = -1;
+            pthread_mutex_init(&chunk[k].lock_mu, NULL);
         }
         t->chunks[c] = chunk;
     }
@@ -146,6 +147,7 @@ static int pt_inode_free_locked(struct pt_itab *t, struct pt_inode *i)
     int fd = i->fd;
 
     assert(i->live && i->refs == 0 && i->nlookup == 0);
+    assert(i->owners == NULL && i->nhandles == 0); /* handles hold references */
     pt_hash_remove_locked(t, i);
     i->live = false;
     i->fd = -1;
@@ -309,9 +311,11 @@ void pt_itab_destroy(struct pt_fs *fs)
         struct pt_inode *chunk = t->chunks[c];
         if (!chunk)
             continue;
-        for (uint32_t k = 0; k < PT_CHUNK_SIZE; k++)
+        for (uint32_t k = 0; k < PT_CHUNK_SIZE; k++) {
             if (chunk[k].live && chunk[k].fd >= 0)
                 close(chunk[k].fd);
+            pthread_mutex_destroy(&chunk[k].lock_mu);
+        }
         free(chunk);
         t->chunks[c] = NULL;
     }

@@ -2,12 +2,13 @@
 /*
  * Real locks: GETLK, SETLK, SETLKW (POSIX locks and, with FUSE_LK_FLOCK, flock).
  *
- * POSIX locks are host OFD locks. Each (handle, lock owner) pair gets its own
- * open file description, reopened from /proc/self/fd of the handle's fd, so two
- * client processes conflict exactly as two host processes would, and a lock
- * owner's locks go away together (FLUSH unlocks them, RELEASE closes the fds).
- * Limitation: the same client process locking through two different opens of
- * one file gets two descriptions, which conflict with each other.
+ * POSIX locks are host OFD locks. Each (inode, lock owner) pair gets its own
+ * open file description, reopened from /proc/self/fd of a handle's fd, so two
+ * client processes conflict exactly as two host processes would, while one
+ * process locking through several opens of the file does not conflict with
+ * itself (POSIX: locks belong to the process). FLUSH (a close() in the client)
+ * unlocks all of its owner's locks on the file, as POSIX close() does; the
+ * descriptions are closed when the inode's last handle goes.
  * flock uses the handle's own fd: one open file description per client open.
  *
  * A SETLKW that cannot be granted at once does not hold the calling queue
@@ -82,26 +83,47 @@ void pt_locks_kick(struct pt_fs *fs)
     pthread_mutex_unlock(&l->lock);
 }
 
-void pt_lock_owners_free_locked(struct pt_handle *h)
+void pt_lock_handle_opened(struct pt_inode *i)
 {
-    while (h->owners) {
-        struct pt_lock_owner *o = h->owners;
-        h->owners = o->next;
-        close(o->fd);
-        pt_fd_unreserve(h->fs);
+    pthread_mutex_lock(&i->lock_mu);
+    i->nhandles++;
+    pthread_mutex_unlock(&i->lock_mu);
+}
+
+void pt_lock_handle_closed(struct pt_inode *i)
+{
+    struct pt_lock_owner *list = NULL;
+
+    pthread_mutex_lock(&i->lock_mu);
+    if (--i->nhandles == 0) {
+        list = i->owners;
+        i->owners = NULL;
+    }
+    pthread_mutex_unlock(&i->lock_mu);
+    while (list) {
+        struct pt_lock_owner *o = list;
+        list = o->next;
+        close(o->fd); /* drops every lock of this owner on the host */
+        pt_fd_unreserve(i->fs);
         free(o);
     }
 }
 
-/* The owner's fd (borrowed: lives as long as the handle), created on first use. */
+/*
+ * The owner's fd on the inode of h (borrowed: lives while any handle of the
+ * inode is open, and the caller holds h), created on first use from h's fd.
+ * Read-write when the host allows, so one owner can take read and write locks
+ * whichever of its opens it uses; the open mode itself is checked by the caller.
+ */
 static int pt_owner_fd(struct pt_handle *h, uint64_t owner)
 {
+    struct pt_inode *i = h->ino;
     struct pt_lock_owner *o;
     char num[16];
     int fd, ret;
 
-    pthread_mutex_lock(&h->lock);
-    for (o = h->owners; o; o = o->next) {
+    pthread_mutex_lock(&i->lock_mu);
+    for (o = i->owners; o; o = o->next) {
         if (o->owner == owner) {
             fd = o->fd;
             goto unlock;
@@ -115,7 +137,11 @@ static int pt_owner_fd(struct pt_handle *h, uint64_t owner)
     o = calloc(1, sizeof(*o));
     snprintf(num, sizeof(num), "%d", h->fd);
     /* Same file, a new open file description; no O_TRUNC, no O_CREAT. */
-    fd = o ? openat(h->fs->proc_self_fd, num, (h->flags & O_ACCMODE) | O_CLOEXEC) : -1;
+    fd = -1;
+    if (o && !h->fs->readonly)
+        fd = openat(h->fs->proc_self_fd, num, O_RDWR | O_CLOEXEC);
+    if (o && fd < 0)
+        fd = openat(h->fs->proc_self_fd, num, (h->flags & O_ACCMODE) | O_CLOEXEC);
     if (fd < 0) {
         fd = o ? -errno : -ENOMEM;
         free(o);
@@ -124,27 +150,28 @@ static int pt_owner_fd(struct pt_handle *h, uint64_t owner)
     }
     o->owner = owner;
     o->fd = fd;
-    o->next = h->owners;
-    h->owners = o;
+    o->next = i->owners;
+    i->owners = o;
 unlock:
-    pthread_mutex_unlock(&h->lock);
+    pthread_mutex_unlock(&i->lock_mu);
     return fd;
 }
 
 void pt_lock_release_owner(struct pt_handle *h, uint64_t owner)
 {
     struct flock fl = { .l_type = F_UNLCK, .l_whence = SEEK_SET };
+    struct pt_inode *i = h->ino;
     bool found = false;
 
-    pthread_mutex_lock(&h->lock);
-    for (struct pt_lock_owner *o = h->owners; o; o = o->next) {
+    pthread_mutex_lock(&i->lock_mu);
+    for (struct pt_lock_owner *o = i->owners; o; o = o->next) {
         if (o->owner == owner) {
             (void)fcntl(o->fd, F_OFD_SETLK, &fl);
             found = true;
             break;
         }
     }
-    pthread_mutex_unlock(&h->lock);
+    pthread_mutex_unlock(&i->lock_mu);
     if (found)
         pt_locks_kick(h->fs);
 }
@@ -325,6 +352,11 @@ int pt_op_setlk(struct fll_req *r, uint64_t nodeid, const struct fuse_lk_in *in,
         ret = pt_lk_to_flock(&in->lk, &wt.fl);
         if (ret < 0)
             return ret;
+        /* fcntl(2): a read lock needs a readable open, a write lock a writable one. */
+        int acc = h->flags & O_ACCMODE;
+        if ((wt.fl.l_type == F_RDLCK && acc == O_WRONLY) ||
+            (wt.fl.l_type == F_WRLCK && acc == O_RDONLY))
+            return -EBADF;
         wt.fd = pt_owner_fd(h, in->owner);
         if (wt.fd < 0)
             return wt.fd;

@@ -15,10 +15,11 @@
  *   lock.c      POSIX (OFD) locks, flock, the SETLKW waiter thread
  *
  * Lock order (take in this order, never the reverse):
- *   1. pt_handle.lock        (per handle: owners, directory stream)
- *   2. pt_locks.lock         (SETLKW waiter list)
- *   3. pt_itab.lock          (inode table)
- *   4. pt_htab.lock          (handle table free list; allocation only)
+ *   1. pt_handle.lock        (per handle: directory stream)
+ *   2. pt_inode.lock_mu      (per inode: lock owners, open handle count)
+ *   3. pt_locks.lock         (SETLKW waiter list)
+ *   4. pt_itab.lock          (inode table)
+ *   5. pt_htab.lock          (handle table free list; allocation only)
  * No lock is held across a blocking syscall on guest-chosen objects except
  * pt_handle.lock around a directory's getdents.
  */
@@ -80,6 +81,10 @@ struct pt_inode {
     uint32_t fnext;      /* free list, 0 = end */
     /* Lock-free: the remapped security.capability is known to be absent. */
     atomic_bool cap_clean;
+    /* Protected by lock_mu (initialised with the chunk, never destroyed before it): */
+    pthread_mutex_t lock_mu;
+    struct pt_lock_owner *owners; /* POSIX lock owners' open file descriptions */
+    unsigned nhandles;            /* open handles on this inode */
 };
 
 struct pt_itab {
@@ -147,9 +152,8 @@ struct pt_handle {
     bool is_dir;
     struct pt_inode *ino;            /* referenced */
     uint64_t nodeid;
-    /* Protected by lock: */
+    /* Protected by lock: the directory stream position */
     pthread_mutex_t lock;
-    struct pt_lock_owner *owners;
     /* Protected by pt_htab.lock: */
     uint32_t fnext;
 };
@@ -254,8 +258,9 @@ int pt_locks_init(struct pt_locks *l);
 void pt_locks_cancel_all(struct pt_fs *fs, int err, bool stop);
 /* Something may have been unlocked: parked SETLKWs retry now. */
 void pt_locks_kick(struct pt_fs *fs);
-/* Called with h->lock held from the handle's last put: frees owners. */
-void pt_lock_owners_free_locked(struct pt_handle *h);
+/* A handle of inode i opens / is freed: the last one closes the owners' fds. */
+void pt_lock_handle_opened(struct pt_inode *i);
+void pt_lock_handle_closed(struct pt_inode *i);
 
 /* ---- The filesystem ---------------------------------------------------------- */
 

@@ -86,6 +86,32 @@ static void test_two_owners_conflict(void **state)
     pt_t_down(t);
 }
 
+static void test_owner_spans_opens(void **state)
+{
+    struct lk a, b;
+    struct pt_t *t = setup(&a, &b);
+    PT_REQ(t, q);
+
+    /* One client process (owner 1) locking through two opens: no conflict with itself. */
+    assert_int_equal(setlk_now(&a, 1, F_WRLCK, false), 0);
+    assert_int_equal(setlk_now(&b, 1, F_WRLCK, false), 0);
+    assert_int_equal(setlk_now(&b, 2, F_RDLCK, false), -EAGAIN);
+    /* Its close() of either open (FLUSH) drops all its locks on the file. */
+    struct fuse_flush_in fl = { .fh = b.fh, .lock_owner = 1 };
+    assert_int_equal(t->ops->flush(&q.r, b.node, &fl), 0);
+    assert_int_equal(setlk_now(&a, 2, F_WRLCK, false), 0);
+    /* Releasing every open drops the remaining owners' locks. */
+    assert_int_equal(pt_t_release(t, a.node, a.fh), 0);
+    assert_int_equal(pt_t_release(t, b.node, b.fh), 0);
+    assert_int_equal(pt_fs_fds_in_use(t->fs), 2); /* root + the still known inode */
+    uint64_t c = pt_t_open(t, a.node, O_RDONLY);
+    struct lk lc = { .t = t, .node = a.node, .fh = c };
+    assert_int_equal(setlk_now(&lc, 3, F_RDLCK, false), 0);
+    /* The open's mode decides which locks it may take. */
+    assert_int_equal(setlk_now(&lc, 3, F_WRLCK, false), -EBADF);
+    pt_t_down(t);
+}
+
 static void test_setlkw_completes_after_unlock(void **state)
 {
     struct lk a, b;
@@ -104,7 +130,7 @@ static void test_setlkw_completes_after_unlock(void **state)
     pt_t_down(t);
 }
 
-static void test_setlkw_completes_after_release_of_holder(void **state)
+static void test_setlkw_completes_after_close_of_holder(void **state)
 {
     struct lk a, b;
     struct pt_t *t = setup(&a, &b);
@@ -114,6 +140,12 @@ static void test_setlkw_completes_after_release_of_holder(void **state)
     pt_t_req_init(t, &w, 0, 0);
     assert_int_equal(setlk(&b, &w, 2, F_WRLCK, 0, OFFSET_MAX, true, false), FLL_ASYNC);
     assert_false(pt_t_is_done(&w));
+    /* The holder's close() in the client: FLUSH with its owner, then RELEASE. */
+    {
+        PT_REQ(t, q);
+        struct fuse_flush_in fl = { .fh = a.fh, .lock_owner = 1 };
+        assert_int_equal(t->ops->flush(&q.r, a.node, &fl), 0);
+    }
     assert_int_equal(pt_t_release(t, a.node, a.fh), 0);
     assert_int_equal(pt_t_wait(&w), 0);
     pt_t_down(t);
@@ -232,8 +264,9 @@ int main(void)
 {
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(test_two_owners_conflict),
+        cmocka_unit_test(test_owner_spans_opens),
         cmocka_unit_test(test_setlkw_completes_after_unlock),
-        cmocka_unit_test(test_setlkw_completes_after_release_of_holder),
+        cmocka_unit_test(test_setlkw_completes_after_close_of_holder),
         cmocka_unit_test(test_setlkw_ends_when_its_handle_is_released),
         cmocka_unit_test(test_setlkw_interrupted),
         cmocka_unit_test(test_setlkw_cancelled_by_reset),
