@@ -88,7 +88,7 @@ void vdev_reset(struct vufsd_dev *dev)
     dev->features = 0;
     dev->protocol_features = 0;
     dev->status = 0;
-    dev->state = VDEV_NEW;
+    vdev_set_owned(dev, false);
     vdev_clear_broken(dev);
     if (dev->c.fs_reset)
         dev->c.fs_reset(dev->c.fs);
@@ -110,6 +110,14 @@ void vdev_free(struct vufsd_dev *dev)
     pthread_mutex_destroy(&dev->mem_lock);
     pthread_mutex_destroy(&dev->backend_lock);
     free(dev);
+}
+
+void vdev_set_owned(struct vufsd_dev *dev, bool owned)
+{
+    /* Leaving OWNED requires every queue stopped (the diagram's RESET_OWNER edge). */
+    for (unsigned i = 0; !owned && i < VDEV_MAX_QUEUES; i++)
+        assert(dev->q[i].state == VQT_IDLE);
+    dev->state = owned ? VDEV_OWNED : VDEV_NEW;
 }
 
 bool vdev_has_feature(const struct vufsd_dev *dev, unsigned bit)

@@ -152,6 +152,8 @@ struct vufsd_dev {
 struct vufsd_dev *vdev_new(const struct vdev_config *c, int *err);
 /* Stops every queue (waiting for in-flight requests), closes all fds, resets the fs. */
 void vdev_free(struct vufsd_dev *dev);
+/* NEW -> OWNED (SET_OWNER; repeated SET_OWNER is tolerated) and back (reset). */
+void vdev_set_owned(struct vufsd_dev *dev, bool owned);
 /* RESET_OWNER: back to NEW with clean state; the fs is reset. */
 void vdev_reset(struct vufsd_dev *dev);
 bool vdev_has_feature(const struct vufsd_dev *dev, unsigned bit);

@@ -33,6 +33,16 @@ struct vqt_req {
 /* Set while a queue thread runs a batch: completions on it defer the signal. */
 static __thread struct vufsd_queue *vqt_batch_queue;
 
+/* The only transitions the queue diagram in device.h allows (message thread only). */
+static void vqt_set_state(struct vufsd_queue *q, enum vqt_state to)
+{
+    assert((q->state == VQT_IDLE && to == VQT_RUNNING) ||
+           (q->state == VQT_RUNNING && to == VQT_STOPPING) ||
+           (q->state == VQT_RUNNING && to == VQT_IDLE) || /* its thread failed to start */
+           (q->state == VQT_STOPPING && to == VQT_IDLE));
+    q->state = to;
+}
+
 static void vqt_close(int *fd)
 {
     if (*fd >= 0)
@@ -370,10 +380,10 @@ int vqt_start(struct vufsd_queue *q)
         __atomic_store_n(&q->enabled, true, __ATOMIC_RELEASE);
     __atomic_store_n(&q->stop, false, __ATOMIC_RELEASE);
     vqt_drain(q->wake_fd);
-    q->state = VQT_RUNNING;
+    vqt_set_state(q, VQT_RUNNING);
     ret = pthread_create(&q->thread, NULL, vqt_thread, q);
     if (ret) {
-        q->state = VQT_IDLE;
+        vqt_set_state(q, VQT_IDLE);
         vlog_err("queue %u: cannot start its thread: %s", q->index, strerror(ret));
         return -ret;
     }
@@ -386,7 +396,7 @@ void vqt_stop(struct vufsd_queue *q)
 {
     if (q->state != VQT_RUNNING)
         return;
-    q->state = VQT_STOPPING;
+    vqt_set_state(q, VQT_STOPPING);
     __atomic_store_n(&q->stop, true, __ATOMIC_RELEASE);
     vqt_wake(q);
     pthread_join(q->thread, NULL);
@@ -398,6 +408,7 @@ void vqt_stop(struct vufsd_queue *q)
 
     q->base = q->ring.last_avail_idx;
     vqt_close(&q->kick_fd);
-    q->state = VQT_IDLE;
+    assert(q->inflight == 0);
+    vqt_set_state(q, VQT_IDLE);
     vlog_debug("queue %u stopped at avail index %u", q->index, q->base);
 }

@@ -106,7 +106,7 @@ static int vu_get_queue_num(struct vufsd_dev *dev, struct vu_msg *m, int *fds, i
 static int vu_set_owner(struct vufsd_dev *dev, struct vu_msg *m, int *fds, int nfds,
                         struct vu_msg *reply)
 {
-    dev->state = VDEV_OWNED;
+    vdev_set_owned(dev, true);
     return 0;
 }
 

@@ -162,6 +162,54 @@ def test_broken_ring_then_reset(d, c):
     check(d.wait_exit(30) == 0, "exit status after disconnect")
 
 
+ADD_MEM_REG, REM_MEM_REG = 37, 38
+GPA_B = GPA + MEMSZ  # region B starts where A ends
+UVA_B = UVA + 0x10000000
+
+
+def init_request(unique):
+    init_in = struct.pack("<IIII", 7, 38, 0x20000, 0) + b"\0" * 48
+    hdr = struct.pack("<IIQQIIIHH", 40 + len(init_in), 26, unique, 0, 0, 0, 1, 0, 0)
+    return hdr + init_in
+
+
+def test_mem_hotplug(d, c):
+    """Regions added and removed while the ring runs; a reply straddling two regions."""
+    c.handshake()
+    g = Guest(c)
+    g.start()
+    fd_b = os.memfd_create("guest-b")
+    os.ftruncate(fd_b, MEMSZ)
+    mb = mmap.mmap(fd_b, MEMSZ)
+    region_b = struct.pack("<QQQQQ", 0, GPA_B, MEMSZ, UVA_B, 0)
+    check(c.call(ADD_MEM_REG, region_b, fds=[fd_b]) == 0, "ADD_MEM_REG")
+    # Request in B; reply buffer = last 8 bytes of A + the start of B.
+    req = init_request(0x77)
+    mb[0x100:0x100 + len(req)] = req
+    g.desc(0, GPA_B + 0x100, len(req), 1, 1)
+    g.desc(1, GPA_B - 8, 4096, 2, 0)
+    g.m[MEMSZ - 8:MEMSZ] = b"\xff" * 8  # poison the split reply header
+    mb[0:8] = b"\xff" * 8
+    g.submit(0)
+    used_id, used_len = g.wait_used(1)
+    check(used_id == 0, "used id %d" % used_id)
+    out = bytes(g.m[MEMSZ - 8:MEMSZ]) + bytes(mb[0:8])
+    length, error, uniq = struct.unpack("<IiQ", out)
+    check(error == 0 and uniq == 0x77, "straddled reply: error %d unique %#x" % (error, uniq))
+    check(used_len == length and length > 16, "used len %d, reply len %d" % (used_len, length))
+    # Remove B: a chain pointing into it is now outside guest memory.
+    check(c.call(REM_MEM_REG, region_b) == 0, "REM_MEM_REG")
+    check(c.call(REM_MEM_REG, region_b) != 0, "REM_MEM_REG of a removed region accepted")
+    g.desc(2, GPA_B + 0x100, len(req), 1, 3)
+    g.desc(3, GPA + BUF, 4096, 2, 0)
+    g.submit(2)
+    d.wait_log("device marked broken", 30)
+    check("Bad address" in d.text(), "EFAULT not reported:\n" + d.text())
+    check(d.alive(), "daemon died on a chain into a removed region")
+    c.close()
+    check(d.wait_exit(30) == 0, "exit status after disconnect")
+
+
 def test_oversized_header(d, c):
     c.handshake()
     c.send(GET_FEATURES, b"", size=0x100000)  # claims a 1 MiB payload
@@ -178,7 +226,7 @@ if __name__ == "__main__":
     try:
         {"messages": test_bad_messages, "broken": test_broken_ring_then_reset,
          "broken-pool": test_broken_ring_then_reset,
-         "oversized": test_oversized_header}[which](d, c)
+         "oversized": test_oversized_header, "hotplug": test_mem_hotplug}[which](d, c)
     finally:
         d.term()
         d.wait_exit(30)

@@ -76,6 +76,29 @@ def test_signals():
     shutil.rmtree(d.dir, ignore_errors=True)
 
 
+def test_socket_group():
+    import grp
+    import stat
+    candidates = [g for g in grp.getgrall() if g.gr_gid != os.getegid()]
+    if os.geteuid() != 0:
+        candidates = [g for g in candidates if g.gr_gid in os.getgroups()]
+    if candidates:
+        g = candidates[0]
+        d = Daemon(["--socket-group", g.gr_name])
+        d.wait_listening()
+        st = os.stat(d.sock)
+        check(st.st_gid == g.gr_gid, "socket group %d, wanted %d" % (st.st_gid, g.gr_gid))
+        check(stat.S_IMODE(st.st_mode) == 0o660, "socket mode %o" % stat.S_IMODE(st.st_mode))
+        d.term()
+        check(d.wait_exit(30) == 0, "exit status")
+        shutil.rmtree(d.dir, ignore_errors=True)
+    d = Daemon(["--socket-group", "no-such-group-vufsd"])
+    rc = d.wait_exit(30)
+    check(rc == 1 and "no group named" in d.text(), "unknown group: %d\n%s" % (rc, d.text()))
+    check(not os.path.exists(d.sock), "socket left behind by a failed start")
+    shutil.rmtree(d.dir, ignore_errors=True)
+
+
 def run(args):
     return subprocess.run([VUFSD] + args, capture_output=True, text=True, timeout=30)
 
@@ -144,6 +167,6 @@ def test_fd_handover():
 
 if __name__ == "__main__":
     tests = {"pidfile": test_pidfile, "stale": test_stale_socket, "signals": test_signals,
-             "cli": test_command_line, "fd": test_fd_handover}
+             "cli": test_command_line, "fd": test_fd_handover, "group": test_socket_group}
     tests[sys.argv[1]]()
     print("PASS")

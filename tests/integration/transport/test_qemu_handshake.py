@@ -7,6 +7,7 @@ import os
 import shutil
 import subprocess
 import sys
+import time
 
 from vutest import Daemon, check, fail, qemu_cmd, QEMU
 
@@ -24,13 +25,12 @@ def wait_handshake(d, nth):
     for name in HANDSHAKE:
         needle = "vhost-user: %s done" % name
         deadline_ok = False
-        for _ in range(2400):
+        for _ in range(2400):  # 120 s: QEMU under TCG on a loaded machine
             if d.text().count(needle) >= nth:
                 deadline_ok = True
                 break
             if not d.alive():
                 fail("vufsd died during the handshake:\n" + d.text())
-            import time
             time.sleep(0.05)
         check(deadline_ok, "handshake step %s (#%d) missing:\n%s" % (name, nth, d.text()))
     # QEMU's order: features, then protocol features, then ownership.
