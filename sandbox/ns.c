@@ -9,14 +9,16 @@
  *     | sb_enter_pid_ns(): unshare(CLONE_NEWPID), fork
  *     +-- parent: forwards SIGTERM/SIGINT/SIGHUP, waits, exits with the status
  *     +-- child (pid 1 in the new pid namespace): returns 0
- *           | sb_enter(): unshare(NEWNS|NEWNET|NEWIPC|NEWUTS)
+ *           | sb_enter(): open SHARED (O_PATH) = SHARE_FD, on the original mount
+ *           | unshare(NEWNS|NEWNET|NEWIPC|NEWUTS)
  *           | mount --make-rslave /        our mounts never reach the host
  *           | mount proc /proc             a proc of the new pid namespace
  *           | open /proc/self/fd (O_PATH)  kept for the passthrough's reopens
  *           | mount --rbind SHARED SHARED  pivot_root needs a mount point
  *           | chdir SHARED; pivot_root . .  old root stacked on top of the new
  *           | umount2 . MNT_DETACH         the host's tree is gone
- *           v chdir /
+ *           | fchdir SHARE_FD; chroot .  root = the share as the fs opened it,
+ *           v chdir /                    so '..' from its older fds stops too
  *
  * Chroot mode opens the proc fd, then chroot(SHARED) and chdir("/"). It keeps the
  * host's mount, network and pid view, for containers that cannot unshare.
@@ -171,6 +173,12 @@ static int sb_enter_chroot(const struct sb_config *cfg, int *proc_self_fd)
 
 static int sb_enter_namespace(const struct sb_config *cfg, int *proc_self_fd)
 {
+    /* The shared directory exactly as the filesystem opened it: same mount (of
+     * the original namespace; unshare copies every mount) and same dentry. */
+    _sb_cleanup_close_ int share_fd = open(cfg->shared_dir, O_PATH | O_DIRECTORY | O_CLOEXEC);
+    if (share_fd < 0)
+        return -errno;
+
     if (unshare(CLONE_NEWNS | CLONE_NEWNET | CLONE_NEWIPC | CLONE_NEWUTS) < 0)
         return -errno;
 
@@ -197,6 +205,12 @@ static int sb_enter_namespace(const struct sb_config *cfg, int *proc_self_fd)
         return -errno;
     SB_NOTE_ROOT_SWITCH();
     if (umount2(".", MNT_DETACH) < 0)
+        return -errno;
+    /* The filesystem's fds were opened before the switch, on the original mount
+     * of the shared directory, not on the bind that is now "/": '..' from them
+     * would still climb into the (detached) host tree. Rooting the process at
+     * that original directory makes '..' stop there for every one of them. */
+    if (fchdir(share_fd) < 0 || chroot(".") < 0)
         return -errno;
     if (chdir("/") < 0)
         return -errno;

@@ -10,6 +10,7 @@
 #include <grp.h>
 #include <net/if.h>
 #include <sched.h>
+#include <sys/mount.h>
 #include <sys/stat.h>
 #include <sys/utsname.h>
 #include <linux/capability.h>
@@ -117,6 +118,53 @@ static int check_proc_reopen(int proc_fd)
     return n > 0 && strcmp(buf, "hello from the share\n") == 0;
 }
 
+/*
+ * The filesystem opens the share before the sandbox; '..' from that fd (and
+ * from anything opened through it) must stop at the share afterwards, exactly
+ * as '..' of "/" does.
+ */
+static int check_old_fd_confined(int share_fd)
+{
+    struct stat root, up, upup;
+    if (stat("/", &root) < 0 || fstatat(share_fd, "..", &up, 0) < 0 ||
+        fstatat(share_fd, "sub/../..", &upup, 0) < 0)
+        return 0;
+    return up.st_ino == root.st_ino && up.st_dev == root.st_dev &&
+           upup.st_ino == root.st_ino && upup.st_dev == root.st_dev;
+}
+
+/* A mount below the share on the host (a submount) stays visible inside. */
+static int make_submount(void)
+{
+    char p[320];
+    snprintf(p, sizeof(p), "%s/sub", share);
+    if (unshare(CLONE_NEWNS) < 0 || mount(NULL, "/", NULL, MS_REC | MS_SLAVE, NULL) < 0 ||
+        mount("vufsd-sub", p, "tmpfs", 0, NULL) < 0)
+        return 0;
+    snprintf(p, sizeof(p), "%s/sub/on-submount", share);
+    int fd = open(p, O_CREAT | O_WRONLY | O_CLOEXEC, 0644);
+    if (fd < 0)
+        return 0;
+    close(fd);
+    /* Like the host's namespace, this one must outlive our leaving it (a dead
+     * namespace's mounts are dissolved): a helper stays in it until we exit. */
+    int keep[2];
+    if (pipe(keep) < 0)
+        return 0;
+    pid_t helper = fork();
+    if (helper < 0)
+        return 0;
+    if (helper == 0) {
+        char c;
+        close(keep[1]);
+        while (read(keep[0], &c, 1) > 0)
+            ;
+        _exit(0);
+    }
+    close(keep[0]); /* keep[1] stays open until this child exits */
+    return 1;
+}
+
 static int child_namespace(void *arg)
 {
     int with_pidns = *(int *)arg;
@@ -127,6 +175,9 @@ static int child_namespace(void *arg)
     }
     struct utsname host;
     SB_CHECK(uname(&host) == 0);
+    SB_CHECK(make_submount());
+    int share_fd = open(share, O_PATH | O_DIRECTORY | O_CLOEXEC);
+    SB_CHECK(share_fd >= 0);
 
     struct sb_config cfg = { .mode = SB_MODE_NAMESPACE, .shared_dir = share };
     int proc_fd = -1;
@@ -135,6 +186,10 @@ static int child_namespace(void *arg)
     SB_CHECK(check_root_is_share());
     SB_CHECK(check_host_invisible());
     SB_CHECK(check_proc_reopen(proc_fd));
+    SB_CHECK(check_old_fd_confined(share_fd));
+    SB_CHECK(access("/sub/on-submount", F_OK) == 0);
+    SB_CHECK(faccessat(share_fd, "sub/on-submount", F_OK, 0) == 0);
+    close(share_fd);
     char cwd[64];
     SB_CHECK(getcwd(cwd, sizeof(cwd)) && strcmp(cwd, "/") == 0);
 
@@ -190,6 +245,9 @@ static void test_namespace(void **state)
 
 static int child_chroot(void *arg)
 {
+    SB_CHECK(make_submount());
+    int share_fd = open(share, O_PATH | O_DIRECTORY | O_CLOEXEC);
+    SB_CHECK(share_fd >= 0);
     struct sb_config cfg = { .mode = SB_MODE_CHROOT, .shared_dir = share };
     int proc_fd = -1;
     SB_CHECK(sb_enter(&cfg, &proc_fd) == 0);
@@ -197,6 +255,9 @@ static int child_chroot(void *arg)
     SB_CHECK(check_root_is_share());
     SB_CHECK(check_host_invisible());
     SB_CHECK(check_proc_reopen(proc_fd));
+    SB_CHECK(check_old_fd_confined(share_fd));
+    SB_CHECK(access("/sub/on-submount", F_OK) == 0);
+    close(share_fd);
     close(proc_fd);
     return 0;
 }
