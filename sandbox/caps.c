@@ -21,15 +21,15 @@ static const struct {
     int cap;
     unsigned features; /* 0 = always */
 } sb_base_caps[] = {
-    { CAP_CHOWN, 0 },                            /* SETATTR uid/gid, creates as the guest user */
-    { CAP_DAC_OVERRIDE, 0 },                     /* access files whatever their mode (root guest) */
-    { CAP_DAC_READ_SEARCH, SB_FEAT_FILE_HANDLES }, /* open_by_handle_at */
-    { CAP_FOWNER, 0 },                           /* utimes, chmod on files of other users */
-    { CAP_FSETID, 0 },                           /* keep SUID/SGID when the guest asks for it */
-    { CAP_MKNOD, 0 },                            /* FUSE_MKNOD of device nodes (never opened) */
-    { CAP_SETFCAP, 0 },                          /* security.capability xattrs */
-    { CAP_SETGID, 0 },                           /* switch to the caller's gid for creates */
-    { CAP_SETUID, 0 },                           /* switch to the caller's uid for creates */
+    {CAP_CHOWN, 0},                              /* SETATTR uid/gid, creates as the guest user */
+    {CAP_DAC_OVERRIDE, 0},                       /* access files whatever their mode (root guest) */
+    {CAP_DAC_READ_SEARCH, SB_FEAT_FILE_HANDLES}, /* open_by_handle_at */
+    {CAP_FOWNER, 0},                             /* utimes, chmod on files of other users */
+    {CAP_FSETID, 0},                             /* keep SUID/SGID when the guest asks for it */
+    {CAP_MKNOD, 0},                              /* FUSE_MKNOD of device nodes (never opened) */
+    {CAP_SETFCAP, 0},                            /* security.capability xattrs */
+    {CAP_SETGID, 0},                             /* switch to the caller's gid for creates */
+    {CAP_SETUID, 0},                             /* switch to the caller's uid for creates */
 };
 
 int sb_cap_from_name(const char *name)

@@ -36,7 +36,7 @@
 #include "sandbox_i.h"
 
 /* The signals the pid namespace parent forwards to the daemon. */
-static const int sb_forwarded[] = { SIGTERM, SIGINT, SIGHUP };
+static const int sb_forwarded[] = {SIGTERM, SIGINT, SIGHUP};
 #define SB_NFORWARDED (sizeof(sb_forwarded) / sizeof(sb_forwarded[0]))
 
 static void sb_forwarded_set(sigset_t *set)
@@ -110,7 +110,7 @@ int sb_enter_pid_ns(void)
     if (pid == 0) {
         /* The parent is our link to the operator: if it dies, so do we. */
         prctl(PR_SET_PDEATHSIG, SIGKILL);
-        struct sigaction sa = { .sa_handler = sb_pid1_signal };
+        struct sigaction sa = {.sa_handler = sb_pid1_signal};
         sigemptyset(&sa.sa_mask);
         for (size_t i = 0; i < SB_NFORWARDED; i++)
             sigaction(sb_forwarded[i], &sa, NULL);

@@ -59,7 +59,7 @@ int sb_apply_rlimit(const struct sb_config *cfg, uint64_t *applied)
         return -errno;
 
     uint64_t want = sb_rlimit_default(cfg->rlimit_nofile, sb_read_nr_open());
-    struct rlimit rl = { .rlim_cur = want, .rlim_max = want };
+    struct rlimit rl = {.rlim_cur = want, .rlim_max = want};
     /* Never lower a hard limit the operator gave us beyond what we use. */
     if (cur.rlim_max != RLIM_INFINITY && cur.rlim_max > want && cfg->rlimit_nofile == 0)
         rl.rlim_max = cur.rlim_max;

@@ -102,8 +102,7 @@ int sb_config_check(const struct sb_config *cfg, const char **msg)
                "capability names";
         return -EINVAL;
     }
-    if (cfg->mode == SB_MODE_NONE && cfg->seccomp == SB_SECCOMP_NONE &&
-        !cfg->unsafe_no_isolation) {
+    if (cfg->mode == SB_MODE_NONE && cfg->seccomp == SB_SECCOMP_NONE && !cfg->unsafe_no_isolation) {
         *msg = "--sandbox none together with --seccomp none leaves the host unprotected "
                "from the guest; add the explicit unsafe switch to run like this";
         return -EPERM;
@@ -113,7 +112,7 @@ int sb_config_check(const struct sb_config *cfg, const char **msg)
 
 /* Appends to buf at *len (snprintf style: *len may grow past size). */
 __attribute__((format(printf, 4, 5))) static void sb_append(char *buf, size_t size, size_t *len,
-                                                           const char *fmt, ...)
+                                                            const char *fmt, ...)
 {
     va_list ap;
     va_start(ap, fmt);

@@ -64,12 +64,12 @@ enum {
 
 struct sb_config {
     enum sb_mode mode;
-    const char *shared_dir;          /* absolute or relative host path */
+    const char *shared_dir; /* absolute or relative host path */
     enum sb_seccomp_action seccomp;
-    unsigned features;               /* SB_FEAT_* */
-    const char *modcaps;             /* "+cap:-cap", NULL or "" for none */
-    uint64_t rlimit_nofile;          /* 0 = default (see sb_rlimit_default) */
-    bool unsafe_no_isolation;        /* allows mode NONE with seccomp NONE */
+    unsigned features;        /* SB_FEAT_* */
+    const char *modcaps;      /* "+cap:-cap", NULL or "" for none */
+    uint64_t rlimit_nofile;   /* 0 = default (see sb_rlimit_default) */
+    bool unsafe_no_isolation; /* allows mode NONE with seccomp NONE */
 };
 
 /* ---- Configuration --------------------------------------------------------------- */

@@ -53,8 +53,8 @@ enum sb_arg_rule {
 };
 
 struct sb_syscall {
-    const char *name;      /* libseccomp name; skipped where the arch lacks it */
-    unsigned features;     /* 0 = always, else any of SB_FEAT_* (or SB_FEAT_SANITIZER_) */
+    const char *name;  /* libseccomp name; skipped where the arch lacks it */
+    unsigned features; /* 0 = always, else any of SB_FEAT_* (or SB_FEAT_SANITIZER_) */
     enum sb_arg_rule args;
     const char *reason;
 };

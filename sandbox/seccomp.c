@@ -106,8 +106,8 @@ static int sb_add_entry(scmp_filter_ctx ctx, const struct sb_syscall *s, unsigne
     case SB_ARGS_CLONE_THREAD:
         if (SB_SANITIZER)
             return seccomp_rule_add(ctx, SCMP_ACT_ALLOW, nr, 0);
-        /* The flags are the first argument on every architecture vufsd builds
-         * for (x86_64, aarch64, ppc64le, s390x has them second: handled below). */
+            /* The flags are the first argument on every architecture vufsd builds
+             * for (x86_64, aarch64, ppc64le, s390x has them second: handled below). */
 #if defined(__s390x__)
         return seccomp_rule_add(ctx, SCMP_ACT_ALLOW, nr, 1,
                                 SCMP_A1(SCMP_CMP_MASKED_EQ, CLONE_THREAD, CLONE_THREAD));
@@ -126,12 +126,12 @@ static int sb_add_entry(scmp_filter_ctx ctx, const struct sb_syscall *s, unsigne
         return r;
     }
     case SB_ARGS_IOCTL: {
-        unsigned long cmds[2] = { TCGETS, FUSE_DEV_IOC_CLONE };
+        unsigned long cmds[2] = {TCGETS, FUSE_DEV_IOC_CLONE};
         size_t n = (features & SB_FEAT_DEVFUSE) ? 2 : 1;
         return sb_add_values(ctx, nr, 1, cmds, n);
     }
     case SB_ARGS_SOCKET_UNIX: {
-        unsigned long fam[1] = { AF_UNIX };
+        unsigned long fam[1] = {AF_UNIX};
         return sb_add_values(ctx, nr, 0, fam, 1);
     }
     }

@@ -85,7 +85,7 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
     uint8_t w0 = fz_u8(&in);
     uint64_t slots = (w0 & 7) + 1;
     uint64_t page = (w0 & 8) ? 65536 : 4096;
-    static const unsigned fail[4] = { 0, 5, 20, 50 };
+    static const unsigned fail[4] = {0, 5, 20, 50};
 
     static struct fake_fe fe;
     fake_init(&fe, slots * DAX_RANGE_SIZE, page);

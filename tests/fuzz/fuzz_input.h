@@ -65,12 +65,12 @@ static inline size_t fz_fill(struct fz_in *in, void *dst, size_t n)
 }
 
 /* The harness's own invariant broke: a finding, reported like a crash. */
-#define FZ_REQUIRE(cond)                                                                    \
-    do {                                                                                    \
-        if (!(cond)) {                                                                      \
-            fprintf(stderr, "%s:%d: invariant broken: %s\n", __FILE__, __LINE__, #cond);    \
-            abort();                                                                        \
-        }                                                                                   \
+#define FZ_REQUIRE(cond)                                                                           \
+    do {                                                                                           \
+        if (!(cond)) {                                                                             \
+            fprintf(stderr, "%s:%d: invariant broken: %s\n", __FILE__, __LINE__, #cond);           \
+            abort();                                                                               \
+        }                                                                                          \
     } while (0)
 
 #endif

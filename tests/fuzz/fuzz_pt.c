@@ -59,7 +59,7 @@ static void fz_complete(struct fll_req *r, size_t out_len)
     fz_out_len = out_len;
 }
 
-static const struct fll_transport fz_transport = { .complete = fz_complete };
+static const struct fll_transport fz_transport = {.complete = fz_complete};
 
 /* ---- The confinement ---------------------------------------------------------------- */
 
@@ -86,7 +86,7 @@ static void fz_keep_writable(const char *path)
     }
     if (mount(dir, dir, NULL, MS_BIND, NULL) < 0)
         fz_die("bind a libFuzzer directory");
-    struct mount_attr rw = { .attr_clr = MOUNT_ATTR_RDONLY };
+    struct mount_attr rw = {.attr_clr = MOUNT_ATTR_RDONLY};
     if (syscall(SYS_mount_setattr, AT_FDCWD, dir, 0, &rw, sizeof(rw)) < 0)
         fz_die("make a libFuzzer directory writable");
 }
@@ -108,7 +108,7 @@ int LLVMFuzzerInitialize(int *argc, char ***argv)
         fz_die("unshare(CLONE_NEWNS)");
     if (mount(NULL, "/", NULL, MS_REC | MS_SLAVE, NULL) < 0)
         fz_die("make mounts slaves");
-    struct mount_attr ro = { .attr_set = MOUNT_ATTR_RDONLY };
+    struct mount_attr ro = {.attr_set = MOUNT_ATTR_RDONLY};
     if (syscall(SYS_mount_setattr, AT_FDCWD, "/", AT_RECURSIVE, &ro, sizeof(ro)) < 0)
         fz_die("make every mount read-only");
 
@@ -193,8 +193,8 @@ static void fz_send(struct fll_session *se, const uint8_t *req, size_t len, uint
             memcpy(in, &h, sizeof(h));
         }
     }
-    struct iovec iv = { in, len }, ov = { out, FZ_OUT_SIZE };
-    struct fll_req r = { .se = se, .in = &iv, .in_cnt = 1, .out = &ov, .out_cnt = 1 };
+    struct iovec iv = {in, len}, ov = {out, FZ_OUT_SIZE};
+    struct fll_req r = {.se = se, .in = &iv, .in_cnt = 1, .out = &ov, .out_cnt = 1};
     fz_completions = 0;
     fz_out_len = 0;
     fll_session_process(se, &r);
@@ -232,7 +232,10 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
     struct pt_fs *fs = pt_fs_new(&fz_cfg, &err);
     FZ_REQUIRE(fs != NULL);
     struct fll_session_config scfg = {
-        .ops = pt_fs_ops(), .fs = fs, .transport = &fz_transport, .max_write = 128 * 1024,
+        .ops = pt_fs_ops(),
+        .fs = fs,
+        .transport = &fz_transport,
+        .max_write = 128 * 1024,
     };
     struct fll_session *se = fll_session_new(&scfg);
     FZ_REQUIRE(se != NULL);

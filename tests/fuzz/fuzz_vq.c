@@ -29,12 +29,11 @@
 #include "mem.h"
 #include "virtqueue.h"
 
-#define FZ_REGIONS 4
+#define FZ_REGIONS    4
 #define FZ_REGION_MAX 16384u
-#define FZ_MAX_IOV 64u
+#define FZ_MAX_IOV    64u
 
-static void check_iovs(const struct vq_mem *m, const struct iovec *iov, unsigned cnt,
-                       unsigned max)
+static void check_iovs(const struct vq_mem *m, const struct iovec *iov, unsigned cnt, unsigned max)
 {
     FZ_REQUIRE(cnt <= max);
     for (unsigned i = 0; i < cnt; i++) {
@@ -58,11 +57,11 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
 
     static struct vq_mem mem;
     memset(&mem, 0, sizeof(mem));
-    uint8_t *blocks[FZ_REGIONS] = { 0 };
+    uint8_t *blocks[FZ_REGIONS] = {0};
 
     unsigned want = (fz_u8(&in) & 3) + 1;
     for (unsigned i = 0; i < FZ_REGIONS; i++) {
-        struct vmem_desc d = { 0 };
+        struct vmem_desc d = {0};
         /* Regions come from the (trusted) frontend: page-aligned, as QEMU's are. */
         d.gpa = fz_u64(&in) & ~(uint64_t)4095;
         d.size = (fz_u16(&in) % FZ_REGION_MAX) + 1;

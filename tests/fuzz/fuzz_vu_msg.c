@@ -58,11 +58,11 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
         if (msg->hdr.request == VU_SET_MEM_TABLE) {
             uint32_t n = msg->payload.mem.nregions;
             FZ_REQUIRE(n >= 1 && n <= VU_MEM_TABLE_REGIONS && (unsigned)nfds == n);
-            FZ_REQUIRE(payload_len == offsetof(struct vu_mem_table, regions) +
-                                          n * sizeof(struct vu_mem_region));
+            FZ_REQUIRE(payload_len ==
+                       offsetof(struct vu_mem_table, regions) + n * sizeof(struct vu_mem_region));
             for (uint32_t i = 0; i < n; i++) {
                 const struct vu_mem_region *mr = &msg->payload.mem.regions[i];
-                struct vmem_desc d = { mr->gpa, mr->size, mr->uva, mr->mmap_offset };
+                struct vmem_desc d = {mr->gpa, mr->size, mr->uva, mr->mmap_offset};
                 int c = vmem_desc_check(&mem, &d);
                 FZ_REQUIRE(c == 0 || c == -EINVAL || c == -EEXIST || c == -ENOSPC);
                 if (c == 0) {
@@ -78,11 +78,10 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
         } else if (msg->hdr.request == VU_ADD_MEM_REG) {
             FZ_REQUIRE(nfds == 1);
             const struct vu_mem_region *mr = &msg->payload.memreg.region;
-            struct vmem_desc d = { mr->gpa, mr->size, mr->uva, mr->mmap_offset };
+            struct vmem_desc d = {mr->gpa, mr->size, mr->uva, mr->mmap_offset};
             int c = vmem_desc_check(&mem, &d);
             FZ_REQUIRE(c == 0 || c == -EINVAL);
-        } else if (msg->hdr.request == VU_SET_VRING_KICK ||
-                   msg->hdr.request == VU_SET_VRING_CALL) {
+        } else if (msg->hdr.request == VU_SET_VRING_KICK || msg->hdr.request == VU_SET_VRING_CALL) {
             FZ_REQUIRE(nfds == ((msg->payload.u64 & VU_VRING_NOFD) ? 0 : 1));
         }
     }

@@ -22,13 +22,13 @@
 #include <cmocka.h>
 
 /* In a child: fail with a diagnostic on stderr and an exit code naming the line. */
-#define SB_CHECK(cond)                                                                      \
-    do {                                                                                    \
-        if (!(cond)) {                                                                      \
-            fprintf(stderr, "%s:%d: child check failed: %s (errno %d)\n", __FILE__,         \
-                    __LINE__, #cond, errno);                                                \
-            _exit(1 + __LINE__ % 250);                                                      \
-        }                                                                                   \
+#define SB_CHECK(cond)                                                                             \
+    do {                                                                                           \
+        if (!(cond)) {                                                                             \
+            fprintf(stderr, "%s:%d: child check failed: %s (errno %d)\n", __FILE__, __LINE__,      \
+                    #cond, errno);                                                                 \
+            _exit(1 + __LINE__ % 250);                                                             \
+        }                                                                                          \
     } while (0)
 
 /* Runs fn(arg) in a child; the child exits with fn's return value. Returns the
@@ -51,12 +51,12 @@ static inline int sb_test_fork(int (*fn)(void *), void *arg)
 }
 
 /* The child ran every check and exited 0. */
-#define sb_assert_child_ok(status)                                                          \
-    do {                                                                                    \
-        int st_ = (status);                                                                 \
-        if (!WIFEXITED(st_) || WEXITSTATUS(st_) != 0)                                       \
-            fail_msg("child: %s %d", WIFEXITED(st_) ? "exit" : "signal",                    \
-                     WIFEXITED(st_) ? WEXITSTATUS(st_) : WTERMSIG(st_));                    \
+#define sb_assert_child_ok(status)                                                                 \
+    do {                                                                                           \
+        int st_ = (status);                                                                        \
+        if (!WIFEXITED(st_) || WEXITSTATUS(st_) != 0)                                              \
+            fail_msg("child: %s %d", WIFEXITED(st_) ? "exit" : "signal",                           \
+                     WIFEXITED(st_) ? WEXITSTATUS(st_) : WTERMSIG(st_));                           \
     } while (0)
 
 /* Whether we may make namespaces, mount and drop capabilities (root with

@@ -8,8 +8,8 @@
 #include "sandbox_i.h"
 
 #define BIT(c) (1ull << (c))
-#define BASE_CAPS                                                                           \
-    (BIT(CAP_CHOWN) | BIT(CAP_DAC_OVERRIDE) | BIT(CAP_FOWNER) | BIT(CAP_FSETID) |           \
+#define BASE_CAPS                                                                                  \
+    (BIT(CAP_CHOWN) | BIT(CAP_DAC_OVERRIDE) | BIT(CAP_FOWNER) | BIT(CAP_FSETID) |                  \
      BIT(CAP_SETGID) | BIT(CAP_SETUID) | BIT(CAP_MKNOD) | BIT(CAP_SETFCAP))
 
 static void test_mode_parse(void **state)
@@ -28,7 +28,7 @@ static void test_mode_parse(void **state)
     assert_string_equal(sb_mode_name((enum sb_mode)42), "?");
 
     enum sb_seccomp_action a;
-    const char *names[] = { "kill", "log", "trap", "none" };
+    const char *names[] = {"kill", "log", "trap", "none"};
     for (unsigned i = 0; i < 4; i++) {
         assert_int_equal(sb_seccomp_action_parse(names[i], &a), 0);
         assert_int_equal(a, i);
@@ -45,8 +45,8 @@ static void test_default_mode(void **state)
 static void test_config_check(void **state)
 {
     const char *msg = "stale";
-    struct sb_config cfg = { .mode = SB_MODE_NAMESPACE, .shared_dir = "/srv",
-                             .seccomp = SB_SECCOMP_KILL };
+    struct sb_config cfg = {
+        .mode = SB_MODE_NAMESPACE, .shared_dir = "/srv", .seccomp = SB_SECCOMP_KILL};
     assert_int_equal(sb_config_check(&cfg, &msg), 0);
     assert_null(msg);
 
@@ -93,18 +93,20 @@ static void test_config_check(void **state)
 static void test_describe(void **state)
 {
     char buf[512];
-    struct sb_config cfg = { .mode = SB_MODE_NAMESPACE, .shared_dir = "/srv",
-                             .seccomp = SB_SECCOMP_KILL,
-                             .features = SB_FEAT_XATTR | SB_FEAT_LOCKS,
-                             .modcaps = "-mknod", .rlimit_nofile = 5000 };
+    struct sb_config cfg = {.mode = SB_MODE_NAMESPACE,
+                            .shared_dir = "/srv",
+                            .seccomp = SB_SECCOMP_KILL,
+                            .features = SB_FEAT_XATTR | SB_FEAT_LOCKS,
+                            .modcaps = "-mknod",
+                            .rlimit_nofile = 5000};
     int n = sb_describe(&cfg, buf, sizeof(buf));
     assert_int_equal(n, (int)strlen(buf));
     assert_string_equal(buf, "sandbox=namespace seccomp=kill features=xattr,locks "
                              "caps=chown,dac_override,fowner,fsetid,setgid,setuid,setfcap "
                              "nofile=5000");
 
-    struct sb_config none = { .mode = SB_MODE_NONE, .seccomp = SB_SECCOMP_NONE,
-                              .unsafe_no_isolation = true };
+    struct sb_config none = {
+        .mode = SB_MODE_NONE, .seccomp = SB_SECCOMP_NONE, .unsafe_no_isolation = true};
     sb_describe(&none, buf, sizeof(buf));
     assert_non_null(strstr(buf, "sandbox=none seccomp=none features=none"));
     assert_non_null(strstr(buf, "nofile=default"));
@@ -158,8 +160,10 @@ static void test_caps_compute(void **state)
 
     /* Malformed lists are rejected and leave *out alone. */
     static const char *const bad[] = {
-        "sys_admin", "+", "-", "+bogus", "+chown:", ":+chown", "+chown::-mknod",
-        "++chown", "+chown,-mknod", "+ chown", "*chown",
+        "sys_admin",      "+",       "-",
+        "+bogus",         "+chown:", ":+chown",
+        "+chown::-mknod", "++chown", "+chown,-mknod",
+        "+ chown",        "*chown",
     };
     for (size_t i = 0; i < sizeof(bad) / sizeof(bad[0]); i++) {
         set = 0x5a5a;
@@ -193,7 +197,7 @@ static int child_rlimit_explicit(void *arg)
     struct rlimit cur;
     SB_CHECK(getrlimit(RLIMIT_NOFILE, &cur) == 0);
     uint64_t want = cur.rlim_max > 600 ? 600 : cur.rlim_max;
-    struct sb_config cfg = { .mode = SB_MODE_NONE, .rlimit_nofile = want };
+    struct sb_config cfg = {.mode = SB_MODE_NONE, .rlimit_nofile = want};
     uint64_t applied = 0;
     SB_CHECK(sb_apply_rlimit(&cfg, &applied) == 0);
     SB_CHECK(applied == want);
@@ -222,7 +226,7 @@ static int child_rlimit_default(void *arg)
     fclose(f);
     uint64_t want = sb_rlimit_default(0, nr_open);
 
-    struct sb_config cfg = { .mode = SB_MODE_NONE };
+    struct sb_config cfg = {.mode = SB_MODE_NONE};
     uint64_t applied = 0;
     SB_CHECK(sb_apply_rlimit(&cfg, &applied) == 0);
     unsigned long long eff = 0;
@@ -243,14 +247,10 @@ static void test_rlimit_apply(void **state)
 int main(void)
 {
     const struct CMUnitTest tests[] = {
-        cmocka_unit_test(test_mode_parse),
-        cmocka_unit_test(test_default_mode),
-        cmocka_unit_test(test_config_check),
-        cmocka_unit_test(test_describe),
-        cmocka_unit_test(test_cap_names),
-        cmocka_unit_test(test_caps_compute),
-        cmocka_unit_test(test_rlimit_default),
-        cmocka_unit_test(test_guest_fd_budget),
+        cmocka_unit_test(test_mode_parse),     cmocka_unit_test(test_default_mode),
+        cmocka_unit_test(test_config_check),   cmocka_unit_test(test_describe),
+        cmocka_unit_test(test_cap_names),      cmocka_unit_test(test_caps_compute),
+        cmocka_unit_test(test_rlimit_default), cmocka_unit_test(test_guest_fd_budget),
         cmocka_unit_test(test_rlimit_apply),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);

@@ -19,8 +19,8 @@
 #include "sandbox_i.h"
 
 #define BIT(c) (1ull << (c))
-#define BASE_CAPS                                                                           \
-    (BIT(CAP_CHOWN) | BIT(CAP_DAC_OVERRIDE) | BIT(CAP_FOWNER) | BIT(CAP_FSETID) |           \
+#define BASE_CAPS                                                                                  \
+    (BIT(CAP_CHOWN) | BIT(CAP_DAC_OVERRIDE) | BIT(CAP_FOWNER) | BIT(CAP_FSETID) |                  \
      BIT(CAP_SETGID) | BIT(CAP_SETUID) | BIT(CAP_MKNOD) | BIT(CAP_SETFCAP))
 
 static char share[256];
@@ -112,7 +112,7 @@ static int check_proc_reopen(int proc_fd)
     close(opath);
     if (fd < 0)
         return 0;
-    char buf[64] = { 0 };
+    char buf[64] = {0};
     ssize_t n = read(fd, buf, sizeof(buf) - 1);
     close(fd);
     return n > 0 && strcmp(buf, "hello from the share\n") == 0;
@@ -129,8 +129,8 @@ static int check_old_fd_confined(int share_fd)
     if (stat("/", &root) < 0 || fstatat(share_fd, "..", &up, 0) < 0 ||
         fstatat(share_fd, "sub/../..", &upup, 0) < 0)
         return 0;
-    return up.st_ino == root.st_ino && up.st_dev == root.st_dev &&
-           upup.st_ino == root.st_ino && upup.st_dev == root.st_dev;
+    return up.st_ino == root.st_ino && up.st_dev == root.st_dev && upup.st_ino == root.st_ino &&
+           upup.st_dev == root.st_dev;
 }
 
 /* A mount below the share on the host (a submount) stays visible inside. */
@@ -179,7 +179,7 @@ static int child_namespace(void *arg)
     int share_fd = open(share, O_PATH | O_DIRECTORY | O_CLOEXEC);
     SB_CHECK(share_fd >= 0);
 
-    struct sb_config cfg = { .mode = SB_MODE_NAMESPACE, .shared_dir = share };
+    struct sb_config cfg = {.mode = SB_MODE_NAMESPACE, .shared_dir = share};
     int proc_fd = -1;
     SB_CHECK(sb_enter(&cfg, &proc_fd) == 0);
     SB_CHECK(proc_fd >= 0);
@@ -209,7 +209,7 @@ static int child_namespace(void *arg)
         /* The fresh proc belongs to the new namespace: our fd table is pid 1's. */
         int st = openat(proc_fd, "../status", O_RDONLY | O_CLOEXEC);
         SB_CHECK(st >= 0);
-        char buf[256] = { 0 };
+        char buf[256] = {0};
         SB_CHECK(read(st, buf, sizeof(buf) - 1) > 0);
         close(st);
         SB_CHECK(strstr(buf, "\nPid:\t1\n") != NULL);
@@ -248,7 +248,7 @@ static int child_chroot(void *arg)
     SB_CHECK(make_submount());
     int share_fd = open(share, O_PATH | O_DIRECTORY | O_CLOEXEC);
     SB_CHECK(share_fd >= 0);
-    struct sb_config cfg = { .mode = SB_MODE_CHROOT, .shared_dir = share };
+    struct sb_config cfg = {.mode = SB_MODE_CHROOT, .shared_dir = share};
     int proc_fd = -1;
     SB_CHECK(sb_enter(&cfg, &proc_fd) == 0);
     SB_CHECK(proc_fd >= 0);
@@ -269,7 +269,7 @@ static void test_chroot(void **state)
 
 static int child_none(void *arg)
 {
-    struct sb_config cfg = { .mode = SB_MODE_NONE };
+    struct sb_config cfg = {.mode = SB_MODE_NONE};
     int proc_fd = -1;
     SB_CHECK(sb_enter(&cfg, &proc_fd) == 0);
     SB_CHECK(proc_fd >= 0);
@@ -283,7 +283,7 @@ static int child_none(void *arg)
 static int child_errors(void *arg)
 {
     int proc_fd = 7;
-    struct sb_config cfg = { .mode = SB_MODE_NAMESPACE, .shared_dir = "/nonexistent-vufsd" };
+    struct sb_config cfg = {.mode = SB_MODE_NAMESPACE, .shared_dir = "/nonexistent-vufsd"};
     SB_CHECK(sb_enter(&cfg, &proc_fd) == -ENOENT);
     SB_CHECK(proc_fd == -1);
     cfg.shared_dir = NULL;
@@ -358,14 +358,13 @@ struct caps_case {
 static int child_caps(void *arg)
 {
     const struct caps_case *c = arg;
-    gid_t extra[2] = { 1234, 5678 };
+    gid_t extra[2] = {1234, 5678};
     SB_CHECK(setgroups(2, extra) == 0);
     SB_CHECK(getgroups(0, NULL) == 2);
     unsigned long long start = 0;
     SB_CHECK(sb_test_status_field("CapEff", 1, &start) == 0);
 
-    struct sb_config cfg = { .mode = SB_MODE_NONE, .features = c->features,
-                             .modcaps = c->modcaps };
+    struct sb_config cfg = {.mode = SB_MODE_NONE, .features = c->features, .modcaps = c->modcaps};
     SB_CHECK(sb_drop_caps(&cfg) == 0);
 
     unsigned long long eff = 0, prm = 0, inh = 0, bnd = 0, amb = 0;
@@ -394,11 +393,11 @@ static int child_caps(void *arg)
 static void test_caps_exact(void **state)
 {
     const struct caps_case cases[] = {
-        { 0, NULL, BASE_CAPS },
-        { SB_FEAT_XATTR | SB_FEAT_LOCKS | SB_FEAT_DAX, NULL, BASE_CAPS },
-        { SB_FEAT_FILE_HANDLES, NULL, BASE_CAPS | BIT(CAP_DAC_READ_SEARCH) },
-        { 0, "+sys_admin:-mknod", (BASE_CAPS | BIT(CAP_SYS_ADMIN)) & ~BIT(CAP_MKNOD) },
-        { 0, "-chown:-dac_override:-fowner:-fsetid:-setgid:-setuid:-mknod:-setfcap", 0 },
+        {0, NULL, BASE_CAPS},
+        {SB_FEAT_XATTR | SB_FEAT_LOCKS | SB_FEAT_DAX, NULL, BASE_CAPS},
+        {SB_FEAT_FILE_HANDLES, NULL, BASE_CAPS | BIT(CAP_DAC_READ_SEARCH)},
+        {0, "+sys_admin:-mknod", (BASE_CAPS | BIT(CAP_SYS_ADMIN)) & ~BIT(CAP_MKNOD)},
+        {0, "-chown:-dac_override:-fowner:-fsetid:-setgid:-setuid:-mknod:-setfcap", 0},
     };
     for (size_t i = 0; i < sizeof(cases) / sizeof(cases[0]); i++)
         sb_assert_child_ok(sb_test_fork(child_caps, (void *)&cases[i]));
@@ -408,7 +407,7 @@ static int child_caps_bad(void *arg)
 {
     unsigned long long before = 0, after = 0;
     SB_CHECK(sb_test_status_field("CapEff", 1, &before) == 0);
-    struct sb_config cfg = { .mode = SB_MODE_NONE, .modcaps = "+chown:-nosuchcap" };
+    struct sb_config cfg = {.mode = SB_MODE_NONE, .modcaps = "+chown:-nosuchcap"};
     SB_CHECK(sb_drop_caps(&cfg) == -EINVAL);
     SB_CHECK(sb_test_status_field("CapEff", 1, &after) == 0);
     SB_CHECK(before == after); /* nothing applied on a bad list */
@@ -423,7 +422,7 @@ static int child_caps_unprivileged(void *arg)
     SB_CHECK(setresuid(65534, 65534, 65534) == 0);
     unsigned long long eff = 1;
     SB_CHECK(sb_test_status_field("CapEff", 1, &eff) == 0 && eff == 0);
-    struct sb_config cfg = { .mode = SB_MODE_NONE };
+    struct sb_config cfg = {.mode = SB_MODE_NONE};
     SB_CHECK(sb_drop_caps(&cfg) == 0);
     return 0;
 }
@@ -438,8 +437,10 @@ static void test_caps_errors(void **state)
 static int child_full_sequence(void *arg)
 {
     SB_CHECK(sb_enter_pid_ns() == 0);
-    struct sb_config cfg = { .mode = SB_MODE_NAMESPACE, .shared_dir = share,
-                             .seccomp = SB_SECCOMP_KILL, .features = SB_FEAT_XATTR };
+    struct sb_config cfg = {.mode = SB_MODE_NAMESPACE,
+                            .shared_dir = share,
+                            .seccomp = SB_SECCOMP_KILL,
+                            .features = SB_FEAT_XATTR};
     SB_CHECK(sb_config_check(&cfg, NULL) == 0);
     SB_CHECK(sb_apply_rlimit(&cfg, NULL) == 0);
     int proc_fd = -1;
@@ -469,12 +470,9 @@ int main(void)
         return 77;
     }
     const struct CMUnitTest tests[] = {
-        cmocka_unit_test(test_namespace),
-        cmocka_unit_test(test_chroot),
-        cmocka_unit_test(test_none_and_errors),
-        cmocka_unit_test(test_pid_namespace),
-        cmocka_unit_test(test_caps_exact),
-        cmocka_unit_test(test_caps_errors),
+        cmocka_unit_test(test_namespace),       cmocka_unit_test(test_chroot),
+        cmocka_unit_test(test_none_and_errors), cmocka_unit_test(test_pid_namespace),
+        cmocka_unit_test(test_caps_exact),      cmocka_unit_test(test_caps_errors),
         cmocka_unit_test(test_full_sequence),
     };
     return cmocka_run_group_tests(tests, setup_share, teardown_share);

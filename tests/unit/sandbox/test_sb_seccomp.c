@@ -19,7 +19,10 @@
 #include "sandbox_i.h"
 
 static const enum sb_seccomp_action all_actions[] = {
-    SB_SECCOMP_KILL, SB_SECCOMP_LOG, SB_SECCOMP_TRAP, SB_SECCOMP_NONE,
+    SB_SECCOMP_KILL,
+    SB_SECCOMP_LOG,
+    SB_SECCOMP_TRAP,
+    SB_SECCOMP_NONE,
 };
 
 static void test_allowlist_sorted_and_explained(void **state)
@@ -33,10 +36,27 @@ static void test_allowlist_sorted_and_explained(void **state)
             fail_msg("allowlist not alphabetised at %s", s->name);
         /* Whatever a feature asks, these never appear. */
         static const char *const never[] = {
-            "execve", "execveat", "process_vm_readv", "process_vm_writev", "kexec_load",
-            "kexec_file_load", "bpf", "mount", "pivot_root", "chroot", "setns", "unshare",
-            "init_module", "finit_module", "setgroups", "capset", "fork", "vfork",
-            "userfaultfd", "perf_event_open", "keyctl",
+            "execve",
+            "execveat",
+            "process_vm_readv",
+            "process_vm_writev",
+            "kexec_load",
+            "kexec_file_load",
+            "bpf",
+            "mount",
+            "pivot_root",
+            "chroot",
+            "setns",
+            "unshare",
+            "init_module",
+            "finit_module",
+            "setgroups",
+            "capset",
+            "fork",
+            "vfork",
+            "userfaultfd",
+            "perf_event_open",
+            "keyctl",
         };
         for (size_t j = 0; j < sizeof(never) / sizeof(never[0]); j++) {
             if (strcmp(s->name, never[j]) == 0)
@@ -51,8 +71,8 @@ static void test_build_every_action_and_feature(void **state)
 {
     for (size_t a = 0; a < sizeof(all_actions) / sizeof(all_actions[0]); a++) {
         for (unsigned feat = 0; feat <= SB_FEAT_ALL_; feat++) {
-            struct sb_config cfg = { .mode = SB_MODE_NONE, .seccomp = all_actions[a],
-                                     .features = feat };
+            struct sb_config cfg = {
+                .mode = SB_MODE_NONE, .seccomp = all_actions[a], .features = feat};
             scmp_filter_ctx ctx = (scmp_filter_ctx)0x1;
             assert_int_equal(sb_seccomp_build(&cfg, &ctx), 0);
             if (all_actions[a] == SB_SECCOMP_NONE) {
@@ -68,7 +88,7 @@ static void test_build_every_action_and_feature(void **state)
             seccomp_release(ctx);
         }
     }
-    struct sb_config bad = { .seccomp = SB_SECCOMP_KILL, .features = 1u << 12 };
+    struct sb_config bad = {.seccomp = SB_SECCOMP_KILL, .features = 1u << 12};
     scmp_filter_ctx ctx;
     assert_int_equal(sb_seccomp_build(&bad, &ctx), -EINVAL);
     assert_null(ctx);
@@ -101,7 +121,7 @@ static void test_action_fallback(void **state)
     assert_int_equal(act, SCMP_ACT_TRAP);
     assert_int_equal(sb_seccomp_action_resolve(SB_SECCOMP_NONE, 3, &act), -EINVAL);
 
-    struct sb_config cfg = { .seccomp = SB_SECCOMP_KILL };
+    struct sb_config cfg = {.seccomp = SB_SECCOMP_KILL};
     scmp_filter_ctx ctx;
     assert_int_equal(sb_seccomp_build_api(&cfg, 2, &ctx), 0);
     uint32_t def = 0;
@@ -129,7 +149,7 @@ static void on_sigsys(int sig, siginfo_t *si, void *uc)
 
 static void install_sigsys_handler(void)
 {
-    struct sigaction sa = { .sa_sigaction = on_sigsys, .sa_flags = SA_SIGINFO };
+    struct sigaction sa = {.sa_sigaction = on_sigsys, .sa_flags = SA_SIGINFO};
     sigemptyset(&sa.sa_mask);
     sigaction(SIGSYS, &sa, NULL);
 }
@@ -142,8 +162,8 @@ struct forbidden {
 
 static long call_execve(void)
 {
-    char *argv[] = { (char *)"true", NULL };
-    char *envp[] = { NULL };
+    char *argv[] = {(char *)"true", NULL};
+    char *envp[] = {NULL};
     return syscall(SYS_execve, "/bin/true", argv, envp);
 }
 static long call_ptrace(void)
@@ -169,19 +189,19 @@ static long call_setgroups(void)
 }
 static long call_execve_missing(void)
 {
-    char *argv[] = { NULL };
+    char *argv[] = {NULL};
     return syscall(SYS_execve, "/nonexistent-vufsd-test", argv, argv);
 }
 
 /* Never allowed, in any build. ptrace only outside sanitizer builds (LSan). */
 static const struct forbidden forbidden_calls[] = {
-    { "execve", call_execve, SYS_execve },
-    { "mount", call_mount, SYS_mount },
-    { "bpf", call_bpf, SYS_bpf },
-    { "unshare", call_unshare, SYS_unshare },
-    { "setgroups", call_setgroups, SYS_setgroups },
+    {"execve", call_execve, SYS_execve},
+    {"mount", call_mount, SYS_mount},
+    {"bpf", call_bpf, SYS_bpf},
+    {"unshare", call_unshare, SYS_unshare},
+    {"setgroups", call_setgroups, SYS_setgroups},
 #if !SB_SANITIZER
-    { "ptrace", call_ptrace, SYS_ptrace },
+    {"ptrace", call_ptrace, SYS_ptrace},
 #endif
 };
 
@@ -221,7 +241,7 @@ static void *thread_fn(void *arg)
 static int child_allowed(void *arg)
 {
     enum sb_seccomp_action a = *(enum sb_seccomp_action *)arg;
-    struct sb_config cfg = { .mode = SB_MODE_NONE, .seccomp = a, .features = SB_FEAT_ALL_ };
+    struct sb_config cfg = {.mode = SB_MODE_NONE, .seccomp = a, .features = SB_FEAT_ALL_};
     SB_CHECK(sb_seccomp_load(&cfg) == 0);
     unsigned long long mode = 0;
     SB_CHECK(sb_test_status_field("Seccomp", 0, &mode) == 0);
@@ -248,8 +268,8 @@ static void test_allowed_syscalls_work(void **state)
 static int child_forbidden_kill(void *arg)
 {
     const struct forbidden *f = arg;
-    struct sb_config cfg = { .mode = SB_MODE_NONE, .seccomp = SB_SECCOMP_KILL,
-                             .features = SB_FEAT_ALL_ };
+    struct sb_config cfg = {
+        .mode = SB_MODE_NONE, .seccomp = SB_SECCOMP_KILL, .features = SB_FEAT_ALL_};
     SB_CHECK(sb_seccomp_load(&cfg) == 0);
     f->call();
     return 3; /* still alive: the filter let it through */
@@ -275,7 +295,7 @@ static void *thread_execve(void *arg)
 
 static int child_kill_from_thread(void *arg)
 {
-    struct sb_config cfg = { .mode = SB_MODE_NONE, .seccomp = SB_SECCOMP_KILL };
+    struct sb_config cfg = {.mode = SB_MODE_NONE, .seccomp = SB_SECCOMP_KILL};
     SB_CHECK(sb_seccomp_load(&cfg) == 0);
     pthread_t t;
     SB_CHECK(pthread_create(&t, NULL, thread_execve, NULL) == 0);
@@ -298,7 +318,7 @@ static int child_tsync(void *arg)
     SB_CHECK(pipe(pipe_fds) == 0);
     pthread_t t;
     SB_CHECK(pthread_create(&t, NULL, thread_waits_then_execs, NULL) == 0);
-    struct sb_config cfg = { .mode = SB_MODE_NONE, .seccomp = SB_SECCOMP_KILL };
+    struct sb_config cfg = {.mode = SB_MODE_NONE, .seccomp = SB_SECCOMP_KILL};
     SB_CHECK(sb_seccomp_load(&cfg) == 0);
     SB_CHECK(write(pipe_fds[1], "x", 1) == 1);
     pthread_join(t, NULL);
@@ -319,7 +339,7 @@ static int child_trap(void *arg)
 {
     const struct forbidden *f = arg;
     install_sigsys_handler();
-    struct sb_config cfg = { .mode = SB_MODE_NONE, .seccomp = SB_SECCOMP_TRAP };
+    struct sb_config cfg = {.mode = SB_MODE_NONE, .seccomp = SB_SECCOMP_TRAP};
     SB_CHECK(sb_seccomp_load(&cfg) == 0);
     SB_CHECK(sigsys_seen == 0);
     f->call();
@@ -340,7 +360,7 @@ static void test_trap(void **state)
 static int child_log(void *arg)
 {
     install_sigsys_handler();
-    struct sb_config cfg = { .mode = SB_MODE_NONE, .seccomp = SB_SECCOMP_LOG };
+    struct sb_config cfg = {.mode = SB_MODE_NONE, .seccomp = SB_SECCOMP_LOG};
     SB_CHECK(sb_seccomp_load(&cfg) == 0);
     errno = 0;
     SB_CHECK(call_execve_missing() == -1 && errno == ENOENT);
@@ -362,8 +382,7 @@ static int child_feature(void *arg)
     install_sigsys_handler();
     int fd = open("/proc/self/exe", O_RDONLY | O_CLOEXEC);
     SB_CHECK(fd >= 0);
-    struct sb_config cfg = { .mode = SB_MODE_NONE, .seccomp = SB_SECCOMP_TRAP,
-                             .features = features };
+    struct sb_config cfg = {.mode = SB_MODE_NONE, .seccomp = SB_SECCOMP_TRAP, .features = features};
     SB_CHECK(sb_seccomp_load(&cfg) == 0);
     /* Raw syscalls: a trapped call returns garbage, which a libc (or sanitizer)
      * wrapper would believe. */
@@ -388,7 +407,7 @@ static void test_features_gate_syscalls(void **state)
 /* Processes are never created: fork (clone without CLONE_THREAD) dies. */
 static int child_fork(void *arg)
 {
-    struct sb_config cfg = { .mode = SB_MODE_NONE, .seccomp = SB_SECCOMP_KILL };
+    struct sb_config cfg = {.mode = SB_MODE_NONE, .seccomp = SB_SECCOMP_KILL};
     SB_CHECK(sb_seccomp_load(&cfg) == 0);
     pid_t p = fork();
     if (p == 0)
