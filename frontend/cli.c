@@ -27,6 +27,10 @@ struct cli {
     struct vfe_dev *dev;
     struct vfe_fuse *fuse;
     bool inited;
+    unsigned depth;
+    uint32_t block;
+    bool random;
+    bool indirect;
 };
 
 static int fail(const char *what, int r)
@@ -202,15 +206,76 @@ static int cmd_statfs(struct cli *c)
     return 0;
 }
 
+static int cmd_bench(struct cli *c, const char *what, const char *path, const char *secs)
+{
+    struct vfe_bench_config bc = {
+        .queues = vfe_dev_nqueues(c->dev) - 1, .depth = c->depth, .block = c->block,
+        .random = c->random, .indirect = c->indirect };
+    if (!strcmp(what, "read"))
+        bc.op = VFE_BENCH_READ;
+    else if (!strcmp(what, "write"))
+        bc.op = VFE_BENCH_WRITE;
+    else if (!strcmp(what, "getattr"))
+        bc.op = VFE_BENCH_GETATTR;
+    else
+        return fail(what, -EINVAL);
+    char *end;
+    double s = strtod(secs, &end);
+    if (*end || s <= 0 || s > 3600)
+        return fail(secs, -EINVAL);
+    bc.duration_ns = (uint64_t)(s * 1e9);
+    struct fuse_entry_out e;
+    int r = vfe_fuse_lookup_path(c->fuse, path, &e);
+    if (r < 0)
+        return fail(path, r);
+    bc.nodeid = e.nodeid;
+    bc.file_size = e.attr.size;
+    struct fuse_open_out o = { 0 };
+    bool opened = bc.op != VFE_BENCH_GETATTR;
+    if (opened) {
+        r = vfe_fuse_open(c->fuse, e.nodeid, bc.op == VFE_BENCH_READ ? O_RDONLY : O_WRONLY, &o);
+        if (r < 0)
+            return fail("OPEN", r);
+        bc.fh = o.fh;
+        if (bc.file_size < bc.block)
+            bc.file_size = bc.block;
+    }
+    printf("bench %s %s: %u queue(s) x depth %u, block %u, %s%s, %.1f s\n", what, path,
+           bc.queues, bc.depth, bc.block, bc.random ? "random" : "sequential",
+           bc.indirect ? ", indirect" : "", s);
+    struct vfe_bench_result *res = g_new0(struct vfe_bench_result, 1);
+    r = vfe_bench_run(c->fuse, c->dev, &bc, res);
+    if (r < 0) {
+        g_free(res);
+        return fail("bench", r);
+    }
+    double secs_run = (double)res->elapsed_ns / 1e9;
+    const struct vfe_hist *h = &res->latency;
+    printf("  %" PRIu64 " ops (%" PRIu64 " errors) in %.3f s: %.0f ops/s, %.1f MiB/s\n",
+           res->ops, res->errors, secs_run, (double)res->ops / secs_run,
+           (double)res->bytes / secs_run / (1024.0 * 1024.0));
+    printf("  latency us: min %.1f  mean %.1f  p50 %.1f  p99 %.1f  p99.9 %.1f  max %.1f\n",
+           (double)h->min / 1e3, h->total ? (double)h->sum / (double)h->total / 1e3 : 0.0,
+           (double)vfe_hist_percentile(h, 50) / 1e3, (double)vfe_hist_percentile(h, 99) / 1e3,
+           (double)vfe_hist_percentile(h, 99.9) / 1e3, (double)h->max / 1e3);
+    g_free(res);
+    if (opened)
+        vfe_fuse_release(c->fuse, e.nodeid, o.fh, 0);
+    return 0;
+}
+
 static void usage(FILE *to)
 {
     fprintf(to,
             "usage: vufs-frontend (--socket PATH | --backend 'CMD {socket} {dir}' --dir DIR)\n"
             "                     [--queues N] [--queue-size N] [--proto MINOR]\n"
             "                     [--no-event-idx] [--no-indirect] [--backend-log FILE]\n"
-            "                     [--timeout MS] COMMAND [ARGS]...\n"
+            "                     [--timeout MS] [--depth N] [--block BYTES] [--random]\n"
+            "                     [--indirect] COMMAND [ARGS]...\n"
             "commands: init | ls PATH | cat PATH | write PATH TEXT | stat PATH |\n"
-            "          mkdir PATH | rm PATH | rmdir PATH | statfs\n");
+            "          mkdir PATH | rm PATH | rmdir PATH | statfs |\n"
+            "          bench read|write|getattr PATH SECONDS  (all request queues, --depth\n"
+            "          requests in flight on each)\n");
 }
 
 static bool parse_uint(const char *s, unsigned long max, unsigned long *v)
@@ -230,7 +295,8 @@ static int run_commands(struct cli *c, int argc, char **argv)
         const char *name;
         int nargs;
     } cmds[] = { { "init", 0 },  { "ls", 1 },    { "cat", 1 },   { "write", 2 }, { "stat", 1 },
-                 { "mkdir", 1 }, { "rm", 1 },    { "rmdir", 1 }, { "statfs", 0 } };
+                 { "mkdir", 1 }, { "rm", 1 },    { "rmdir", 1 }, { "statfs", 0 },
+                 { "bench", 3 } };
     /* Validate the whole list before touching the backend. */
     for (int i = 0; i < argc;) {
         int k = -1;
@@ -269,6 +335,9 @@ static int run_commands(struct cli *c, int argc, char **argv)
         } else if (!strcmp(cmd, "rmdir")) {
             r = cmd_remove(c, argv[i + 1], true);
             i += 2;
+        } else if (!strcmp(cmd, "bench")) {
+            r = cmd_bench(c, argv[i + 1], argv[i + 2], argv[i + 3]);
+            i += 4;
         } else {
             r = cmd_statfs(c);
             i += 1;
@@ -280,6 +349,7 @@ static int run_commands(struct cli *c, int argc, char **argv)
 int main(int argc, char **argv)
 {
     struct vfe_dev_config cfg = { 0 };
+    struct cli c = { .depth = 16, .block = 4096 };
     unsigned long v;
     unsigned proto = 0;
     int i = 1;
@@ -290,6 +360,12 @@ int main(int argc, char **argv)
         if (!strcmp(o, "--help")) {
             usage(stdout);
             return 0;
+        } else if (!strcmp(o, "--random")) {
+            takes = false;
+            c.random = true;
+        } else if (!strcmp(o, "--indirect")) {
+            takes = false;
+            c.indirect = true;
         } else if (!strcmp(o, "--no-event-idx") || !strcmp(o, "--no-indirect")) {
             takes = false;
             uint64_t base = cfg.features ? cfg.features
@@ -314,6 +390,10 @@ int main(int argc, char **argv)
             cfg.queue_size = (unsigned)v;
         } else if (!strcmp(o, "--proto") && parse_uint(val, 41, &v) && v >= 31) {
             proto = (unsigned)v;
+        } else if (!strcmp(o, "--depth") && parse_uint(val, 1024, &v) && v > 0) {
+            c.depth = (unsigned)v;
+        } else if (!strcmp(o, "--block") && parse_uint(val, 1u << 20, &v) && v > 0) {
+            c.block = (uint32_t)v;
         } else if (!strcmp(o, "--timeout") && parse_uint(val, 3600000, &v) && v > 0) {
             cfg.conn.timeout_ms = (int)v;
         } else {
@@ -329,7 +409,11 @@ int main(int argc, char **argv)
         return 2;
     }
 
-    struct cli c = { 0 };
+    /* Room for depth requests of up to 3 descriptors each. */
+    unsigned qs = cfg.queue_size ? cfg.queue_size : 128;
+    while (qs < 3 * c.depth && qs < VFE_VQ_MAX_SIZE)
+        qs *= 2;
+    cfg.queue_size = qs;
     if (cfg.conn.backend_cmd)
         printf("spawning backend: %s\n", cfg.conn.backend_cmd);
     int r = vfe_dev_connect(&cfg, &c.dev);
@@ -349,7 +433,8 @@ int main(int argc, char **argv)
     }
     printf("device started: %u queues (hiprio + %u request), features 0x%" PRIx64 "\n",
            vfe_dev_nqueues(c.dev), vfe_dev_nqueues(c.dev) - 1, vfe_dev_features(c.dev));
-    struct vfe_fuse_config fc = { .proto_minor = proto, .uid = 0, .gid = 0, .pid = 1 };
+    struct vfe_fuse_config fc = { .depth = c.depth, .proto_minor = proto, .uid = 0, .gid = 0,
+                                  .pid = 1 };
     r = vfe_fuse_new(c.dev, &fc, &c.fuse);
     if (r < 0) {
         fail("fuse client", r);

@@ -13,6 +13,7 @@
  *   vfe_vq_*    split virtqueues in guest memory                   (ring.c)
  *   vfe_dev_*   the device: QEMU's negotiation and start/stop      (dev.c)
  *   vfe_fuse_*  a FUSE client over the request queues              (fuse.c)
+ *   vfe_bench_* a pipelined request loop with latency histograms   (bench.c)
  *
  * Errors are negative errno values everywhere. Nothing here aborts on what a
  * backend sends: a misbehaving backend gets -EPROTO, and a broken queue stays
@@ -522,5 +523,59 @@ int vfe_fuse_parse_dirents(const void *buf, size_t len, vfe_dirent_fn fn, void *
 
 /* Monotonic nanoseconds (latency timestamps). */
 uint64_t vfe_now_ns(void);
+
+/* ---- Benchmark loop (bench.c) -------------------------------------------------- */
+
+/* Latency histogram: exact below 16 ns, then 16 buckets per power of two
+ * (2^4 .. 2^63: 60 rows, plus the exact row). */
+#define VFE_HIST_BUCKETS (61u * 16u)
+
+struct vfe_hist {
+    uint64_t count[VFE_HIST_BUCKETS];
+    uint64_t total;
+    uint64_t sum;
+    uint64_t min, max;
+};
+
+unsigned vfe_hist_bucket(uint64_t v);
+uint64_t vfe_hist_bucket_low(unsigned bucket);
+void vfe_hist_add(struct vfe_hist *h, uint64_t v);
+void vfe_hist_merge(struct vfe_hist *dst, const struct vfe_hist *src);
+/* The value at percentile pct (0..100], to bucket precision (< 1/16 relative). */
+uint64_t vfe_hist_percentile(const struct vfe_hist *h, double pct);
+
+enum vfe_bench_op {
+    VFE_BENCH_READ,
+    VFE_BENCH_WRITE,
+    VFE_BENCH_GETATTR,
+};
+
+struct vfe_bench_config {
+    enum vfe_bench_op op;
+    unsigned queues;          /* request queues 1..queues, one thread each */
+    unsigned depth;           /* requests in flight per queue (<= the fuse depth) */
+    uint32_t block;           /* bytes per READ/WRITE */
+    uint64_t nodeid, fh;      /* an open file (or any node for GETATTR) */
+    uint64_t file_size;       /* offsets stay in [0, file_size) */
+    bool random;              /* random block offsets; else sequential per queue */
+    bool indirect;            /* submit as indirect descriptors */
+    uint64_t duration_ns;     /* stop starting requests after this long, or */
+    uint64_t max_ops;         /* after this many (whichever is set / first) */
+};
+
+struct vfe_bench_result {
+    uint64_t ops;             /* completed */
+    uint64_t errors;          /* completed with an error reply */
+    uint64_t bytes;
+    uint64_t elapsed_ns;
+    struct vfe_hist latency;  /* submit to reap, per request */
+};
+
+/*
+ * Runs the loop on f's request queues (INIT done). Returns 0, or -errno when a
+ * queue failed (-EPROTO, -ETIMEDOUT): f is then not usable any more.
+ */
+int vfe_bench_run(struct vfe_fuse *f, struct vfe_dev *d, const struct vfe_bench_config *cfg,
+                  struct vfe_bench_result *res);
 
 #endif

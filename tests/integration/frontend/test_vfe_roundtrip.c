@@ -547,6 +547,58 @@ static void test_stop_restart(void **state)
     assert_int_equal(ent.attr.size, 20);
 }
 
+/* The benchmark loop on every request queue, bounded by a request count (no
+ * timing assertions): every request completes without error and is counted. */
+static void test_bench_loop(void **state)
+{
+    struct env *e = *state;
+    struct vfe_fuse *f = F(state);
+    struct fuse_entry_out ent;
+    struct fuse_open_out oo;
+    assert_int_equal(vfe_fuse_lookup(f, FUSE_ROOT_ID, "big.bin", &ent), 0);
+    assert_int_equal(vfe_fuse_open(f, ent.nodeid, O_RDWR, &oo), 0);
+    struct vfe_bench_config bc = { .op = VFE_BENCH_READ, .queues = opt_queues, .depth = 8,
+                                   .block = 4096, .nodeid = ent.nodeid, .fh = oo.fh,
+                                   .file_size = BIG_SIZE, .random = true, .max_ops = 2001 };
+    struct vfe_bench_result *res = g_new0(struct vfe_bench_result, 1);
+    assert_int_equal(vfe_bench_run(f, e->dev, &bc, res), 0);
+    assert_int_equal(res->ops, 2001);
+    assert_int_equal(res->errors, 0);
+    assert_int_equal(res->bytes, 2001ull * 4096);
+    assert_int_equal(res->latency.total, 2001);
+    assert_true(res->latency.min <= vfe_hist_percentile(&res->latency, 50));
+    assert_true(vfe_hist_percentile(&res->latency, 50) <=
+                vfe_hist_percentile(&res->latency, 99));
+
+    /* Sequential indirect writes land on the host (each buffer is one letter). */
+    memset(res, 0, sizeof(*res));
+    bc.op = VFE_BENCH_WRITE;
+    bc.random = false;
+    bc.indirect = true;
+    bc.max_ops = 64;
+    bc.queues = 1;
+    assert_int_equal(vfe_bench_run(f, e->dev, &bc, res), 0);
+    assert_int_equal(res->ops, 64);
+    assert_int_equal(res->errors, 0);
+    assert_int_equal(res->bytes, 64ull * 4096);
+    assert_int_equal(vfe_fuse_release(f, ent.nodeid, oo.fh, O_RDWR), 0);
+    size_t n = 0;
+    g_autofree char *host = read_host_file(e->dir, "big.bin", &n);
+    assert_int_equal(n, BIG_SIZE);
+    for (size_t blk = 0; blk < 64; blk++) {
+        char c0 = host[blk * 4096];
+        assert_true(c0 >= 'a' && c0 <= 'z');
+        for (size_t k = 1; k < 4096; k++)
+            if (host[blk * 4096 + k] != c0)
+                fail_msg("block %zu not one letter", blk);
+    }
+    /* The queues are idle and usable afterwards. */
+    for (unsigned q = 1; q <= opt_queues; q++)
+        assert_int_equal(vfe_fuse_in_flight(f, q), 0);
+    assert_int_equal(vfe_fuse_lookup(f, FUSE_ROOT_ID, "hello.txt", &ent), 0);
+    g_free(res);
+}
+
 /* A driver reset (RESET_DEVICE or RESET_OWNER) and a fresh start sequence. */
 static void test_reset_restart(void **state)
 {
@@ -671,6 +723,7 @@ int main(int argc, char **argv)
         cmocka_unit_test_setup_teardown(test_pipelined_queues, setup, teardown),
         cmocka_unit_test_setup_teardown(test_each_queue, setup, teardown),
         cmocka_unit_test_setup_teardown(test_stop_restart, setup, teardown),
+        cmocka_unit_test_setup_teardown(test_bench_loop, setup, teardown),
         cmocka_unit_test_setup_teardown(test_reset_restart, setup, teardown),
         cmocka_unit_test_setup_teardown(test_raw_api, setup, teardown),
     };

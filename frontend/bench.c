@@ -1,0 +1,326 @@
+/* SPDX-License-Identifier: GPL-2.0-or-later */
+/*
+ * A pipelined request loop for benchmarks: one thread per request queue keeps
+ * `depth` requests in flight, resubmitting each as it completes, and records
+ * every request's latency in a fixed log-linear histogram. Everything (ops,
+ * arguments, guest buffers, histograms) is set up before the clock starts;
+ * the loop itself allocates nothing.
+ *
+ * Histogram: values below 2^VFE_HIST_SUB_BITS ns are exact; above, each power
+ * of two is cut into 2^VFE_HIST_SUB_BITS buckets (relative error < 1/16).
+ */
+#include <errno.h>
+#include <pthread.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include <glib.h>
+
+#include "vfe.h"
+#include "vfe_i.h"
+
+#define VFE_HIST_SUB_BITS 4u
+#define VFE_HIST_SUB (1u << VFE_HIST_SUB_BITS)
+/* No completion on a queue for this long: the backend is stuck. */
+#define VFE_BENCH_STALL_NS (30ull * 1000000000ull)
+
+_Static_assert(VFE_HIST_BUCKETS == (64u - VFE_HIST_SUB_BITS + 1u) * VFE_HIST_SUB,
+               "one row of buckets per power of two above the exact range");
+
+unsigned vfe_hist_bucket(uint64_t v)
+{
+    if (v < VFE_HIST_SUB)
+        return (unsigned)v;
+    unsigned msb = 63u - (unsigned)__builtin_clzll(v);
+    unsigned shift = msb - VFE_HIST_SUB_BITS;
+    unsigned sub = (unsigned)(v >> shift) & (VFE_HIST_SUB - 1);
+    return (shift + 1) * VFE_HIST_SUB + sub;
+}
+
+uint64_t vfe_hist_bucket_low(unsigned b)
+{
+    if (b < VFE_HIST_SUB)
+        return b;
+    unsigned shift = b / VFE_HIST_SUB - 1;
+    uint64_t sub = b % VFE_HIST_SUB;
+    return (VFE_HIST_SUB + sub) << shift;
+}
+
+void vfe_hist_add(struct vfe_hist *h, uint64_t v)
+{
+    unsigned b = vfe_hist_bucket(v);
+    if (b >= VFE_HIST_BUCKETS)
+        b = VFE_HIST_BUCKETS - 1;
+    h->count[b]++;
+    h->total++;
+    h->sum += v;
+    if (h->total == 1 || v < h->min)
+        h->min = v;
+    if (v > h->max)
+        h->max = v;
+}
+
+void vfe_hist_merge(struct vfe_hist *dst, const struct vfe_hist *src)
+{
+    if (!src->total)
+        return;
+    for (unsigned i = 0; i < VFE_HIST_BUCKETS; i++)
+        dst->count[i] += src->count[i];
+    if (!dst->total || src->min < dst->min)
+        dst->min = src->min;
+    if (src->max > dst->max)
+        dst->max = src->max;
+    dst->total += src->total;
+    dst->sum += src->sum;
+}
+
+uint64_t vfe_hist_percentile(const struct vfe_hist *h, double pct)
+{
+    if (!h->total)
+        return 0;
+    uint64_t rank = (uint64_t)(pct / 100.0 * (double)h->total + 0.5);
+    if (rank < 1)
+        rank = 1;
+    if (rank > h->total)
+        rank = h->total;
+    uint64_t seen = 0;
+    for (unsigned i = 0; i < VFE_HIST_BUCKETS; i++) {
+        seen += h->count[i];
+        if (seen >= rank) {
+            uint64_t v = vfe_hist_bucket_low(i);
+            /* Clamp into the observed range (the extremes are exact). */
+            if (v < h->min)
+                v = h->min;
+            if (v > h->max)
+                v = h->max;
+            return v;
+        }
+    }
+    return h->max;
+}
+
+/* ---- The loop ------------------------------------------------------------------ */
+
+struct bench_slot {
+    struct vfe_fuse_op op;
+    union {
+        struct fuse_read_in rd;
+        struct fuse_write_in wr;
+        struct fuse_getattr_in ga;
+    } in;
+    union {
+        struct fuse_write_out wr;
+        struct fuse_attr_out ga;
+    } out;
+    struct vfe_sg sg;
+};
+
+struct bench_worker {
+    struct vfe_fuse *f;
+    const struct vfe_bench_config *cfg;
+    unsigned queue;
+    struct bench_slot *slots;
+    struct vfe_fuse_op **done;
+    struct vfe_hist hist;
+    uint64_t ops, bytes, errors;
+    uint64_t quota;      /* ops this worker may start; UINT64_MAX: until the deadline */
+    uint64_t started;
+    uint64_t rng;
+    uint64_t seq_off;
+    int err;             /* a transport failure ends the worker */
+    pthread_t thread;
+};
+
+static uint64_t next_rand(uint64_t *s)
+{
+    /* xorshift64* */
+    uint64_t x = *s;
+    x ^= x >> 12;
+    x ^= x << 25;
+    x ^= x >> 27;
+    *s = x;
+    return x * 0x2545F4914F6CDD1Dull;
+}
+
+static uint64_t next_offset(struct bench_worker *w)
+{
+    const struct vfe_bench_config *c = w->cfg;
+    uint64_t blocks = c->file_size / c->block;
+    if (blocks == 0)
+        return 0;
+    if (c->random)
+        return (next_rand(&w->rng) % blocks) * c->block;
+    uint64_t off = w->seq_off;
+    w->seq_off = (w->seq_off + c->block) % (blocks * c->block);
+    return off;
+}
+
+/* Fills a slot's op for the next request. */
+static void prepare(struct bench_worker *w, struct bench_slot *s)
+{
+    const struct vfe_bench_config *c = w->cfg;
+    struct vfe_fuse_op *op = &s->op;
+    uint64_t off = next_offset(w);
+    unsigned flags = c->indirect ? VFE_OP_INDIRECT : 0;
+    switch (c->op) {
+    case VFE_BENCH_READ:
+        s->in.rd = (struct fuse_read_in){ .fh = c->fh, .offset = off, .size = c->block };
+        *op = (struct vfe_fuse_op){ .opcode = FUSE_READ, .nodeid = c->nodeid, .arg = &s->in.rd,
+                                    .arg_len = sizeof(s->in.rd), .out_data = &s->sg,
+                                    .out_data_cnt = 1, .flags = flags, .user = s };
+        break;
+    case VFE_BENCH_WRITE:
+        s->in.wr = (struct fuse_write_in){ .fh = c->fh, .offset = off, .size = c->block };
+        *op = (struct vfe_fuse_op){ .opcode = FUSE_WRITE, .nodeid = c->nodeid, .arg = &s->in.wr,
+                                    .arg_len = sizeof(s->in.wr), .in_data = &s->sg,
+                                    .in_data_cnt = 1, .out_arg = &s->out.wr,
+                                    .out_arg_len = sizeof(s->out.wr), .flags = flags, .user = s };
+        break;
+    case VFE_BENCH_GETATTR:
+        s->in.ga = (struct fuse_getattr_in){ 0 };
+        *op = (struct vfe_fuse_op){ .opcode = FUSE_GETATTR, .nodeid = c->nodeid, .arg = &s->in.ga,
+                                    .arg_len = sizeof(s->in.ga), .out_arg = &s->out.ga,
+                                    .out_arg_len = sizeof(s->out.ga), .flags = flags, .user = s };
+        break;
+    }
+}
+
+static void account(struct bench_worker *w, const struct vfe_fuse_op *op)
+{
+    const struct vfe_bench_config *c = w->cfg;
+    w->ops++;
+    vfe_hist_add(&w->hist, op->t_done_ns - op->t_submit_ns);
+    if (op->error) {
+        w->errors++;
+        return;
+    }
+    if (c->op == VFE_BENCH_READ)
+        w->bytes += op->data_len;
+    else if (c->op == VFE_BENCH_WRITE)
+        w->bytes += ((const struct bench_slot *)op->user)->out.wr.size;
+}
+
+static int submit_one(struct bench_worker *w, struct bench_slot *s)
+{
+    prepare(w, s);
+    int r = vfe_fuse_submit(w->f, w->queue, &s->op);
+    if (r == 0)
+        w->started++;
+    return r;
+}
+
+static void *worker_main(void *arg)
+{
+    struct bench_worker *w = arg;
+    const struct vfe_bench_config *c = w->cfg;
+    uint64_t deadline = c->duration_ns ? vfe_now_ns() + c->duration_ns : UINT64_MAX;
+    for (unsigned i = 0; i < c->depth && w->started < w->quota; i++) {
+        int r = submit_one(w, &w->slots[i]);
+        if (r < 0) {
+            w->err = r;
+            break;
+        }
+    }
+    vfe_fuse_kick(w->f, w->queue);
+    uint64_t last_progress = vfe_now_ns();
+    while (!w->err && w->ops < w->started) {
+        int n = vfe_fuse_reap(w->f, w->queue, w->done, c->depth, 1000);
+        if (n == -ETIMEDOUT)
+            n = 0;
+        if (n < 0) {
+            w->err = n;
+            break;
+        }
+        bool more = w->started < w->quota && vfe_now_ns() < deadline;
+        for (int i = 0; i < n; i++) {
+            account(w, w->done[i]);
+            if (more && w->started < w->quota) {
+                int r = submit_one(w, w->done[i]->user);
+                if (r < 0) {
+                    w->err = r;
+                    break;
+                }
+            }
+        }
+        if (n > 0 && more)
+            vfe_fuse_kick(w->f, w->queue);
+        if (n > 0)
+            last_progress = vfe_now_ns();
+        else if (!w->err && vfe_now_ns() - last_progress > VFE_BENCH_STALL_NS)
+            w->err = -ETIMEDOUT; /* the backend stopped answering */
+    }
+    return NULL;
+}
+
+static void free_workers(struct vfe_mem *mem, struct bench_worker *ws, unsigned n, unsigned depth)
+{
+    for (unsigned q = 0; q < n; q++) {
+        for (unsigned i = 0; ws[q].slots && i < depth; i++)
+            if (ws[q].slots[i].sg.len)
+                vfe_mem_free_block(mem, ws[q].slots[i].sg.gpa);
+        g_free(ws[q].slots);
+        g_free(ws[q].done);
+    }
+    g_free(ws);
+}
+
+int vfe_bench_run(struct vfe_fuse *f, struct vfe_dev *d, const struct vfe_bench_config *cfg,
+                  struct vfe_bench_result *res)
+{
+    unsigned nq = cfg->queues;
+    if (!nq || nq >= vfe_dev_nqueues(d) || !cfg->depth || cfg->depth > 1024)
+        return -EINVAL;
+    if (cfg->op != VFE_BENCH_GETATTR && (cfg->block == 0 || cfg->block > (16u << 20)))
+        return -EINVAL;
+    if (!cfg->duration_ns && !cfg->max_ops)
+        return -EINVAL;
+    struct vfe_mem *mem = vfe_dev_mem(d);
+    struct bench_worker *ws = g_new0(struct bench_worker, nq);
+    int r = 0;
+    for (unsigned q = 0; q < nq && r == 0; q++) {
+        struct bench_worker *w = &ws[q];
+        w->f = f;
+        w->cfg = cfg;
+        w->queue = 1 + q;
+        w->rng = 0x9E3779B97F4A7C15ull * (q + 1);
+        w->seq_off = cfg->file_size && cfg->block
+                         ? (cfg->file_size / cfg->block / nq) * q * cfg->block : 0;
+        w->quota = cfg->max_ops ? cfg->max_ops / nq + (q < cfg->max_ops % nq) : UINT64_MAX;
+        w->slots = g_new0(struct bench_slot, cfg->depth);
+        w->done = g_new0(struct vfe_fuse_op *, cfg->depth);
+        for (unsigned i = 0; i < cfg->depth && r == 0 && cfg->op != VFE_BENCH_GETATTR; i++) {
+            r = vfe_mem_alloc(mem, cfg->block, 4096, &w->slots[i].sg.gpa);
+            if (r == 0) {
+                w->slots[i].sg.len = cfg->block;
+                vfe_mem_fill(mem, w->slots[i].sg.gpa, 'a' + (int)(i % 26), cfg->block);
+            }
+        }
+    }
+    if (r < 0) {
+        free_workers(mem, ws, nq, cfg->depth);
+        return r;
+    }
+    uint64_t t0 = vfe_now_ns();
+    unsigned started = 0;
+    for (; started < nq; started++) {
+        r = -pthread_create(&ws[started].thread, NULL, worker_main, &ws[started]);
+        if (r < 0)
+            break;
+    }
+    for (unsigned q = 0; q < started; q++)
+        pthread_join(ws[q].thread, NULL);
+    uint64_t t1 = vfe_now_ns();
+
+    memset(res, 0, sizeof(*res));
+    res->elapsed_ns = t1 - t0;
+    for (unsigned q = 0; q < started; q++) {
+        res->ops += ws[q].ops;
+        res->bytes += ws[q].bytes;
+        res->errors += ws[q].errors;
+        vfe_hist_merge(&res->latency, &ws[q].hist);
+        if (ws[q].err && r == 0)
+            r = ws[q].err;
+    }
+    free_workers(mem, ws, nq, cfg->depth);
+    return r;
+}
