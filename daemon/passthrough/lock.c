@@ -44,10 +44,13 @@ struct pt_lock_owner {
     struct pt_lock_owner *next;
     uint64_t owner;
     int fd;
+    uint32_t pid;  /* the client pid of its last granted lock, for GETLK */
 };
 
 struct pt_waiter {
     struct pt_waiter *next;
+    struct pt_inode *ino; /* of h */
+    uint32_t pid;         /* the client's pid for a POSIX lock */
     struct fll_req *r;
     struct pt_handle *h; /* referenced */
     int fd;
@@ -176,6 +179,41 @@ void pt_lock_release_owner(struct pt_handle *h, uint64_t owner)
         pt_locks_kick(h->fs);
 }
 
+/* Remembers which client pid holds locks through the owner fd (GETLK reports it). */
+static void pt_owner_note_pid(struct pt_inode *i, int fd, uint32_t pid)
+{
+    pthread_mutex_lock(&i->lock_mu);
+    for (struct pt_lock_owner *o = i->owners; o; o = o->next)
+        if (o->fd == fd)
+            o->pid = pid;
+    pthread_mutex_unlock(&i->lock_mu);
+}
+
+/*
+ * The client pid behind lock l that the owner with fd self found in its way:
+ * an owner that holds l does not see l as a conflict from its own description,
+ * every other owner does. 0 when l belongs to nobody we know (a host process),
+ * or when several owners hold identical locks and cannot be told apart.
+ */
+static uint32_t pt_owner_pid_of(struct pt_inode *i, int self, const struct flock *l)
+{
+    uint32_t pid = 0;
+
+    pthread_mutex_lock(&i->lock_mu);
+    for (struct pt_lock_owner *o = i->owners; o; o = o->next) {
+        struct flock q = { .l_type = F_WRLCK, .l_whence = SEEK_SET, .l_start = l->l_start,
+                           .l_len = l->l_len };
+        if (o->fd == self || fcntl(o->fd, F_OFD_GETLK, &q) < 0)
+            continue;
+        if (q.l_type != l->l_type || q.l_start != l->l_start || q.l_len != l->l_len) {
+            pid = o->pid;
+            break;
+        }
+    }
+    pthread_mutex_unlock(&i->lock_mu);
+    return pid;
+}
+
 /* Client lock -> struct flock, validating type and range. */
 static int pt_lk_to_flock(const struct fuse_file_lock *lk, struct flock *fl)
 {
@@ -216,7 +254,7 @@ int pt_op_getlk(struct fll_req *r, uint64_t nodeid, const struct fuse_lk_in *in,
     if (fl.l_type != F_UNLCK) {
         out->lk.start = (uint64_t)fl.l_start;
         out->lk.end = fl.l_len == 0 ? PT_OFFSET_MAX : (uint64_t)(fl.l_start + fl.l_len - 1);
-        out->lk.pid = 0; /* the holder may be on the host: no client pid to report */
+        out->lk.pid = pt_owner_pid_of(h->ino, fd, &fl);
     }
     return 0;
 }
@@ -258,8 +296,11 @@ static void *pt_waiter_thread(void *arg)
             int res = w->cancel;
             if (!res && pt_handle_closing(w->h))
                 res = -EBADF;
-            if (!res)
+            if (!res) {
                 res = pt_lock_try(w);
+                if (res == 0 && !w->is_flock)
+                    pt_owner_note_pid(w->ino, w->fd, w->pid);
+            }
             if (res == 1) {
                 link = &w->next;
                 continue;
@@ -361,7 +402,11 @@ int pt_op_setlk(struct fll_req *r, uint64_t nodeid, const struct fuse_lk_in *in,
         if (wt.fd < 0)
             return wt.fd;
     }
+    wt.ino = h->ino;
+    wt.pid = in->lk.pid;
     ret = pt_lock_try(&wt);
+    if (ret == 0 && !wt.is_flock && wt.fl.l_type != F_UNLCK)
+        pt_owner_note_pid(h->ino, wt.fd, wt.pid);
     if (ret <= 0) {
         if (ret == 0 && (wt.is_flock ? wt.how == LOCK_UN : wt.fl.l_type == F_UNLCK))
             pt_locks_kick(fs);

@@ -16,8 +16,8 @@
  *
  * Lock order (take in this order, never the reverse):
  *   1. pt_handle.lock        (per handle: directory stream)
- *   2. pt_inode.lock_mu      (per inode: lock owners, open handle count)
- *   3. pt_locks.lock         (SETLKW waiter list)
+ *   2. pt_locks.lock         (SETLKW waiter list)
+ *   3. pt_inode.lock_mu      (per inode: lock owners, open handle count)
  *   4. pt_itab.lock          (inode table)
  *   5. pt_htab.lock          (handle table free list; allocation only)
  * No lock is held across a blocking syscall on guest-chosen objects except

@@ -21,7 +21,8 @@ static int setlk(struct lk *l, struct pt_t_req *q, uint64_t owner, uint32_t type
                  uint64_t end, bool sleep, bool is_flock)
 {
     struct fuse_lk_in in = { .fh = l->fh, .owner = owner,
-                             .lk = { .start = start, .end = end, .type = type, .pid = 1 },
+                             .lk = { .start = start, .end = end, .type = type,
+                                     .pid = (uint32_t)(owner + 100) },
                              .lk_flags = is_flock ? FUSE_LK_FLOCK : 0 };
     return l->t->ops->setlk(&q->r, l->node, &in, sleep);
 }
@@ -64,6 +65,13 @@ static void test_two_owners_conflict(void **state)
     assert_int_equal(t->ops->getlk(&q.r, a.node, &gi, &go), 0);
     assert_int_equal(go.lk.type, F_RDLCK);
     assert_int_equal(go.lk.end, OFFSET_MAX);
+    /* Two identical read locks: either holder, or 0 when they cannot be told apart. */
+    assert_true(go.lk.pid == 0 || go.lk.pid == 101 || go.lk.pid == 102);
+    /* One holder: its pid exactly (F_GETLK's l_pid). */
+    assert_int_equal(setlk_now(&a, 2, F_UNLCK, false), 0);
+    assert_int_equal(t->ops->getlk(&q.r, a.node, &gi, &go), 0);
+    assert_int_equal(go.lk.pid, 101);
+    assert_int_equal(setlk_now(&a, 2, F_RDLCK, false), 0);
     assert_int_equal(setlk_now(&a, 1, F_UNLCK, false), 0);
     assert_int_equal(setlk_now(&a, 2, F_UNLCK, false), 0);
     assert_int_equal(t->ops->getlk(&q.r, a.node, &gi, &go), 0);
@@ -125,8 +133,17 @@ static void test_setlkw_completes_after_unlock(void **state)
     assert_false(pt_t_is_done(&w));
     assert_int_equal(setlk_now(&a, 1, F_UNLCK, false), 0);
     assert_int_equal(pt_t_wait(&w), 0);
-    /* Owner 2 holds it now. */
+    /* Owner 2 holds it now, and GETLK names its pid. */
     assert_int_equal(setlk_now(&a, 1, F_WRLCK, false), -EAGAIN);
+    {
+        PT_REQ(t, q);
+        struct fuse_lk_in gi = { .fh = a.fh, .owner = 1,
+                                 .lk = { .start = 0, .end = OFFSET_MAX, .type = F_RDLCK } };
+        struct fuse_lk_out go;
+        assert_int_equal(t->ops->getlk(&q.r, a.node, &gi, &go), 0);
+        assert_int_equal(go.lk.type, F_WRLCK);
+        assert_int_equal(go.lk.pid, 102);
+    }
     pt_t_down(t);
 }
 
