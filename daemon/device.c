@@ -161,7 +161,7 @@ void vdev_set_broken(struct vufsd_dev *dev, unsigned queue, const char *why, int
     vlog_err("queue %u: %s (%s): device marked broken, no further requests are served "
              "until the frontend resets it",
              queue, why, strerror(-err));
-    int efd = dev->q[queue].err_fd;
+    int efd = __atomic_load_n(&dev->q[queue].err_fd, __ATOMIC_ACQUIRE);
     if (efd >= 0) {
         uint64_t one = 1;
         ssize_t w = write(efd, &one, sizeof(one));
