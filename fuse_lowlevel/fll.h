@@ -176,9 +176,9 @@ void *fll_req_userdata(const struct fll_req *r);
 struct fll_cursor {
     const struct iovec *iov;
     unsigned cnt;
-    unsigned idx;  /* current iovec */
-    size_t off;    /* offset in iov[idx] */
-    size_t left;   /* bytes left in the whole list (bounded by a limit) */
+    unsigned idx; /* current iovec */
+    size_t off;   /* offset in iov[idx] */
+    size_t left;  /* bytes left in the whole list (bounded by a limit) */
 };
 
 void fll_cursor_init(struct fll_cursor *c, const struct iovec *iov, unsigned cnt, size_t limit);
@@ -238,8 +238,7 @@ struct fll_ops {
     int (*init)(void *fs, struct fll_conn *conn);
     void (*destroy)(void *fs);
 
-    int (*lookup)(struct fll_req *r, uint64_t parent, const char *name,
-                  struct fuse_entry_out *out);
+    int (*lookup)(struct fll_req *r, uint64_t parent, const char *name, struct fuse_entry_out *out);
     /* No reply: nlookup is the client's count, untrusted. */
     void (*forget)(struct fll_req *r, uint64_t nodeid, uint64_t nlookup);
     int (*getattr)(struct fll_req *r, uint64_t nodeid, const struct fuse_getattr_in *in,
@@ -326,11 +325,11 @@ struct fll_transport {
 
 struct fll_session_config {
     const struct fll_ops *ops;
-    void *fs;                          /* passed back to ops via fll_req_userdata() */
+    void *fs; /* passed back to ops via fll_req_userdata() */
     const struct fll_transport *transport;
-    uint32_t max_write;                /* largest WRITE payload the transport carries */
-    uint16_t max_pages;                /* most pages per request the transport's reply
-                                        * buffers hold (caps what INIT grants); 0 = no cap */
+    uint32_t max_write; /* largest WRITE payload the transport carries */
+    uint16_t max_pages; /* most pages per request the transport's reply
+                         * buffers hold (caps what INIT grants); 0 = no cap */
 };
 
 struct fll_session *fll_session_new(const struct fll_session_config *cfg);
@@ -425,7 +424,7 @@ void fll_devfuse_free(struct fll_devfuse *h);
  * return). *handle_out (if not NULL) is set before serving starts, so another
  * thread may call fll_devfuse_stop() on it; it is invalid once this returns.
  */
-int fll_devfuse_run(const struct fll_ops *ops, void *fs, const char *mountpoint,
-                    const char *fsname, unsigned nthreads, struct fll_devfuse **handle_out);
+int fll_devfuse_run(const struct fll_ops *ops, void *fs, const char *mountpoint, const char *fsname,
+                    unsigned nthreads, struct fll_devfuse **handle_out);
 
 #endif

@@ -46,8 +46,8 @@ static void cursor_settle(struct fll_cursor *c)
 }
 
 /* Walks n bytes (n <= left), calling fn on each piece; fn may be NULL. */
-static void cursor_walk(struct fll_cursor *c, size_t n,
-                        void (*fn)(void *ctx, char *p, size_t len), void *ctx)
+static void cursor_walk(struct fll_cursor *c, size_t n, void (*fn)(void *ctx, char *p, size_t len),
+                        void *ctx)
 {
     while (n > 0) {
         cursor_settle(c);

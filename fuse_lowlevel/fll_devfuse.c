@@ -37,9 +37,9 @@
 
 #define DF_DEFAULT_MAX_WRITE (1u << 20)
 /* The largest READ reply: the kernel caps max_pages at 256 pages. */
-#define DF_MAX_READ (256u * 4096u)
-#define DF_HEADROOM 4096u
-#define DF_MAX_THREADS 64
+#define DF_MAX_READ       (256u * 4096u)
+#define DF_HEADROOM       4096u
+#define DF_MAX_THREADS    64
 #define DF_XATTR_SIZE_MAX 65536u /* fuse_in_header + fuse_write_in, generously */
 
 enum df_slot_state {
@@ -62,8 +62,8 @@ struct fll_devfuse {
     struct fuse_session *fse;
     struct fll_session *se;
     struct fll_transport transport;
-    int fd;      /* /dev/fuse, non-blocking; owned by fse */
-    int stopfd;  /* eventfd: readable once a stop was asked for */
+    int fd;     /* /dev/fuse, non-blocking; owned by fse */
+    int stopfd; /* eventfd: readable once a stop was asked for */
     unsigned nthreads;
     size_t insize;
     size_t outsize;
@@ -129,8 +129,7 @@ static void df_signal_stop(struct fll_devfuse *h)
 static void df_fail(struct fll_devfuse *h, int err)
 {
     int zero = 0;
-    __atomic_compare_exchange_n(&h->error, &zero, err, false, __ATOMIC_ACQ_REL,
-                                __ATOMIC_ACQUIRE);
+    __atomic_compare_exchange_n(&h->error, &zero, err, false, __ATOMIC_ACQ_REL, __ATOMIC_ACQUIRE);
     df_signal_stop(h);
 }
 
@@ -145,8 +144,8 @@ static void *df_worker(void *arg)
     }
     for (;;) {
         struct pollfd pfd[2] = {
-            { .fd = h->fd, .events = POLLIN },
-            { .fd = h->stopfd, .events = POLLIN },
+            {.fd = h->fd, .events = POLLIN},
+            {.fd = h->stopfd, .events = POLLIN},
         };
         if (poll(pfd, 2, -1) < 0) {
             if (errno == EINTR)
@@ -170,8 +169,8 @@ static void *df_worker(void *arg)
             break;
         }
 
-        s->in_iov = (struct iovec){ s->inbuf, (size_t)n };
-        s->out_iov = (struct iovec){ s->outbuf, h->outsize };
+        s->in_iov = (struct iovec){s->inbuf, (size_t)n};
+        s->out_iov = (struct iovec){s->outbuf, h->outsize};
         s->req.in = &s->in_iov;
         s->req.in_cnt = 1;
         s->req.out = &s->out_iov;
@@ -181,8 +180,8 @@ static void *df_worker(void *arg)
         fll_session_process(h->se, &s->req);
 
         int busy = DF_BUSY;
-        if (__atomic_compare_exchange_n(&s->state, &busy, DF_DETACHED, false,
-                                        __ATOMIC_ACQ_REL, __ATOMIC_ACQUIRE)) {
+        if (__atomic_compare_exchange_n(&s->state, &busy, DF_DETACHED, false, __ATOMIC_ACQ_REL,
+                                        __ATOMIC_ACQUIRE)) {
             /* Kept by an FLL_ASYNC operation: its completion frees the slot. */
             __atomic_fetch_add(&h->async_pending, 1, __ATOMIC_RELAXED);
             s = slot_new(h);
@@ -247,7 +246,7 @@ int fll_devfuse_new(const struct fll_devfuse_config *cfg, struct fll_devfuse **o
         fll_devfuse_free(h);
         return -EINVAL;
     }
-    char *argv[] = { (char *)"vufsd", (char *)"-o", opts, NULL };
+    char *argv[] = {(char *)"vufsd", (char *)"-o", opts, NULL};
     struct fuse_args args = FUSE_ARGS_INIT(3, argv);
     h->fse = fuse_session_new(&args, &no_ops, sizeof(no_ops), NULL);
     fuse_opt_free_args(&args); /* libfuse may have copied argv while parsing */
@@ -309,7 +308,7 @@ void fll_devfuse_free(struct fll_devfuse *h)
     if (h->se)
         fll_session_shutdown(h->se);
     while (__atomic_load_n(&h->async_pending, __ATOMIC_ACQUIRE) > 0) {
-        struct timespec ts = { 0, 1000000 };
+        struct timespec ts = {0, 1000000};
         nanosleep(&ts, NULL);
     }
     if (h->fse) {
@@ -332,10 +331,10 @@ static void df_on_signal(int sig)
     fll_devfuse_stop(__atomic_load_n(&df_signal_target, __ATOMIC_ACQUIRE));
 }
 
-int fll_devfuse_run(const struct fll_ops *ops, void *fs, const char *mountpoint,
-                    const char *fsname, unsigned nthreads, struct fll_devfuse **handle_out)
+int fll_devfuse_run(const struct fll_ops *ops, void *fs, const char *mountpoint, const char *fsname,
+                    unsigned nthreads, struct fll_devfuse **handle_out)
 {
-    static const int sigs[] = { SIGTERM, SIGINT, SIGHUP };
+    static const int sigs[] = {SIGTERM, SIGINT, SIGHUP};
     struct sigaction old[3];
     struct fll_devfuse_config cfg = {
         .ops = ops,
@@ -353,7 +352,7 @@ int fll_devfuse_run(const struct fll_ops *ops, void *fs, const char *mountpoint,
         *handle_out = h;
 
     __atomic_store_n(&df_signal_target, h, __ATOMIC_RELEASE);
-    struct sigaction sa = { .sa_handler = df_on_signal };
+    struct sigaction sa = {.sa_handler = df_on_signal};
     sigemptyset(&sa.sa_mask);
     for (unsigned i = 0; i < 3; i++)
         sigaction(sigs[i], &sa, &old[i]);

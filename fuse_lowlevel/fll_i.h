@@ -43,8 +43,8 @@ struct fll_session {
      * What decoders need from the negotiation, atomic (relaxed): a request of
      * a previous connection may still be decoding while a new INIT runs.
      */
-    uint32_t max_write;        /* WRITE payload limit told to the client */
-    bool setxattr_ext;         /* FUSE_SETXATTR_EXT negotiated */
+    uint32_t max_write; /* WRITE payload limit told to the client */
+    bool setxattr_ext;  /* FUSE_SETXATTR_EXT negotiated */
 };
 
 static inline uint32_t fll_max_write(const struct fll_session *se)
@@ -127,10 +127,10 @@ static inline const struct fll_ops *fll_ops_of(const struct fll_req *r)
     return r->se->cfg.ops;
 }
 
-#define FLL_ARG(c, var)                                                                    \
-    do {                                                                                   \
-        if (!fll_cursor_copy((c), &(var), sizeof(var)))                                    \
-            return -EINVAL;                                                                \
+#define FLL_ARG(c, var)                                                                            \
+    do {                                                                                           \
+        if (!fll_cursor_copy((c), &(var), sizeof(var)))                                            \
+            return -EINVAL;                                                                        \
     } while (0)
 
 static inline void fll_freep(void *p)

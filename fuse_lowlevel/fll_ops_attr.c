@@ -9,9 +9,9 @@
 
 #include "fll_ops_i.h"
 
-#define FLL_XATTR_NAME_MAX 255    /* XATTR_NAME_MAX */
-#define FLL_XATTR_SIZE_MAX 65536  /* XATTR_SIZE_MAX */
-#define FLL_XATTR_LIST_MAX 65536  /* XATTR_LIST_MAX */
+#define FLL_XATTR_NAME_MAX 255   /* XATTR_NAME_MAX */
+#define FLL_XATTR_SIZE_MAX 65536 /* XATTR_SIZE_MAX */
+#define FLL_XATTR_LIST_MAX 65536 /* XATTR_LIST_MAX */
 /* A READDIR never asks for more than max_pages (at most 256) pages. */
 #define FLL_READDIR_MAX (256u * 4096u)
 
@@ -42,7 +42,7 @@ FLL_DECODER(getattr)
     FLL_ARG(c, in);
     if (!fll_out_fits(r, sizeof(struct fuse_attr_out)))
         return -EIO;
-    struct fuse_attr_out out = { 0 };
+    struct fuse_attr_out out = {0};
     int ret = fll_ops_of(r)->getattr(r, r->hdr.nodeid, &in, &out);
     return body_reply(r, ret, &out, sizeof(out));
 }
@@ -53,7 +53,7 @@ FLL_DECODER(setattr)
     FLL_ARG(c, in);
     if (!fll_out_fits(r, sizeof(struct fuse_attr_out)))
         return -EIO;
-    struct fuse_attr_out out = { 0 };
+    struct fuse_attr_out out = {0};
     int ret = fll_ops_of(r)->setattr(r, r->hdr.nodeid, &in, &out);
     return body_reply(r, ret, &out, sizeof(out));
 }
@@ -64,7 +64,7 @@ FLL_DECODER(statx)
     FLL_ARG(c, in);
     if (!fll_out_fits(r, sizeof(struct fuse_statx_out)))
         return -EIO;
-    struct fuse_statx_out out = { 0 };
+    struct fuse_statx_out out = {0};
     int ret = fll_ops_of(r)->statx(r, r->hdr.nodeid, &in, &out);
     return body_reply(r, ret, &out, sizeof(out));
 }
@@ -73,7 +73,7 @@ FLL_DECODER(statfs)
 {
     if (!fll_out_fits(r, sizeof(struct fuse_statfs_out)))
         return -EIO;
-    struct fuse_statfs_out out = { 0 };
+    struct fuse_statfs_out out = {0};
     int ret = fll_ops_of(r)->statfs(r, r->hdr.nodeid, &out);
     return body_reply(r, ret, &out, sizeof(out));
 }
@@ -109,7 +109,7 @@ static int xattr_name(struct fll_cursor *c, char name[FLL_XATTR_NAME_MAX + 1])
  */
 FLL_DECODER(setxattr)
 {
-    struct fuse_setxattr_in in = { 0 };
+    struct fuse_setxattr_in in = {0};
     bool ext = fll_setxattr_ext(r->se);
     size_t insize = ext ? sizeof(in) : FUSE_COMPAT_SETXATTR_IN_SIZE;
     char name[FLL_XATTR_NAME_MAX + 1];
@@ -151,7 +151,7 @@ static int xattr_reply(struct fll_req *r, const char *name, uint32_t size, size_
             return ret < -4095 ? -EIO : (int)ret;
         if (ret > UINT32_MAX)
             return -E2BIG;
-        struct fuse_getxattr_out out = { .size = (uint32_t)ret };
+        struct fuse_getxattr_out out = {.size = (uint32_t)ret};
         fll_reply_ok(r, &out, sizeof(out));
         return 0;
     }
@@ -208,7 +208,7 @@ FLL_DECODER(opendir)
     FLL_ARG(c, in);
     if (!fll_out_fits(r, sizeof(struct fuse_open_out)))
         return -EIO;
-    struct fuse_open_out out = { 0 };
+    struct fuse_open_out out = {0};
     int ret = fll_ops_of(r)->opendir(r, r->hdr.nodeid, &in, &out);
     return body_reply(r, ret, &out, sizeof(out));
 }
@@ -225,7 +225,7 @@ static int readdir_common(struct fll_req *r, struct fll_cursor *c, bool plus)
     struct fll_outbuf ob;
     if (!fll_outbuf_get(r, &ob, n))
         return -ENOMEM;
-    struct fll_dirbuf db = { .buf = ob.p, .size = n, .len = 0, .plus = plus };
+    struct fll_dirbuf db = {.buf = ob.p, .size = n, .len = 0, .plus = plus};
     int ret = fll_ops_of(r)->readdir(r, r->hdr.nodeid, &in, &db);
     if (ret > 0)
         ret = -EIO;

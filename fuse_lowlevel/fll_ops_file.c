@@ -17,7 +17,7 @@ FLL_DECODER(open)
     FLL_ARG(c, in);
     if (!fll_out_fits(r, sizeof(struct fuse_open_out)))
         return -EIO;
-    struct fuse_open_out out = { 0 };
+    struct fuse_open_out out = {0};
     int ret = fll_ops_of(r)->open(r, r->hdr.nodeid, &in, &out);
     if (ret > 0)
         ret = -EIO;
@@ -80,7 +80,7 @@ FLL_DECODER(write)
         return ret < -4095 ? -EIO : (int)ret;
     if ((size_t)ret > in.size)
         return -EIO;
-    struct fuse_write_out out = { .size = (uint32_t)ret };
+    struct fuse_write_out out = {.size = (uint32_t)ret};
     fll_reply_ok(r, &out, sizeof(out));
     return 0;
 }
@@ -119,7 +119,7 @@ FLL_DECODER(lseek)
     FLL_ARG(c, in);
     if (!fll_out_fits(r, sizeof(struct fuse_lseek_out)))
         return -EIO;
-    struct fuse_lseek_out out = { 0 };
+    struct fuse_lseek_out out = {0};
     int ret = fll_ops_of(r)->lseek(r, r->hdr.nodeid, &in, &out);
     if (ret > 0)
         ret = -EIO;
@@ -147,7 +147,7 @@ FLL_DECODER(copy_file_range)
         return ret < -4095 ? -EIO : (int)ret;
     if ((uint64_t)ret > in.len)
         return -EIO;
-    struct fuse_write_out out = { .size = (uint32_t)ret };
+    struct fuse_write_out out = {.size = (uint32_t)ret};
     fll_reply_ok(r, &out, sizeof(out));
     return 0;
 }
@@ -158,7 +158,7 @@ FLL_DECODER(getlk)
     FLL_ARG(c, in);
     if (!fll_out_fits(r, sizeof(struct fuse_lk_out)))
         return -EIO;
-    struct fuse_lk_out out = { 0 };
+    struct fuse_lk_out out = {0};
     int ret = fll_ops_of(r)->getlk(r, r->hdr.nodeid, &in, &out);
     if (ret > 0)
         ret = -EIO;

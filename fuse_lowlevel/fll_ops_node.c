@@ -29,7 +29,7 @@ FLL_DECODER(lookup)
         return ret;
     if (!fll_out_fits(r, sizeof(struct fuse_entry_out)))
         return -EIO;
-    struct fuse_entry_out e = { 0 };
+    struct fuse_entry_out e = {0};
     ret = fll_ops_of(r)->lookup(r, r->hdr.nodeid, name, &e);
     return entry_reply(r, ret, &e);
 }
@@ -71,7 +71,7 @@ FLL_DECODER(mknod)
         return ret;
     if (!fll_out_fits(r, sizeof(struct fuse_entry_out)))
         return -EIO;
-    struct fuse_entry_out e = { 0 };
+    struct fuse_entry_out e = {0};
     ret = fll_ops_of(r)->mknod(r, r->hdr.nodeid, name, &in, &e);
     return entry_reply(r, ret, &e);
 }
@@ -86,7 +86,7 @@ FLL_DECODER(mkdir)
         return ret;
     if (!fll_out_fits(r, sizeof(struct fuse_entry_out)))
         return -EIO;
-    struct fuse_entry_out e = { 0 };
+    struct fuse_entry_out e = {0};
     ret = fll_ops_of(r)->mkdir(r, r->hdr.nodeid, name, &in, &e);
     return entry_reply(r, ret, &e);
 }
@@ -104,7 +104,7 @@ FLL_DECODER(symlink)
         return ret;
     if (!fll_out_fits(r, sizeof(struct fuse_entry_out)))
         return -EIO;
-    struct fuse_entry_out e = { 0 };
+    struct fuse_entry_out e = {0};
     ret = fll_ops_of(r)->symlink(r, r->hdr.nodeid, name, target, &e);
     return entry_reply(r, ret, &e);
 }
@@ -127,8 +127,7 @@ FLL_DECODER(rmdir)
     return fll_reply_status(r, fll_ops_of(r)->rmdir(r, r->hdr.nodeid, name));
 }
 
-static int rename_common(struct fll_req *r, struct fll_cursor *c, uint64_t newdir,
-                         uint32_t flags)
+static int rename_common(struct fll_req *r, struct fll_cursor *c, uint64_t newdir, uint32_t flags)
 {
     char name[FLL_NAME_MAX + 1];
     char newname[FLL_NAME_MAX + 1];
@@ -167,7 +166,7 @@ FLL_DECODER(link)
         return ret;
     if (!fll_out_fits(r, sizeof(struct fuse_entry_out)))
         return -EIO;
-    struct fuse_entry_out e = { 0 };
+    struct fuse_entry_out e = {0};
     ret = fll_ops_of(r)->link(r, in.oldnodeid, r->hdr.nodeid, newname, &e);
     return entry_reply(r, ret, &e);
 }
@@ -186,14 +185,14 @@ static int create_common(struct fll_req *r, struct fll_cursor *c, bool tmpfile)
      * "/"), which is no directory entry name: it is only bounded and
      * NUL-terminated, and the filesystem must not use it as a path.
      */
-    int ret = tmpfile ? fll_cursor_cstr(c, name, sizeof(name), -ENAMETOOLONG)
-                      : fll_cursor_name(c, name);
+    int ret =
+        tmpfile ? fll_cursor_cstr(c, name, sizeof(name), -ENAMETOOLONG) : fll_cursor_name(c, name);
     if (ret < 0)
         return ret;
     if (!fll_out_fits(r, sizeof(struct fuse_entry_out) + sizeof(struct fuse_open_out)))
         return -EIO;
-    struct fuse_entry_out e = { 0 };
-    struct fuse_open_out o = { 0 };
+    struct fuse_entry_out e = {0};
+    struct fuse_open_out o = {0};
     create_fn fn = tmpfile ? fll_ops_of(r)->tmpfile : fll_ops_of(r)->create;
     ret = fn(r, r->hdr.nodeid, name, &in, &e, &o);
     if (ret > 0)

@@ -36,7 +36,7 @@
 static const char hello_data[] = "hello from vufsd over /dev/fuse\n";
 #define HELLO_ID 2
 /* /big (node 3): BIG_SIZE bytes of a pattern computed from the offset. */
-#define BIG_ID 3
+#define BIG_ID   3
 #define BIG_SIZE (3u * 1024u * 1024u + 123u)
 
 static unsigned char big_byte(uint64_t off)
@@ -45,10 +45,10 @@ static unsigned char big_byte(uint64_t off)
 }
 
 struct tinyfs {
-    int lookups;  /* hello lookups not yet forgotten; atomic */
-    int reads;    /* atomic */
+    int lookups; /* hello lookups not yet forgotten; atomic */
+    int reads;   /* atomic */
     bool inited;
-    int destroyed; /* atomic */
+    int destroyed;          /* atomic */
     struct fll_req *parked; /* a SETLKW kept with FLL_ASYNC; atomic */
 };
 
@@ -183,7 +183,7 @@ static int t_readdir(struct fll_req *r, uint64_t nodeid, const struct fuse_read_
         const char *name;
         uint64_t ino;
         uint32_t type;
-    } ents[] = { { ".", 1, DT_DIR }, { "..", 1, DT_DIR }, { "hello", HELLO_ID, DT_REG } };
+    } ents[] = {{".", 1, DT_DIR}, {"..", 1, DT_DIR}, {"hello", HELLO_ID, DT_REG}};
     for (uint64_t i = in->offset; i < 3; i++) {
         /* "." and ".." are fine in a listing; only client names are checked */
         if (!fll_dirbuf_add(db, ents[i].name, ents[i].ino, ents[i].type, i + 1, NULL))
@@ -249,7 +249,7 @@ static bool wait_mounted(const char *path, bool want)
     for (int i = 0; i < 3000; i++) {
         if (is_mounted(path) == want)
             return true;
-        struct timespec ts = { 0, 10 * 1000 * 1000 };
+        struct timespec ts = {0, 10 * 1000 * 1000};
         nanosleep(&ts, NULL);
     }
     return false;
@@ -361,7 +361,7 @@ static void *loop_thread(void *p)
 
 static void serve_and_stop(void **state)
 {
-    struct tinyfs fs = { 0 };
+    struct tinyfs fs = {0};
     struct fll_devfuse_config cfg = {
         .ops = &tiny_ops,
         .fs = &fs,
@@ -370,7 +370,7 @@ static void serve_and_stop(void **state)
         .mount_opts = "default_permissions",
         .nthreads = 3,
     };
-    struct loop_arg la = { 0 };
+    struct loop_arg la = {0};
     assert_int_equal(fll_devfuse_new(&cfg, &la.h), 0);
     assert_true(is_mounted(mnt));
 
@@ -409,11 +409,14 @@ static void sigterm_unmounts(void **state)
 
 static void external_unmount_ends_loop(void **state)
 {
-    struct tinyfs fs = { 0 };
+    struct tinyfs fs = {0};
     struct fll_devfuse_config cfg = {
-        .ops = &tiny_ops, .fs = &fs, .mountpoint = mnt, .nthreads = 2,
+        .ops = &tiny_ops,
+        .fs = &fs,
+        .mountpoint = mnt,
+        .nthreads = 2,
     };
-    struct loop_arg la = { 0 };
+    struct loop_arg la = {0};
     assert_int_equal(fll_devfuse_new(&cfg, &la.h), 0);
     pthread_t t;
     assert_int_equal(pthread_create(&t, NULL, loop_thread, &la), 0);
@@ -434,7 +437,7 @@ struct locker {
 static void *locker_thread(void *p)
 {
     struct locker *lk = p;
-    struct flock fl = { .l_type = F_RDLCK, .l_whence = SEEK_SET, .l_start = 0, .l_len = 1 };
+    struct flock fl = {.l_type = F_RDLCK, .l_whence = SEEK_SET, .l_start = 0, .l_len = 1};
     lk->ret = fcntl(lk->fd, F_SETLKW, &fl);
     lk->err = errno;
     return NULL;
@@ -447,25 +450,28 @@ static void *locker_thread(void *p)
  */
 static void async_setlkw(void **state)
 {
-    struct tinyfs fs = { 0 };
+    struct tinyfs fs = {0};
     struct fll_devfuse_config cfg = {
-        .ops = &tiny_ops, .fs = &fs, .mountpoint = mnt, .nthreads = 1,
+        .ops = &tiny_ops,
+        .fs = &fs,
+        .mountpoint = mnt,
+        .nthreads = 1,
     };
-    struct loop_arg la = { 0 };
+    struct loop_arg la = {0};
     assert_int_equal(fll_devfuse_new(&cfg, &la.h), 0);
     pthread_t t, lt;
     assert_int_equal(pthread_create(&t, NULL, loop_thread, &la), 0);
 
     char path[128];
     snprintf(path, sizeof(path), "%s/hello", mnt);
-    struct locker lk = { .fd = open(path, O_RDONLY) };
+    struct locker lk = {.fd = open(path, O_RDONLY)};
     assert_true(lk.fd >= 0);
     assert_int_equal(pthread_create(&lt, NULL, locker_thread, &lk), 0);
     bool parked = false;
     for (int i = 0; i < 3000 && !parked; i++) {
         parked = __atomic_load_n(&fs.parked, __ATOMIC_ACQUIRE) != NULL;
         if (!parked) {
-            struct timespec ts = { 0, 10 * 1000 * 1000 };
+            struct timespec ts = {0, 10 * 1000 * 1000};
             nanosleep(&ts, NULL);
         }
     }
@@ -487,7 +493,7 @@ static void async_setlkw(void **state)
 static void bad_config(void **state)
 {
     struct fll_devfuse *h = (void *)1;
-    struct fll_devfuse_config cfg = { .ops = &tiny_ops, .mountpoint = NULL };
+    struct fll_devfuse_config cfg = {.ops = &tiny_ops, .mountpoint = NULL};
     assert_int_equal(fll_devfuse_new(&cfg, &h), -EINVAL);
     assert_null(h);
     cfg.mountpoint = mnt;

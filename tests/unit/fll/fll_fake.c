@@ -7,14 +7,14 @@
 
 #include "fll_fake.h"
 
-static struct fake_fs *FS(struct fll_req *r)
+static struct fllt_fake_fs *FS(struct fll_req *r)
 {
     return fll_req_userdata(r);
 }
 
 static void rec(struct fll_req *r, const char *op, uint64_t nodeid, const void *in, size_t len)
 {
-    struct fake_fs *fs = FS(r);
+    struct fllt_fake_fs *fs = FS(r);
     fs->calls++;
     fs->op = op;
     fs->nodeid = nodeid;
@@ -38,7 +38,7 @@ static void fill_entry(struct fuse_entry_out *e, uint64_t id)
 
 static int fake_init(void *fsp, struct fll_conn *conn)
 {
-    struct fake_fs *fs = fsp;
+    struct fllt_fake_fs *fs = fsp;
     fs->calls++;
     fs->op = "init";
     fs->conn = *conn;
@@ -53,7 +53,7 @@ static int fake_init(void *fsp, struct fll_conn *conn)
 
 static void fake_destroy(void *fsp)
 {
-    struct fake_fs *fs = fsp;
+    struct fllt_fake_fs *fs = fsp;
     fs->calls++;
     fs->op = "destroy";
     fs->destroyed = true;
@@ -70,7 +70,7 @@ static int fake_lookup(struct fll_req *r, uint64_t parent, const char *name,
 
 static void fake_forget(struct fll_req *r, uint64_t nodeid, uint64_t nlookup)
 {
-    struct fake_fs *fs = FS(r);
+    struct fllt_fake_fs *fs = FS(r);
     rec(r, "forget", nodeid, NULL, 0);
     if (fs->nforgets < 64) {
         fs->forget_ids[fs->nforgets] = nodeid;
@@ -206,7 +206,7 @@ static int fake_tmpfile(struct fll_req *r, uint64_t parent, const char *name,
 static ssize_t fake_read(struct fll_req *r, uint64_t nodeid, const struct fuse_read_in *in,
                          const struct iovec *dst, unsigned dst_cnt)
 {
-    struct fake_fs *fs = FS(r);
+    struct fllt_fake_fs *fs = FS(r);
     rec(r, "read", nodeid, in, sizeof(*in));
     fs->iov_cnt = dst_cnt;
     fs->iov_bytes = 0;
@@ -227,7 +227,7 @@ static ssize_t fake_read(struct fll_req *r, uint64_t nodeid, const struct fuse_r
 static ssize_t fake_write(struct fll_req *r, uint64_t nodeid, const struct fuse_write_in *in,
                           const struct iovec *src, unsigned src_cnt)
 {
-    struct fake_fs *fs = FS(r);
+    struct fllt_fake_fs *fs = FS(r);
     rec(r, "write", nodeid, in, sizeof(*in));
     fs->iov_cnt = src_cnt;
     fs->data_len = 0;
@@ -250,11 +250,11 @@ static int fake_statfs(struct fll_req *r, uint64_t nodeid, struct fuse_statfs_ou
     return FS(r)->ret;
 }
 
-#define SIMPLE(fn, type)                                                                  \
-    static int fake_##fn(struct fll_req *r, uint64_t nodeid, const type *in)              \
-    {                                                                                     \
-        rec(r, #fn, nodeid, in, sizeof(*in));                                             \
-        return FS(r)->ret;                                                                \
+#define SIMPLE(fn, type)                                                                           \
+    static int fake_##fn(struct fll_req *r, uint64_t nodeid, const type *in)                       \
+    {                                                                                              \
+        rec(r, #fn, nodeid, in, sizeof(*in));                                                      \
+        return FS(r)->ret;                                                                         \
     }
 SIMPLE(release, struct fuse_release_in)
 SIMPLE(releasedir, struct fuse_release_in)
@@ -268,7 +268,7 @@ SIMPLE(setupmapping, struct fuse_setupmapping_in)
 static int fake_setxattr(struct fll_req *r, uint64_t nodeid, const char *name, const void *value,
                          size_t size, int flags, uint32_t setxattr_flags)
 {
-    struct fake_fs *fs = FS(r);
+    struct fllt_fake_fs *fs = FS(r);
     rec(r, "setxattr", nodeid, NULL, 0);
     rec_name(fs->name, sizeof(fs->name), name);
     memcpy(fs->data, value, size);
@@ -282,7 +282,7 @@ static ssize_t fake_getxattr(struct fll_req *r, uint64_t nodeid, const char *nam
                              size_t size)
 {
     static const char v[] = "value-of-xattr";
-    struct fake_fs *fs = FS(r);
+    struct fllt_fake_fs *fs = FS(r);
     rec(r, "getxattr", nodeid, NULL, 0);
     rec_name(fs->name, sizeof(fs->name), name);
     fs->buf_size = size;
@@ -299,7 +299,7 @@ static ssize_t fake_getxattr(struct fll_req *r, uint64_t nodeid, const char *nam
 static ssize_t fake_listxattr(struct fll_req *r, uint64_t nodeid, void *buf, size_t size)
 {
     static const char v[] = "user.a\0user.b"; /* 14 bytes with both NULs */
-    struct fake_fs *fs = FS(r);
+    struct fllt_fake_fs *fs = FS(r);
     rec(r, "listxattr", nodeid, NULL, 0);
     fs->buf_size = size;
     if (fs->ret)
@@ -331,13 +331,13 @@ static int fake_opendir(struct fll_req *r, uint64_t nodeid, const struct fuse_op
 static int fake_readdir(struct fll_req *r, uint64_t nodeid, const struct fuse_read_in *in,
                         struct fll_dirbuf *db)
 {
-    static const char *names[] = { "a", "bb", "ccc" };
+    static const char *names[] = {"a", "bb", "ccc"};
     rec(r, db->plus ? "readdirplus" : "readdir", nodeid, in, sizeof(*in));
     FS(r)->buf_size = db->size;
     if (FS(r)->ret)
         return FS(r)->ret;
     for (uint64_t i = in->offset; i < 3; i++) {
-        struct fuse_entry_out e = { 0 };
+        struct fuse_entry_out e = {0};
         fill_entry(&e, 100 + i);
         if (!fll_dirbuf_add(db, names[i], 100 + i, 8, i + 1, &e))
             break;
@@ -406,14 +406,14 @@ static int fake_interrupt(struct fll_req *r, uint64_t unique)
 static int fake_removemapping(struct fll_req *r, const struct fuse_removemapping_one *entries,
                               unsigned count)
 {
-    struct fake_fs *fs = FS(r);
+    struct fllt_fake_fs *fs = FS(r);
     rec(r, "removemapping", 0, NULL, 0);
     memcpy(fs->rm, entries, count * sizeof(*entries));
     fs->rm_count = count;
     return fs->ret;
 }
 
-const struct fll_ops fake_ops = {
+const struct fll_ops fllt_fake_ops = {
     .init = fake_init,
     .destroy = fake_destroy,
     .lookup = fake_lookup,
@@ -458,7 +458,7 @@ const struct fll_ops fake_ops = {
     .removemapping = fake_removemapping,
 };
 
-void fake_reset(struct fake_fs *fs)
+void fllt_fake_reset(struct fllt_fake_fs *fs)
 {
     memset(fs, 0, sizeof(*fs));
     fs->count = -1;
@@ -468,24 +468,24 @@ void fake_reset(struct fake_fs *fs)
 
 static void h_complete(struct fll_req *r, size_t out_len)
 {
-    struct fake_req *fr = (struct fake_req *)r;
-    struct harness *h = fr->h;
+    struct fllt_fake_req *fr = (struct fllt_fake_req *)r;
+    struct fllt_harness *h = fr->h;
     h->completions++;
     h->out_len = out_len;
     if (out_len >= sizeof(h->oh))
         memcpy(&h->oh, h->out, sizeof(h->oh));
 }
 
-struct harness *h_new(uint32_t max_write)
+struct fllt_harness *fllt_new(uint32_t max_write)
 {
-    struct harness *h = calloc(1, sizeof(*h));
+    struct fllt_harness *h = calloc(1, sizeof(*h));
     if (h == NULL)
         abort();
-    fake_reset(&h->fs);
+    fllt_fake_reset(&h->fs);
     h->tr.complete = h_complete;
     h->fr.h = h;
     struct fll_session_config cfg = {
-        .ops = &fake_ops,
+        .ops = &fllt_fake_ops,
         .fs = &h->fs,
         .transport = &h->tr,
         .max_write = max_write,
@@ -496,13 +496,13 @@ struct harness *h_new(uint32_t max_write)
     return h;
 }
 
-void h_free(struct harness *h)
+void fllt_free(struct fllt_harness *h)
 {
     fll_session_free(h->se);
     free(h);
 }
 
-void msg_init(struct msg *m, uint32_t opcode, uint64_t nodeid)
+void fllt_msg_init(struct fllt_msg *m, uint32_t opcode, uint64_t nodeid)
 {
     static uint64_t unique = 1000;
     struct fuse_in_header ih = {
@@ -515,10 +515,10 @@ void msg_init(struct msg *m, uint32_t opcode, uint64_t nodeid)
     };
     m->len = 0;
     m->unique = ih.unique;
-    msg_put(m, &ih, sizeof(ih));
+    fllt_msg_put(m, &ih, sizeof(ih));
 }
 
-void msg_put(struct msg *m, const void *p, size_t n)
+void fllt_msg_put(struct fllt_msg *m, const void *p, size_t n)
 {
     if (m->len + n > sizeof(m->b))
         abort();
@@ -526,19 +526,19 @@ void msg_put(struct msg *m, const void *p, size_t n)
     m->len += n;
 }
 
-void msg_str(struct msg *m, const char *s)
+void fllt_msg_str(struct fllt_msg *m, const char *s)
 {
-    msg_put(m, s, strlen(s) + 1);
+    fllt_msg_put(m, s, strlen(s) + 1);
 }
 
-void msg_set_len(struct msg *m, uint32_t len)
+void fllt_msg_set_len(struct fllt_msg *m, uint32_t len)
 {
     memcpy(m->b + offsetof(struct fuse_in_header, len), &len, sizeof(len));
 }
 
-void msg_end(struct msg *m)
+void fllt_msg_end(struct fllt_msg *m)
 {
-    msg_set_len(m, (uint32_t)m->len);
+    fllt_msg_set_len(m, (uint32_t)m->len);
 }
 
 static unsigned cut(struct iovec *iov, unsigned char *p, size_t len, size_t chunk)
@@ -554,8 +554,8 @@ static unsigned cut(struct iovec *iov, unsigned char *p, size_t len, size_t chun
     return n;
 }
 
-void h_send(struct harness *h, const struct msg *m, size_t in_chunk, size_t out_size,
-            size_t out_chunk)
+void fllt_send(struct fllt_harness *h, const struct fllt_msg *m, size_t in_chunk, size_t out_size,
+               size_t out_chunk)
 {
     h->completions = 0;
     h->out_len = 0;
@@ -569,14 +569,14 @@ void h_send(struct harness *h, const struct msg *m, size_t in_chunk, size_t out_
     fll_session_process(h->se, &h->fr.req);
 }
 
-void h_send1(struct harness *h, const struct msg *m)
+void fllt_send1(struct fllt_harness *h, const struct fllt_msg *m)
 {
-    h_send(h, m, 0, sizeof(h->out), 0);
+    fllt_send(h, m, 0, sizeof(h->out), 0);
 }
 
-int h_init(struct harness *h, uint32_t minor, uint64_t flags)
+int fllt_init(struct fllt_harness *h, uint32_t minor, uint64_t flags)
 {
-    static struct msg m;
+    static struct fllt_msg m;
     struct fuse_init_in in = {
         .major = 7,
         .minor = minor,
@@ -584,9 +584,9 @@ int h_init(struct harness *h, uint32_t minor, uint64_t flags)
         .flags = (uint32_t)flags | FUSE_INIT_EXT,
         .flags2 = (uint32_t)(flags >> 32),
     };
-    msg_init(&m, FUSE_INIT, 0);
-    msg_put(&m, &in, sizeof(in));
-    msg_end(&m);
-    h_send1(h, &m);
+    fllt_msg_init(&m, FUSE_INIT, 0);
+    fllt_msg_put(&m, &in, sizeof(in));
+    fllt_msg_end(&m);
+    fllt_send1(h, &m);
     return h->oh.error;
 }

@@ -19,55 +19,55 @@
 #define FAKE_IOV_MAX 4096
 
 /* What the fake filesystem saw, and what it answers. */
-struct fake_fs {
+struct fllt_fake_fs {
     /* Answers */
-    int ret;          /* for int operations (0 = success) */
-    ssize_t count;    /* for read/write/xattr/readlink: bytes; -1 = all offered */
-    bool async;       /* setlk answers FLL_ASYNC and keeps the request */
-    uint64_t want;    /* init: flags to ask for (masked with capable by fll) */
+    int ret;       /* for int operations (0 = success) */
+    ssize_t count; /* for read/write/xattr/readlink: bytes; -1 = all offered */
+    bool async;    /* setlk answers FLL_ASYNC and keeps the request */
+    uint64_t want; /* init: flags to ask for (masked with capable by fll) */
     uint16_t max_pages;
     uint16_t map_alignment;
 
     /* Records */
-    int calls;               /* every operation call, destroy and forgets included */
-    const char *op;          /* name of the last operation */
+    int calls;      /* every operation call, destroy and forgets included */
+    const char *op; /* name of the last operation */
     uint64_t nodeid, parent, newparent;
     char name[FLL_NAME_MAX + 2];
     char newname[FLL_NAME_MAX + 2];
     char target[FLL_PATH_MAX + 1];
-    uint32_t flags;          /* rename flags, setxattr flags, setlk sleep */
+    uint32_t flags; /* rename flags, setxattr flags, setlk sleep */
     uint32_t setxattr_flags;
-    unsigned char in[256];   /* the argument struct the operation got */
+    unsigned char in[256]; /* the argument struct the operation got */
     size_t in_len;
     unsigned char data[FAKE_MSG_MAX]; /* write data / xattr value, gathered */
     size_t data_len;
-    unsigned iov_cnt;        /* read/write: iovecs given */
-    size_t iov_bytes;        /* read/write: bytes they describe */
-    size_t buf_size;         /* readlink/xattr/readdir: buffer offered */
+    unsigned iov_cnt; /* read/write: iovecs given */
+    size_t iov_bytes; /* read/write: bytes they describe */
+    size_t buf_size;  /* readlink/xattr/readdir: buffer offered */
     uint64_t forget_ids[64];
     uint64_t forget_counts[64];
     unsigned nforgets;
     struct fuse_removemapping_one rm[FLL_REMOVEMAPPING_MAX];
     unsigned rm_count;
-    struct fll_conn conn;    /* as init saw it */
+    struct fll_conn conn; /* as init saw it */
     bool inited, destroyed;
     struct fll_req *pending; /* the request kept by an async setlk */
 };
 
-extern const struct fll_ops fake_ops;
-void fake_reset(struct fake_fs *fs);
+extern const struct fll_ops fllt_fake_ops;
+void fllt_fake_reset(struct fllt_fake_fs *fs);
 
 /* A transport that records completions; one request in flight at a time. */
-struct fake_req {
+struct fllt_fake_req {
     struct fll_req req; /* first */
-    struct harness *h;
+    struct fllt_harness *h;
 };
 
-struct harness {
-    struct fake_fs fs;
+struct fllt_harness {
+    struct fllt_fake_fs fs;
     struct fll_session *se;
     struct fll_transport tr;
-    struct fake_req fr;
+    struct fllt_fake_req fr;
     int completions;
     size_t out_len;
     struct fuse_out_header oh; /* the reply header, when out_len >= 16 */
@@ -77,35 +77,35 @@ struct harness {
 };
 
 /* A request under construction. */
-struct msg {
+struct fllt_msg {
     unsigned char b[FAKE_MSG_MAX];
     size_t len;
     uint64_t unique;
 };
 
-struct harness *h_new(uint32_t max_write);
-void h_free(struct harness *h);
+struct fllt_harness *fllt_new(uint32_t max_write);
+void fllt_free(struct fllt_harness *h);
 
-void msg_init(struct msg *m, uint32_t opcode, uint64_t nodeid);
-void msg_put(struct msg *m, const void *p, size_t n);
-void msg_str(struct msg *m, const char *s); /* with its NUL */
-void msg_end(struct msg *m);                /* hdr.len = bytes built */
-void msg_set_len(struct msg *m, uint32_t len);
+void fllt_msg_init(struct fllt_msg *m, uint32_t opcode, uint64_t nodeid);
+void fllt_msg_put(struct fllt_msg *m, const void *p, size_t n);
+void fllt_msg_str(struct fllt_msg *m, const char *s); /* with its NUL */
+void fllt_msg_end(struct fllt_msg *m);                /* hdr.len = bytes built */
+void fllt_msg_set_len(struct fllt_msg *m, uint32_t len);
 
 /*
  * Processes m: the request cut into iovecs of in_chunk bytes (0 = one iovec),
  * into out_size bytes of reply buffers cut into out_chunk bytes (0 = one).
  * Resets the completion records first.
  */
-void h_send(struct harness *h, const struct msg *m, size_t in_chunk, size_t out_size,
-            size_t out_chunk);
-/* h_send with one in iovec and a large single reply buffer. */
-void h_send1(struct harness *h, const struct msg *m);
+void fllt_send(struct fllt_harness *h, const struct fllt_msg *m, size_t in_chunk, size_t out_size,
+               size_t out_chunk);
+/* fllt_send with one in iovec and a large single reply buffer. */
+void fllt_send1(struct fllt_harness *h, const struct fllt_msg *m);
 /* Sends INIT 7.minor with the given flags; returns the reply error. */
-int h_init(struct harness *h, uint32_t minor, uint64_t flags);
+int fllt_init(struct fllt_harness *h, uint32_t minor, uint64_t flags);
 
 /* A payload pointer into the reply (after the header). */
-static inline const void *h_body(const struct harness *h)
+static inline const void *fllt_body(const struct fllt_harness *h)
 {
     return h->out + sizeof(struct fuse_out_header);
 }

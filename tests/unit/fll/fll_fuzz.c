@@ -22,10 +22,10 @@
 
 #include "fll_fake.h"
 
-static struct harness *fuzz_h;
-static struct msg fuzz_m;
+static struct fllt_harness *fuzz_h;
+static struct fllt_msg fuzz_m;
 
-static void fuzz_check(struct harness *h, size_t out_size, uint64_t unique)
+static void fuzz_check(struct fllt_harness *h, size_t out_size, uint64_t unique)
 {
     if (h->completions != 1 || h->out_len > out_size)
         abort();
@@ -43,14 +43,17 @@ int fll_fuzz_one(const uint8_t *data, size_t size)
     if (size < 6 || size - 6 > sizeof(fuzz_m.b))
         return 0;
     if (fuzz_h == NULL)
-        fuzz_h = h_new(1u << 17);
-    struct harness *h = fuzz_h;
+        fuzz_h = fllt_new(1u << 17);
+    struct fllt_harness *h = fuzz_h;
 
     /* A fresh session and filesystem per input. */
     fll_session_free(h->se);
-    fake_reset(&h->fs);
+    fllt_fake_reset(&h->fs);
     struct fll_session_config cfg = {
-        .ops = &fake_ops, .fs = &h->fs, .transport = &h->tr, .max_write = 1u << 17,
+        .ops = &fllt_fake_ops,
+        .fs = &h->fs,
+        .transport = &h->tr,
+        .max_write = 1u << 17,
     };
     h->se = fll_session_new(&cfg);
     if (h->se == NULL)
@@ -63,7 +66,7 @@ int fll_fuzz_one(const uint8_t *data, size_t size)
         out_size = sizeof(h->out);
     if (data[4] & 1) {
         h->fs.want = ~0ull;
-        if (h_init(h, FLL_KERNEL_MINOR, ~0ull) != 0)
+        if (fllt_init(h, FLL_KERNEL_MINOR, ~0ull) != 0)
             abort();
     }
     h->fs.ret = (data[4] & 4) ? -5 : 0;
@@ -72,12 +75,12 @@ int fll_fuzz_one(const uint8_t *data, size_t size)
     fuzz_m.len = size - 6;
     memcpy(fuzz_m.b, data + 6, fuzz_m.len);
     if ((data[4] & 2) && fuzz_m.len >= sizeof(struct fuse_in_header))
-        msg_end(&fuzz_m);
+        fllt_msg_end(&fuzz_m);
     uint64_t unique = 0;
     if (fuzz_m.len >= sizeof(struct fuse_in_header))
         memcpy(&unique, fuzz_m.b + offsetof(struct fuse_in_header, unique), sizeof(unique));
 
-    h_send(h, &fuzz_m, in_chunk, out_size, out_chunk);
+    fllt_send(h, &fuzz_m, in_chunk, out_size, out_chunk);
     fuzz_check(h, out_size, unique);
     return 0;
 }

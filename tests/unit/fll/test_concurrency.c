@@ -18,13 +18,13 @@
 #include "fll.h"
 
 #define THREADS 4
-#define ROUNDS 20000
+#define ROUNDS  20000
 
 struct counters {
-    int getattrs;  /* atomic */
-    int writes;    /* atomic */
-    int inits;     /* atomic */
-    int destroys;  /* atomic */
+    int getattrs; /* atomic */
+    int writes;   /* atomic */
+    int inits;    /* atomic */
+    int destroys; /* atomic */
 };
 
 static int c_init(void *fs, struct fll_conn *conn)
@@ -80,7 +80,7 @@ static void c_complete(struct fll_req *r, size_t out_len)
     q->out_len = out_len;
 }
 
-static const struct fll_transport c_transport = { .complete = c_complete };
+static const struct fll_transport c_transport = {.complete = c_complete};
 
 static struct fll_session *se;
 static struct counters counts;
@@ -106,8 +106,8 @@ static int one(struct creq *q, uint32_t opcode, uint64_t unique, const void *arg
                size_t body)
 {
     memset(&q->req, 0, sizeof(q->req));
-    q->in_iov = (struct iovec){ q->in, build(q->in, opcode, unique, arg, argsize) };
-    q->out_iov = (struct iovec){ q->out, sizeof(q->out) };
+    q->in_iov = (struct iovec){q->in, build(q->in, opcode, unique, arg, argsize)};
+    q->out_iov = (struct iovec){q->out, sizeof(q->out)};
     q->req.in = &q->in_iov;
     q->req.in_cnt = 1;
     q->req.out = &q->out_iov;
@@ -137,11 +137,11 @@ static void *traffic(void *arg)
         uint64_t unique = ((uint64_t)id << 32) | i;
         int ret;
         if (i % 2) {
-            struct fuse_getattr_in gi = { 0 };
+            struct fuse_getattr_in gi = {0};
             ret = one(&q, FUSE_GETATTR, unique, &gi, sizeof(gi), sizeof(struct fuse_attr_out));
         } else {
             unsigned char w[sizeof(struct fuse_write_in) + sizeof(data)];
-            struct fuse_write_in wi = { .size = sizeof(data) };
+            struct fuse_write_in wi = {.size = sizeof(data)};
             memcpy(w, &wi, sizeof(wi));
             memcpy(w + sizeof(wi), data, sizeof(data));
             ret = one(&q, FUSE_WRITE, unique, w, sizeof(w), sizeof(struct fuse_write_out));
@@ -156,7 +156,7 @@ static void *traffic(void *arg)
 static void *lifecycle(void *arg)
 {
     struct creq q;
-    struct fuse_init_in in = { .major = 7, .minor = 41, .flags = FUSE_INIT_EXT };
+    struct fuse_init_in in = {.major = 7, .minor = 41, .flags = FUSE_INIT_EXT};
     long bad = 0;
     uint64_t unique = 1;
     while (!__atomic_load_n(&stop_flag, __ATOMIC_ACQUIRE)) {
@@ -174,7 +174,10 @@ static void *lifecycle(void *arg)
 static void racing_init_destroy(void **state)
 {
     struct fll_session_config cfg = {
-        .ops = &c_ops, .fs = &counts, .transport = &c_transport, .max_write = 4096,
+        .ops = &c_ops,
+        .fs = &counts,
+        .transport = &c_transport,
+        .max_write = 4096,
     };
     se = fll_session_new(&cfg);
     assert_non_null(se);

@@ -16,7 +16,7 @@ static unsigned char src[64];
 /* src[0..63] = 0..63, cut into iovecs of 5, 0 (empty), 10, 1, 48 bytes. */
 static unsigned make_iov(struct iovec *iov)
 {
-    static const size_t lens[] = { 5, 0, 10, 1, 48 };
+    static const size_t lens[] = {5, 0, 10, 1, 48};
     size_t off = 0;
     for (unsigned i = 0; i < 5; i++) {
         iov[i].iov_base = src + off;
@@ -90,8 +90,8 @@ static void limit_bounds_everything(void **state)
 static void sum_saturates(void **state)
 {
     struct iovec iov[2] = {
-        { src, SIZE_MAX - 10 },
-        { src, 100 },
+        {src, SIZE_MAX - 10},
+        {src, 100},
     };
     struct fll_cursor c;
     fll_cursor_init(&c, iov, 2, SIZE_MAX);
@@ -130,7 +130,7 @@ static void iov_describes_without_copy(void **state)
 static void put_writes_across_boundaries(void **state)
 {
     unsigned char a[3], b[0 + 1], d[10];
-    struct iovec iov[3] = { { a, 3 }, { b, 0 }, { d, 10 } };
+    struct iovec iov[3] = {{a, 3}, {b, 0}, {d, 10}};
     unsigned char msg[13];
     struct fll_cursor c;
     for (unsigned i = 0; i < sizeof(msg); i++)
@@ -147,7 +147,7 @@ static void str_needs_nul_within_bounds(void **state)
 {
     char s1[] = "hel";
     char s2[] = "lo\0rest";
-    struct iovec iov[2] = { { s1, 3 }, { s2, 7 } };
+    struct iovec iov[2] = {{s1, 3}, {s2, 7}};
     struct fll_cursor c;
     char dst[16];
 
@@ -187,7 +187,7 @@ static void names(void **state)
 static void dirbuf_layout(void **state)
 {
     unsigned char buf[256];
-    struct fll_dirbuf db = { (char *)buf, sizeof(buf), 0, false };
+    struct fll_dirbuf db = {(char *)buf, sizeof(buf), 0, false};
     memset(buf, 0xcc, sizeof(buf));
 
     assert_true(fll_dirbuf_add(&db, "abc", 11, 4, 1, NULL));
@@ -209,7 +209,7 @@ static void dirbuf_layout(void **state)
     assert_int_equal(buf[64], 0xcc);
 
     /* Does not fit: nothing added. */
-    struct fll_dirbuf small = { (char *)buf, 31, 0, false };
+    struct fll_dirbuf small = {(char *)buf, 31, 0, false};
     assert_false(fll_dirbuf_add(&small, "abc", 1, 1, 1, NULL));
     assert_int_equal(small.len, 0);
     assert_false(fll_dirbuf_add(&db, "", 1, 1, 1, NULL));
@@ -218,8 +218,8 @@ static void dirbuf_layout(void **state)
 static void dirbuf_plus_layout(void **state)
 {
     unsigned char buf[512];
-    struct fll_dirbuf db = { (char *)buf, sizeof(buf), 0, true };
-    struct fuse_entry_out e = { .nodeid = 5, .generation = 6 };
+    struct fll_dirbuf db = {(char *)buf, sizeof(buf), 0, true};
+    struct fuse_entry_out e = {.nodeid = 5, .generation = 6};
     memset(buf, 0xcc, sizeof(buf));
 
     assert_true(fll_dirbuf_add(&db, "xy", 5, 8, 9, &e));
