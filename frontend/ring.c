@@ -443,6 +443,29 @@ void vfe_vq_raw_used_elem(const struct vfe_vq *vq, uint16_t slot, uint32_t *id, 
     *len = le32toh(__atomic_load_n(&e->len, __ATOMIC_RELAXED));
 }
 
+int vfe_vq_raw_wait_used(struct vfe_vq *vq, uint16_t from, int timeout_ms)
+{
+    uint64_t deadline = timeout_ms < 0 ? UINT64_MAX
+                                       : vfe_now_ns() + (uint64_t)timeout_ms * 1000000ull;
+    while (rd16(&vq->used->idx) == from) {
+        uint64_t now = vfe_now_ns();
+        if (now >= deadline)
+            return -ETIMEDOUT;
+        /* Bounded naps: a backend that updates the index without calling
+         * (EVENT_IDX suppression) is still noticed. */
+        uint64_t left_ms = (deadline - now) / 1000000ull + 1;
+        struct pollfd p = { .fd = vq->call_fd, .events = POLLIN };
+        int r = poll(&p, 1, left_ms > 100 ? 100 : (int)left_ms);
+        if (r > 0) {
+            uint64_t cnt;
+            if (read(vq->call_fd, &cnt, sizeof(cnt)) < 0) {
+                /* EAGAIN: drained by someone else */
+            }
+        }
+    }
+    return 0;
+}
+
 void vfe_vq_raw_kick(struct vfe_vq *vq)
 {
     uint64_t one = 1;

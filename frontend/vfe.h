@@ -339,6 +339,9 @@ void vfe_vq_raw_set_avail_idx(struct vfe_vq *vq, uint16_t idx);
 uint16_t vfe_vq_raw_used_idx(const struct vfe_vq *vq);
 void vfe_vq_raw_used_elem(const struct vfe_vq *vq, uint16_t slot, uint32_t *id, uint32_t *len);
 void vfe_vq_raw_kick(struct vfe_vq *vq);
+/* Waits until used->idx differs from `from` (draining call notifications).
+ * 0, or -ETIMEDOUT; timeout_ms < 0: forever. */
+int vfe_vq_raw_wait_used(struct vfe_vq *vq, uint16_t from, int timeout_ms);
 
 /* ---- The device (dev.c) ------------------------------------------------------- */
 

@@ -337,7 +337,9 @@ static void test_raw(void **state)
     assert_int_equal(f->avail->idx, 200);
     vfe_vq_raw_kick(f->vq);
     assert_int_equal(kicks(f), 1);
+    assert_int_equal(vfe_vq_raw_wait_used(f->vq, 0, 0), -ETIMEDOUT);
     dev_push(f, 9, 4);
+    assert_int_equal(vfe_vq_raw_wait_used(f->vq, 0, -1), 0);
     assert_int_equal(vfe_vq_raw_used_idx(f->vq), 1);
     uint32_t id, len;
     vfe_vq_raw_used_elem(f->vq, 0, &id, &len);
