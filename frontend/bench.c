@@ -274,6 +274,12 @@ int vfe_bench_run(struct vfe_fuse *f, struct vfe_dev *d, const struct vfe_bench_
         return -EINVAL;
     if (!cfg->duration_ns && !cfg->max_ops)
         return -EINVAL;
+    /* Every request must find its slot and its descriptors (up to 2 direct). */
+    if (cfg->depth > vfe_fuse_depth(f))
+        return -EINVAL;
+    for (unsigned q = 1; q <= nq; q++)
+        if ((cfg->indirect ? 1u : 2u) * cfg->depth > vfe_vq_size(vfe_dev_vq(d, q)))
+            return -EINVAL;
     struct vfe_mem *mem = vfe_dev_mem(d);
     struct bench_worker *ws = g_new0(struct bench_worker, nq);
     int r = 0;

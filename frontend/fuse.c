@@ -227,6 +227,11 @@ void vfe_fuse_kick(struct vfe_fuse *f, unsigned qi)
         vfe_vq_kick(f->q[qi].vq, false);
 }
 
+unsigned vfe_fuse_depth(const struct vfe_fuse *f)
+{
+    return f->cfg.depth;
+}
+
 unsigned vfe_fuse_in_flight(const struct vfe_fuse *f, unsigned qi)
 {
     if (qi >= f->nq)

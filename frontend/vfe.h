@@ -467,6 +467,8 @@ void vfe_fuse_kick(struct vfe_fuse *f, unsigned q);
 int vfe_fuse_reap(struct vfe_fuse *f, unsigned q, struct vfe_fuse_op **done, unsigned max,
                   int timeout_ms);
 unsigned vfe_fuse_in_flight(const struct vfe_fuse *f, unsigned q);
+/* Slots per queue (the most requests one queue can have in flight). */
+unsigned vfe_fuse_depth(const struct vfe_fuse *f);
 /* Synchronous: submit, kick, wait. Returns op->error (or a transport error). */
 int vfe_fuse_call(struct vfe_fuse *f, unsigned q, struct vfe_fuse_op *op);
 
@@ -556,7 +558,8 @@ enum vfe_bench_op {
 struct vfe_bench_config {
     enum vfe_bench_op op;
     unsigned queues;          /* request queues 1..queues, one thread each */
-    unsigned depth;           /* requests in flight per queue (<= the fuse depth) */
+    unsigned depth;           /* requests in flight per queue: <= the fuse depth, and
+                                 2 * depth (direct) or depth (indirect) <= queue size */
     uint32_t block;           /* bytes per READ/WRITE */
     uint64_t nodeid, fh;      /* an open file (or any node for GETATTR) */
     uint64_t file_size;       /* offsets stay in [0, file_size) */

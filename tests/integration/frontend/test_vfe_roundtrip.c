@@ -78,7 +78,9 @@ static int rm_one(const char *path, const struct stat *st, int flag, struct FTW 
     return remove(path);
 }
 
-static int start_backend(struct env *e, uint32_t proto_minor, unsigned depth)
+/* plain: no EVENT_IDX and no indirect descriptors (flag-based notification
+ * suppression), and SET_VRING_ERR sent too. */
+static int start_backend_ex(struct env *e, uint32_t proto_minor, unsigned depth, bool plain)
 {
     struct vfe_dev_config cfg = {
         .conn = { .backend_cmd = opt_backend, .dir = e->dir, .backend_log = opt_log,
@@ -86,6 +88,11 @@ static int start_backend(struct env *e, uint32_t proto_minor, unsigned depth)
         .request_queues = opt_queues,
         .queue_size = 128,
     };
+    if (plain) {
+        cfg.features = 1ull << VFE_F_VERSION_1;
+        cfg.send_vring_err = true;
+        cfg.queue_size = 64;
+    }
     int r = vfe_dev_connect(&cfg, &e->dev);
     if (r < 0) {
         print_error("connect to '%s': %s\n", opt_backend, strerror(-r));
@@ -101,6 +108,11 @@ static int start_backend(struct env *e, uint32_t proto_minor, unsigned depth)
     if (r < 0)
         return r;
     return vfe_fuse_init(e->fuse, &e->init);
+}
+
+static int start_backend(struct env *e, uint32_t proto_minor, unsigned depth)
+{
+    return start_backend_ex(e, proto_minor, depth, false);
 }
 
 /* Returns -1 when a clean exit was expected and did not happen. */
@@ -184,11 +196,25 @@ static void test_init(void **state)
     /* A second session speaking the oldest protocol we support: the backend
      * answers with its own minor and the client uses the lower of the two. */
     assert_int_equal(stop_backend(e), 0);
-    assert_int_equal(start_backend(e, 31, 4), 0);
+    assert_int_equal(start_backend_ex(e, 31, 4, true), 0);
     assert_int_equal(e->init.major, 7);
     assert_true(e->init.minor >= 31);
+    uint64_t feat = vfe_dev_features(e->dev);
+    assert_false(feat & (1ull << VFE_F_EVENT_IDX));
+    assert_false(feat & (1ull << VFE_F_INDIRECT_DESC));
+    /* Requests still flow with flag-based notification on every queue. */
     struct fuse_entry_out ent;
-    assert_int_equal(vfe_fuse_lookup(e->fuse, FUSE_ROOT_ID, "hello.txt", &ent), 0);
+    for (unsigned q = 1; q <= opt_queues; q++) {
+        vfe_fuse_set_queue(e->fuse, q);
+        assert_int_equal(vfe_fuse_lookup(e->fuse, FUSE_ROOT_ID, "hello.txt", &ent), 0);
+        struct fuse_open_out oo;
+        assert_int_equal(vfe_fuse_open(e->fuse, ent.nodeid, O_RDONLY, &oo), 0);
+        char buf[32] = { 0 };
+        assert_int_equal(vfe_fuse_read(e->fuse, ent.nodeid, oo.fh, 0, buf, sizeof(buf)), 20);
+        assert_memory_equal(buf, "hello from the host\n", 20);
+        assert_int_equal(vfe_fuse_release(e->fuse, ent.nodeid, oo.fh, O_RDONLY), 0);
+    }
+    assert_int_equal(vfe_fuse_forget(e->fuse, ent.nodeid, 1), 0);
 }
 
 struct names {
