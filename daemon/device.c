@@ -41,6 +41,7 @@ struct vufsd_dev *vdev_new(const struct vdev_config *c, int *err)
         .fs = c->fs,
         .transport = &vqt_transport,
         .max_write = VDEV_MAX_WRITE,
+        .max_pages = VDEV_MAX_WRITE / 4096,
     };
     dev->se = fll_session_new(&sc);
     if (!dev->se) {
@@ -90,6 +91,7 @@ void vdev_reset(struct vufsd_dev *dev)
     dev->status = 0;
     vdev_set_owned(dev, false);
     vdev_clear_broken(dev);
+    fll_session_shutdown(dev->se); /* no request runs: every queue is stopped */
     if (dev->c.fs_reset)
         dev->c.fs_reset(dev->c.fs);
 }
@@ -102,6 +104,7 @@ void vdev_free(struct vufsd_dev *dev)
     vpool_free(dev->pool); /* idle by now: every queue drained */
     for (unsigned i = 0; i < VDEV_MAX_QUEUES; i++)
         vqt_destroy(&dev->q[i]);
+    fll_session_shutdown(dev->se); /* the frontend left without DESTROY */
     fll_session_free(dev->se);
     if (dev->c.fs_reset)
         dev->c.fs_reset(dev->c.fs);

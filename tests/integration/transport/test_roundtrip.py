@@ -43,6 +43,26 @@ def roundtrip(extra, queues, label):
     shutil.rmtree(work, ignore_errors=True)
 
 
+def reconnect():
+    """--reconnect: each new frontend gets a clean device and a fresh FUSE session."""
+    from vutest import Daemon
+    d = Daemon(UNSANDBOXED + ["--reconnect"])
+    d.wait_listening()
+    with open(os.path.join(d.share, "f.txt"), "w") as f:
+        f.write("again\n")
+    for i in range(3):
+        r = subprocess.run([VFE, "--socket", d.sock, "--queues", "2", "cat", "/f.txt"],
+                           capture_output=True, text=True, timeout=120)
+        check(r.returncode == 0 and "again" in r.stdout,
+              "connection %d: %d %s\n%s" % (i, r.returncode, r.stderr, d.text()))
+        d.wait_log("waiting for a new frontend")
+        check(d.alive(), "daemon exited despite --reconnect")
+    check(d.text().count("frontend connected") == 3, "three connections expected")
+    d.term()
+    check(d.wait_exit(30) == 0, "exit status after SIGTERM")
+    shutil.rmtree(d.dir, ignore_errors=True)
+
+
 if __name__ == "__main__":
     if not VFE:
         print("SKIP: VFE (vufs-frontend) not given")
@@ -54,6 +74,8 @@ if __name__ == "__main__":
             sys.exit(77)
         roundtrip([], 1, "sandboxed")
         roundtrip(["--thread-pool-size", "2"], 2, "sandboxed-pool")
+    elif which == "reconnect":
+        reconnect()
     elif which == "pool":
         roundtrip(UNSANDBOXED + ["--thread-pool-size", "4"], 4, "pool")
     else:
