@@ -419,7 +419,9 @@ void fll_devfuse_stop(struct fll_devfuse *h);
 void fll_devfuse_free(struct fll_devfuse *h);
 
 /*
- * All of the above in one call: mounts, serves, unmounts. While it runs,
+ * All of the above in one call: mounts (with allow_other when running as
+ * root, so every host user reaches the filesystem, which checks each request
+ * as its caller), serves, unmounts. While it runs,
  * SIGTERM, SIGINT and SIGHUP stop it (the previous handlers are restored on
  * return). *handle_out (if not NULL) is set before serving starts, so another
  * thread may call fll_devfuse_stop() on it; it is invalid once this returns.

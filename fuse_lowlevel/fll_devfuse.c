@@ -341,6 +341,12 @@ int fll_devfuse_run(const struct fll_ops *ops, void *fs, const char *mountpoint,
         .fs = fs,
         .mountpoint = mountpoint,
         .fsname = fsname,
+        /*
+         * Every host user may use the mount when root serves it (as every guest
+         * user may use a virtio-fs share); the filesystem checks each request
+         * as its caller. Without it the kernel refuses everyone but root.
+         */
+        .mount_opts = geteuid() == 0 ? "allow_other" : NULL,
         .nthreads = nthreads,
     };
     struct fll_devfuse *h;

@@ -20,6 +20,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <grp.h>
 #include <sys/mount.h>
 #include <sys/stat.h>
 #include <sys/statfs.h>
@@ -414,6 +415,22 @@ static void use_the_mount(void)
     assert_int_equal(sfs.f_namelen, 255);
 }
 
+/* Whether an unprivileged user (nobody) can stat path: 0 or an errno. */
+static int stat_as_nobody(const char *path)
+{
+    pid_t pid = fork();
+    if (pid == 0) {
+        struct stat st;
+        if (setgroups(0, NULL) != 0 || setgid(65534) != 0 || setuid(65534) != 0)
+            _exit(100);
+        _exit(stat(path, &st) == 0 ? 0 : (errno & 0x7f));
+    }
+    int status = 0;
+    if (pid < 0 || waitpid(pid, &status, 0) != pid || !WIFEXITED(status))
+        return -1;
+    return WEXITSTATUS(status);
+}
+
 static int make_mnt(void **state)
 {
     snprintf(mnt, sizeof(mnt), "/tmp/vufsd-devfuse-XXXXXX");
@@ -463,6 +480,10 @@ static void serve_and_stop(void **state)
     use_the_mount();
     use_the_mount();
     assert_true(fs.inited);
+    /* mounted without allow_other: the kernel lets no other user in */
+    char path[128];
+    snprintf(path, sizeof(path), "%s/hello", mnt);
+    assert_int_equal(stat_as_nobody(path), EACCES);
     assert_true(__atomic_load_n(&fs.reads, __ATOMIC_RELAXED) >= 2);
 
     fll_devfuse_stop(la.h);
@@ -483,6 +504,10 @@ static void sigterm_unmounts(void **state)
     }
     assert_true(wait_mounted(mnt, true));
     use_the_mount();
+    /* fll_devfuse_run mounts with allow_other as root: other users get in */
+    char path[128];
+    snprintf(path, sizeof(path), "%s/hello", mnt);
+    assert_int_equal(stat_as_nobody(path), 0);
     assert_int_equal(kill(pid, SIGTERM), 0);
     int status = 0;
     assert_int_equal(waitpid(pid, &status, 0), pid);
