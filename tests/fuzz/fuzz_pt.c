@@ -18,6 +18,10 @@
  * libFuzzer's output directories are writable), so an escape bug fails with
  * EROFS instead of writing on the host.
  *
+ * Escape oracle: after every request, every inode the passthrough holds must be
+ * on the scratch tmpfs (its st_dev). A lookup that reached a host file through
+ * '..', a symlink or a /proc trick is a finding even when it only reads.
+ *
  * Invariants (abort = finding): every request gets exactly one completion, the
  * reply fits the buffer and its header is well formed (length = completed bytes,
  * the request's unique, error 0 or -1..-4095, an error reply is a bare header).
@@ -41,11 +45,13 @@
 #include "fuzz_input.h"
 #include "options.h"
 #include "passthrough.h"
+#include "pt_i.h"
 
 #define FZ_OUT_SIZE (128u * 1024 + 4096)
 #define FZ_MAX_REQS 64
 
 static char fz_share[64];
+static dev_t fz_share_dev;
 static struct vufsd_config fz_cfg;
 
 /* ---- A transport that records the one completion -------------------------------- */
@@ -157,7 +163,30 @@ static void fz_make_share(void)
     if (mkfifoat(d, "fifo", 0666) < 0 || symlinkat("/etc/passwd", d, "host-link") < 0 ||
         symlinkat("..", d, "dotdot-link") < 0 || symlinkat("hello", d, "lnk") < 0)
         fz_die("make the bait");
+    struct stat st;
+    if (fstat(d, &st) < 0)
+        fz_die("stat the scratch directory");
+    fz_share_dev = st.st_dev;
     close(d);
+}
+
+/* Every live inode of the passthrough is inside the scratch filesystem. */
+static void fz_check_confined(struct pt_fs *fs)
+{
+    struct pt_itab *t = &fs->itab;
+    pthread_mutex_lock(&t->lock);
+    for (uint32_t idx = 1; idx < t->next_fresh; idx++) {
+        struct pt_inode *chunk = t->chunks[idx >> PT_CHUNK_SHIFT];
+        if (!chunk)
+            continue;
+        const struct pt_inode *i = &chunk[idx & (PT_CHUNK_SIZE - 1)];
+        if (i->live && i->dev != fz_share_dev) {
+            fprintf(stderr, "fuzz_pt: inode %u (ino %llu) is outside the share\n", idx,
+                    (unsigned long long)i->ino);
+            abort();
+        }
+    }
+    pthread_mutex_unlock(&t->lock);
 }
 
 static void fz_check_reply(const uint8_t *out, size_t out_size, uint64_t unique)
@@ -258,6 +287,7 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
         }
         fz_send(se, req, len, out);
         free(req);
+        fz_check_confined(fs);
     }
 
     fll_session_free(se);
