@@ -244,6 +244,61 @@ static void test_rlimit_apply(void **state)
     sb_assert_child_ok(sb_test_fork(child_rlimit_default, NULL));
 }
 
+/* The pid namespace parent's loop: the exit status it forwards, and signals. */
+static void test_pidns_parent_wait(void **state)
+{
+    pid_t c = fork();
+    assert_true(c >= 0);
+    if (c == 0)
+        _exit(3);
+    assert_int_equal(sb_pidns_parent_wait(c), 3);
+
+    c = fork();
+    assert_true(c >= 0);
+    if (c == 0) {
+        raise(SIGKILL);
+        _exit(0);
+    }
+    assert_int_equal(sb_pidns_parent_wait(c), 128 + SIGKILL);
+
+    /* SIGINT sent to the waiting parent reaches the child (which reports it). */
+    int ready[2];
+    assert_int_equal(pipe(ready), 0);
+    pid_t waiter = fork();
+    assert_true(waiter >= 0);
+    if (waiter == 0) {
+        close(ready[0]);
+        sigset_t set;
+        sigemptyset(&set);
+        sigaddset(&set, SIGINT);
+        sigprocmask(SIG_BLOCK, &set, NULL); /* inherited: no signal lost before sigwait */
+        pid_t child = fork();
+        if (child == 0) {
+            int sig = 0;
+            if (write(ready[1], "r", 1) != 1 || sigwait(&set, &sig) != 0)
+                _exit(90);
+            _exit(sig == SIGINT ? 40 : 91);
+        }
+        close(ready[1]);
+        _exit(sb_pidns_parent_wait(child));
+    }
+    close(ready[1]);
+    char r;
+    assert_int_equal(read(ready[0], &r, 1), 1);
+    close(ready[0]);
+    assert_int_equal(kill(waiter, SIGINT), 0);
+    int st;
+    assert_int_equal(waitpid(waiter, &st, 0), waiter);
+    assert_true(WIFEXITED(st));
+    assert_int_equal(WEXITSTATUS(st), 40);
+
+    /* The caller's signal mask is restored afterwards. */
+    sigset_t now;
+    assert_int_equal(sigprocmask(SIG_SETMASK, NULL, &now), 0);
+    assert_false(sigismember(&now, SIGCHLD));
+    assert_false(sigismember(&now, SIGTERM));
+}
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
@@ -251,7 +306,7 @@ int main(void)
         cmocka_unit_test(test_config_check),   cmocka_unit_test(test_describe),
         cmocka_unit_test(test_cap_names),      cmocka_unit_test(test_caps_compute),
         cmocka_unit_test(test_rlimit_default), cmocka_unit_test(test_guest_fd_budget),
-        cmocka_unit_test(test_rlimit_apply),
+        cmocka_unit_test(test_rlimit_apply),   cmocka_unit_test(test_pidns_parent_wait),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }
