@@ -49,7 +49,6 @@ struct vfe_fuse_queue {
 };
 
 struct vfe_fuse {
-    struct vfe_dev *dev;
     struct vfe_mem *mem;
     struct vfe_fuse_config cfg;
     unsigned nq;
@@ -72,9 +71,20 @@ static int alloc_buf(struct vfe_mem *mem, uint64_t size, uint64_t *gpa, uint8_t 
 
 int vfe_fuse_new(struct vfe_dev *d, const struct vfe_fuse_config *cfg, struct vfe_fuse **out)
 {
+    unsigned nq = vfe_dev_nqueues(d);
+    g_autofree struct vfe_vq **vqs = g_new0(struct vfe_vq *, nq ? nq : 1);
+    for (unsigned i = 0; i < nq; i++)
+        vqs[i] = vfe_dev_vq(d, i);
+    return vfe_fuse_new_on(vfe_dev_mem(d), vqs, nq, cfg, out);
+}
+
+int vfe_fuse_new_on(struct vfe_mem *mem, struct vfe_vq *const *vqs, unsigned nq,
+                    const struct vfe_fuse_config *cfg, struct vfe_fuse **out)
+{
+    if (nq == 0)
+        return -EINVAL;
     struct vfe_fuse *f = g_new0(struct vfe_fuse, 1);
-    f->dev = d;
-    f->mem = vfe_dev_mem(d);
+    f->mem = mem;
     if (cfg)
         f->cfg = *cfg;
     if (!f->cfg.depth)
@@ -85,14 +95,14 @@ int vfe_fuse_new(struct vfe_dev *d, const struct vfe_fuse_config *cfg, struct vf
         f->cfg.max_readahead = 128u << 10;
     if (!f->cfg.timeout_ms)
         f->cfg.timeout_ms = VFE_DEFAULT_TIMEOUT_MS;
-    f->nq = vfe_dev_nqueues(d);
+    f->nq = nq;
     f->defq = f->nq > 1 ? 1 : 0;
     f->max_write = 128u << 10;
     f->q = g_new0(struct vfe_fuse_queue, f->nq);
     int r = 0;
     for (unsigned i = 0; i < f->nq && r == 0; i++) {
         struct vfe_fuse_queue *q = &f->q[i];
-        q->vq = vfe_dev_vq(d, i);
+        q->vq = vqs[i];
         if (!q->vq) {
             r = -EINVAL;
             break;

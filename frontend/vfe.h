@@ -456,6 +456,10 @@ struct vfe_fuse;
 
 /* The device must be RUNNING. */
 int vfe_fuse_new(struct vfe_dev *d, const struct vfe_fuse_config *cfg, struct vfe_fuse **out);
+/* The same over bare queues (vqs[0] hiprio), e.g. with the device side played
+ * by a test. */
+int vfe_fuse_new_on(struct vfe_mem *mem, struct vfe_vq *const *vqs, unsigned nq,
+                    const struct vfe_fuse_config *cfg, struct vfe_fuse **out);
 void vfe_fuse_free(struct vfe_fuse *f);
 
 /* Pipelined: queue q (0 hiprio, 1.. request). -EAGAIN when all slots are busy.
