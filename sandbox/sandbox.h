@@ -135,9 +135,12 @@ int sb_enter_pid_ns(void);
 
 /*
  * Mode NAMESPACE: new mount, net, ipc and uts namespaces, all mounts MS_SLAVE,
- * a fresh proc (when in a new pid namespace), pivot_root into cfg->shared_dir and
- * the old root detached. Mode CHROOT: chroot into cfg->shared_dir. Mode NONE:
- * nothing. The working directory is the new root afterwards.
+ * a fresh proc (when in a new pid namespace), pivot_root into cfg->shared_dir,
+ * the old root detached, and the process root pinned to cfg->shared_dir as it
+ * was before the switch, so '..' from fds the filesystem opened earlier stops at
+ * the share too. Mode CHROOT: chroot into cfg->shared_dir. Mode NONE: nothing.
+ * The working directory is the new root afterwards. On failure the process is
+ * left half-way and should exit.
  *
  * *proc_self_fd (optional) receives an O_PATH fd on /proc/self/fd (opened in
  * every mode, before the host's tree goes away), so the passthrough can reopen
