@@ -397,8 +397,15 @@ const char *fll_opcode_name(uint32_t opcode);
  *   fll_devfuse_new()   mounts; the kernel's INIT waits in the fd
  *   fll_devfuse_loop()  serves with nthreads threads until fll_devfuse_stop()
  *                       or until the filesystem is unmounted from outside
- *   fll_devfuse_free()  unmounts (if still mounted) and frees
+ *   fll_devfuse_free()  tells the filesystem the connection ended
+ *                       (fll_session_shutdown: ops->destroy if INIT had
+ *                       completed), waits until every request it kept with
+ *                       FLL_ASYNC is answered, closes the fd and unmounts
+ *                       (lazily) if still mounted; then frees
  * fll_devfuse_stop() is async-signal-safe and may be called from any thread.
+ * Mounting and unmounting need CAP_SYS_ADMIN (or fusermount3): a sandboxed
+ * daemon calls fll_devfuse_new() before dropping privileges. The loop itself
+ * only reads and writes the fd.
  */
 struct fll_devfuse;
 
@@ -425,6 +432,7 @@ void fll_devfuse_free(struct fll_devfuse *h);
  * SIGTERM, SIGINT and SIGHUP stop it (the previous handlers are restored on
  * return). *handle_out (if not NULL) is set before serving starts, so another
  * thread may call fll_devfuse_stop() on it; it is invalid once this returns.
+ * One fll_devfuse_run() per process at a time (the signal handlers are shared).
  */
 int fll_devfuse_run(const struct fll_ops *ops, void *fs, const char *mountpoint, const char *fsname,
                     unsigned nthreads, struct fll_devfuse **handle_out);
