@@ -245,8 +245,8 @@ static int vdev_recv_all(int fd, void *buf, size_t len)
     return 0;
 }
 
-int vdev_backend_request(struct vufsd_dev *dev, uint32_t request, const void *payload,
-                         size_t size, int fd, uint64_t *reply)
+int vdev_backend_request(struct vufsd_dev *dev, uint32_t request, const void *payload, size_t size,
+                         int fd, uint64_t *reply)
 {
     struct {
         struct vu_msg_hdr hdr;
@@ -282,8 +282,8 @@ int vdev_backend_request(struct vufsd_dev *dev, uint32_t request, const void *pa
     if (ret < 0)
         goto unlock;
     if (rh.request != request || !(rh.flags & VU_FLAG_REPLY) || rh.size != sizeof(value)) {
-        vlog_warn("backend channel: unexpected reply (request %u, flags %#x, size %u)",
-                  rh.request, rh.flags, rh.size);
+        vlog_warn("backend channel: unexpected reply (request %u, flags %#x, size %u)", rh.request,
+                  rh.flags, rh.size);
         ret = -EPROTO;
         goto unlock;
     }

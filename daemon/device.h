@@ -88,13 +88,13 @@ struct vufsd_queue {
 
     /* Message thread only (read by the queue thread after start, never changed then). */
     enum vqt_state state;
-    unsigned num;           /* 0 = not set */
+    unsigned num; /* 0 = not set */
     bool addr_set;
     uint64_t desc_uva, avail_uva, used_uva;
-    uint16_t base;          /* SET_VRING_BASE; last_avail_idx when stopped */
-    int kick_fd;            /* owned */
-    int err_fd;             /* owned; written when the ring breaks */
-    int wake_fd;            /* eventfd: stop requested / enable changed */
+    uint16_t base; /* SET_VRING_BASE; last_avail_idx when stopped */
+    int kick_fd;   /* owned */
+    int err_fd;    /* owned; written when the ring breaks */
+    int wake_fd;   /* eventfd: stop requested / enable changed */
     pthread_t thread;
 
     bool enabled; /* atomic: SET_VRING_ENABLE */
@@ -103,7 +103,7 @@ struct vufsd_queue {
     /* Queue thread only: the avail side of ring, mem, mem_gen, the scratch iovecs. */
     struct vmem_table *mem; /* table the ring pointers point into; ref held */
     unsigned mem_gen;
-    struct iovec *scratch;  /* 2 * VQT_MAX_IOV */
+    struct iovec *scratch; /* 2 * VQT_MAX_IOV */
 
     pthread_mutex_t lock;
     /* Protected by lock: the used side of ring (used_idx, signalled_*), and: */
@@ -174,8 +174,8 @@ void vdev_set_backend_fd(struct vufsd_dev *dev, int fd);
  * -EIO when it answered non-zero (*reply gets the value), -ENOTCONN without a
  * channel, -EOPNOTSUPP without REPLY_ACK, or the socket error.
  */
-int vdev_backend_request(struct vufsd_dev *dev, uint32_t request, const void *payload,
-                         size_t size, int fd, uint64_t *reply);
+int vdev_backend_request(struct vufsd_dev *dev, uint32_t request, const void *payload, size_t size,
+                         int fd, uint64_t *reply);
 
 /* ---- queue.c ----------------------------------------------------------------------- */
 

@@ -56,8 +56,7 @@ void vlog(enum vufsd_log_level level, const char *fmt, ...)
         clock_gettime(CLOCK_REALTIME, &ts);
         gmtime_r(&ts.tv_sec, &tm);
         n = snprintf(line, sizeof(line), "%02d:%02d:%02d.%03ld vufsd[%d] %s: ", tm.tm_hour,
-                     tm.tm_min, tm.tm_sec, ts.tv_nsec / 1000000, (int)getpid(),
-                     vlog_names[level]);
+                     tm.tm_min, tm.tm_sec, ts.tv_nsec / 1000000, (int)getpid(), vlog_names[level]);
         if (n < 0)
             n = 0;
     }

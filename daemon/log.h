@@ -17,13 +17,13 @@ void vlog_init(enum vufsd_log_level level, bool use_syslog);
 bool vlog_enabled(enum vufsd_log_level level);
 void vlog(enum vufsd_log_level level, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
 
-#define vlog_err(...) vlog(VUFSD_LOG_ERROR, __VA_ARGS__)
+#define vlog_err(...)  vlog(VUFSD_LOG_ERROR, __VA_ARGS__)
 #define vlog_warn(...) vlog(VUFSD_LOG_WARN, __VA_ARGS__)
 #define vlog_info(...) vlog(VUFSD_LOG_INFO, __VA_ARGS__)
-#define vlog_debug(...)                                                                      \
-    do {                                                                                     \
-        if (vlog_enabled(VUFSD_LOG_DEBUG))                                                   \
-            vlog(VUFSD_LOG_DEBUG, __VA_ARGS__);                                              \
+#define vlog_debug(...)                                                                            \
+    do {                                                                                           \
+        if (vlog_enabled(VUFSD_LOG_DEBUG))                                                         \
+            vlog(VUFSD_LOG_DEBUG, __VA_ARGS__);                                                    \
     } while (0)
 
 #endif

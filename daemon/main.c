@@ -40,7 +40,7 @@
 /* The listening side: socket, pid file, and how to remove both at exit. */
 struct vmain_listener {
     int fd;
-    int dir_fd;     /* directory of --socket-path, kept across pivot_root for cleanup */
+    int dir_fd;      /* directory of --socket-path, kept across pivot_root for cleanup */
     char *sock_name; /* basename of the socket */
     char *pid_name;  /* basename of the pid file */
     int pid_fd;      /* locked with flock for the daemon's lifetime */
@@ -137,8 +137,7 @@ static int vmain_listen_path(struct vmain_listener *l, const struct vufsd_config
         if (fchownat(l->dir_fd, l->sock_name, (uid_t)-1, g->gr_gid, 0) < 0 ||
             fchmodat(l->dir_fd, l->sock_name, 0660, 0) < 0) {
             ret = -errno;
-            vlog_err("cannot give the socket to group %s: %s", cfg->socket_group,
-                     strerror(-ret));
+            vlog_err("cannot give the socket to group %s: %s", cfg->socket_group, strerror(-ret));
             return ret;
         }
     }
@@ -216,8 +215,7 @@ static void vmain_fs_reset(void *fs)
 
 static int vmain_serve(const struct vufsd_config *cfg, int listen_fd, struct pt_fs *fs)
 {
-    struct vdev_config dc = {
-        .cfg = cfg, .ops = pt_fs_ops(), .fs = fs, .fs_reset = vmain_fs_reset};
+    struct vdev_config dc = {.cfg = cfg, .ops = pt_fs_ops(), .fs = fs, .fs_reset = vmain_fs_reset};
 
     for (;;) {
         struct pollfd p[2] = {
@@ -394,7 +392,8 @@ int main(int argc, char **argv)
 
     vlog_info("vufsd %s starting: shared directory %s", VUFSD_VERSION, cfg.shared_dir);
     if (!cfg.mountpoint) {
-        int ret = cfg.socket_path ? vmain_listen_path(&l, &cfg) : vmain_listen_fd(&l, cfg.listen_fd);
+        int ret =
+            cfg.socket_path ? vmain_listen_path(&l, &cfg) : vmain_listen_fd(&l, cfg.listen_fd);
         if (ret < 0)
             goto out;
     }

@@ -22,8 +22,10 @@ struct vopt_enum {
 };
 
 static const struct vopt_enum vopt_cache_names[] = {
-    {"auto", VUFSD_CACHE_AUTO},         {"always", VUFSD_CACHE_ALWAYS},
-    {"metadata", VUFSD_CACHE_METADATA}, {"never", VUFSD_CACHE_NEVER},
+    {"auto", VUFSD_CACHE_AUTO},
+    {"always", VUFSD_CACHE_ALWAYS},
+    {"metadata", VUFSD_CACHE_METADATA},
+    {"never", VUFSD_CACHE_NEVER},
     {"none", VUFSD_CACHE_NEVER}, /* the legacy daemon's name for never */
     {NULL, 0},
 };
@@ -34,8 +36,11 @@ static const struct vopt_enum vopt_sandbox_names[] = {
     {NULL, 0},
 };
 static const struct vopt_enum vopt_seccomp_names[] = {
-    {"kill", VUFSD_SECCOMP_KILL}, {"log", VUFSD_SECCOMP_LOG},   {"trap", VUFSD_SECCOMP_TRAP},
-    {"none", VUFSD_SECCOMP_NONE}, {NULL, 0},
+    {"kill", VUFSD_SECCOMP_KILL},
+    {"log", VUFSD_SECCOMP_LOG},
+    {"trap", VUFSD_SECCOMP_TRAP},
+    {"none", VUFSD_SECCOMP_NONE},
+    {NULL, 0},
 };
 static const struct vopt_enum vopt_handles_names[] = {
     {"never", VUFSD_HANDLES_NEVER},
@@ -60,14 +65,14 @@ static const struct vopt_enum vopt_log_names[] = {
 };
 
 enum vopt_kind {
-    VOPT_STR,   /* char * field, replaced */
-    VOPT_TRUE,  /* bool field set */
-    VOPT_FALSE, /* bool field cleared */
-    VOPT_UINT,  /* unsigned field, decimal, at most .max */
-    VOPT_U64,   /* uint64_t field, decimal */
-    VOPT_FD,    /* int field, a file descriptor number */
-    VOPT_ENUM,  /* enum field, one of .names */
-    VOPT_SIZE,  /* uint64_t field, with K/M/G suffixes, a page multiple */
+    VOPT_STR,    /* char * field, replaced */
+    VOPT_TRUE,   /* bool field set */
+    VOPT_FALSE,  /* bool field cleared */
+    VOPT_UINT,   /* unsigned field, decimal, at most .max */
+    VOPT_U64,    /* uint64_t field, decimal */
+    VOPT_FD,     /* int field, a file descriptor number */
+    VOPT_ENUM,   /* enum field, one of .names */
+    VOPT_SIZE,   /* uint64_t field, with K/M/G suffixes, a page multiple */
     VOPT_ACCEPT, /* a switch that asks for what vufsd always does; no field */
 };
 
@@ -237,7 +242,7 @@ int vopt_parse_size(const char *s, uint64_t *out)
 static int vopt_apply(const struct vopt_row *row, const char *value, struct vufsd_config *cfg,
                       char **errmsg)
 {
-    char *base = (char *)cfg + row->off;
+    void *base = (char *)cfg + row->off;
     unsigned long long n;
     int ret;
 
@@ -271,8 +276,8 @@ static int vopt_apply(const struct vopt_row *row, const char *value, struct vufs
     case VOPT_UINT:
         ret = vopt_parse_ulong(value, row->max, &n);
         if (ret < 0) {
-            *errmsg = g_strdup_printf("option '%s': '%s' is not a number from 0 to %lu",
-                                      row->name, value, row->max);
+            *errmsg = g_strdup_printf("option '%s': '%s' is not a number from 0 to %lu", row->name,
+                                      value, row->max);
             return -EINVAL;
         }
         *(unsigned *)base = (unsigned)n;
@@ -288,8 +293,8 @@ static int vopt_apply(const struct vopt_row *row, const char *value, struct vufs
     case VOPT_FD:
         ret = vopt_parse_ulong(value, INT_MAX, &n);
         if (ret < 0) {
-            *errmsg = g_strdup_printf("option '%s': '%s' is not a file descriptor", row->name,
-                                      value);
+            *errmsg =
+                g_strdup_printf("option '%s': '%s' is not a file descriptor", row->name, value);
             return -EINVAL;
         }
         *(int *)base = (int)n;
@@ -321,8 +326,8 @@ static int vopt_apply(const struct vopt_row *row, const char *value, struct vufs
             g_autoptr(GString) s = g_string_new(NULL);
             for (const struct vopt_enum *e = row->names; e->name; e++)
                 g_string_append_printf(s, "%s%s", s->len ? "|" : "", e->name);
-            *errmsg = g_strdup_printf("option '%s': '%s' is not one of %s", row->name, value,
-                                      s->str);
+            *errmsg =
+                g_strdup_printf("option '%s': '%s' is not one of %s", row->name, value, s->str);
         }
         return -EINVAL;
     default:
@@ -406,8 +411,7 @@ struct vopt_state {
     gboolean foreground; /* legacy -f: vufsd always runs in the foreground */
 };
 
-static gboolean vopt_cb(const gchar *option_name, const gchar *value, gpointer data,
-                        GError **error)
+static gboolean vopt_cb(const gchar *option_name, const gchar *value, gpointer data, GError **error)
 {
     struct vopt_state *st = data;
     char *msg = NULL;
@@ -427,8 +431,8 @@ static gboolean vopt_cb(const gchar *option_name, const gchar *value, gpointer d
     } else {
         const struct vopt_row *row = vopt_find(name, false);
         if (!row) {
-            g_set_error(error, G_OPTION_ERROR, G_OPTION_ERROR_UNKNOWN_OPTION,
-                        "unknown option %s", option_name);
+            g_set_error(error, G_OPTION_ERROR, G_OPTION_ERROR_UNKNOWN_OPTION, "unknown option %s",
+                        option_name);
             return FALSE;
         }
         ret = vopt_apply(row, value, st->cfg, &msg);
@@ -441,10 +445,14 @@ static gboolean vopt_cb(const gchar *option_name, const gchar *value, gpointer d
     return TRUE;
 }
 
-#define CB_ARG(lname, desc, argdesc)                                                         \
-    {lname, 0, 0, G_OPTION_ARG_CALLBACK, (gpointer)vopt_cb, desc, argdesc}
-#define CB_SW(lname, desc)                                                                   \
-    {lname, 0, G_OPTION_FLAG_NO_ARG, G_OPTION_ARG_CALLBACK, (gpointer)vopt_cb, desc, NULL}
+#define CB_ARG(lname, desc, argdesc)                                                               \
+    {                                                                                              \
+        lname, 0, 0, G_OPTION_ARG_CALLBACK, (gpointer)vopt_cb, desc, argdesc                       \
+    }
+#define CB_SW(lname, desc)                                                                         \
+    {                                                                                              \
+        lname, 0, G_OPTION_FLAG_NO_ARG, G_OPTION_ARG_CALLBACK, (gpointer)vopt_cb, desc, NULL       \
+    }
 
 static const GOptionEntry vopt_entries[] = {
     CB_ARG("shared-dir", "Shared directory path", "DIR"),
@@ -465,8 +473,8 @@ static const GOptionEntry vopt_entries[] = {
     CB_SW("killpriv-v2", "Enable FUSE_HANDLE_KILLPRIV_V2"),
     CB_SW("announce-submounts", "Tell the guest about submounts"),
     CB_SW("readonly", "Export the shared directory read-only"),
-    {"inode-file-handles", 0, G_OPTION_FLAG_OPTIONAL_ARG, G_OPTION_ARG_CALLBACK,
-     (gpointer)vopt_cb, "Use file handles for inodes", "never|prefer|mandatory"},
+    {"inode-file-handles", 0, G_OPTION_FLAG_OPTIONAL_ARG, G_OPTION_ARG_CALLBACK, (gpointer)vopt_cb,
+     "Use file handles for inodes", "never|prefer|mandatory"},
     CB_ARG("thread-pool-size", "Worker threads (0 = serve in the queue threads)", "N"),
     CB_ARG("poll-us", "Busy-poll queues this long before sleeping", "USEC"),
     CB_ARG("rlimit-nofile", "RLIMIT_NOFILE to set", "N"),
@@ -553,8 +561,7 @@ int vopt_parse(int argc, char **argv, struct vufsd_config *cfg, enum vopt_action
             entries[i].arg_data = &st.foreground;
     }
 
-    GOptionGroup *group = g_option_group_new("vufsd", "vufsd options", "vufsd options", &st,
-                                             NULL);
+    GOptionGroup *group = g_option_group_new("vufsd", "vufsd options", "vufsd options", &st, NULL);
     g_option_group_add_entries(group, entries);
     g_option_context_set_main_group(ctx, group);
 

@@ -27,7 +27,7 @@ struct vqt_req {
     struct vmem_table *mem; /* the table the iovecs point into; ref held */
     size_t out_total;       /* bytes of writable buffers */
     uint16_t head;
-    struct iovec iov[];     /* fr.in_cnt readable, then fr.out_cnt writable */
+    struct iovec iov[]; /* fr.in_cnt readable, then fr.out_cnt writable */
 };
 
 /* Set while a queue thread runs a batch: completions on it defer the signal. */
@@ -151,7 +151,7 @@ static void vqt_push(struct vufsd_queue *q, uint16_t head, uint32_t len)
 
 static void vqt_complete(struct fll_req *fr, size_t out_len)
 {
-    struct vqt_req *req = (struct vqt_req *)((char *)fr - offsetof(struct vqt_req, fr));
+    struct vqt_req *req = (struct vqt_req *)(void *)((char *)fr - offsetof(struct vqt_req, fr));
     struct vufsd_queue *q = req->q;
 
     assert(out_len <= req->out_total);
@@ -177,7 +177,7 @@ const struct fll_transport vqt_transport = {
 
 void vqt_pool_run(struct vpool_item *item)
 {
-    struct vqt_req *req = (struct vqt_req *)((char *)item - offsetof(struct vqt_req, item));
+    struct vqt_req *req = (struct vqt_req *)(void *)((char *)item - offsetof(struct vqt_req, item));
     fll_session_process(req->fr.se, &req->fr);
 }
 
@@ -283,8 +283,7 @@ static unsigned vqt_batch(struct vufsd_queue *q)
 
     vqt_batch_queue = q;
     while (done < q->num && !__atomic_load_n(&q->stop, __ATOMIC_ACQUIRE)) {
-        int ret = vq_ring_pop(&q->ring, &q->mem->mem, &head, rd, &rd_cnt, wr, &wr_cnt,
-                              VQT_MAX_IOV);
+        int ret = vq_ring_pop(&q->ring, &q->mem->mem, &head, rd, &rd_cnt, wr, &wr_cnt, VQT_MAX_IOV);
         if (ret == 0)
             break;
         done++;

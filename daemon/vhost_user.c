@@ -79,15 +79,15 @@ static int vu_set_features(struct vufsd_dev *dev, struct vu_msg *m, int *fds, in
     return 0;
 }
 
-static int vu_get_protocol_features(struct vufsd_dev *dev, struct vu_msg *m, int *fds,
-                                    int nfds, struct vu_msg *reply)
+static int vu_get_protocol_features(struct vufsd_dev *dev, struct vu_msg *m, int *fds, int nfds,
+                                    struct vu_msg *reply)
 {
     vu_reply_u64(reply, vu_offered_protocol_features());
     return 0;
 }
 
-static int vu_set_protocol_features(struct vufsd_dev *dev, struct vu_msg *m, int *fds,
-                                    int nfds, struct vu_msg *reply)
+static int vu_set_protocol_features(struct vufsd_dev *dev, struct vu_msg *m, int *fds, int nfds,
+                                    struct vu_msg *reply)
 {
     uint64_t f = m->payload.u64;
     if (f & ~vu_offered_protocol_features())

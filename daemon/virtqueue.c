@@ -24,8 +24,7 @@ size_t vq_avail_bytes(unsigned num)
 size_t vq_used_bytes(unsigned num)
 {
     /* flags, idx, ring[num], avail_event */
-    return 2 * sizeof(uint16_t) + sizeof(struct vring_used_elem) * (size_t)num +
-           sizeof(uint16_t);
+    return 2 * sizeof(uint16_t) + sizeof(struct vring_used_elem) * (size_t)num + sizeof(uint16_t);
 }
 
 /* Copies a descriptor out of guest memory once; the guest may change it under us. */

@@ -27,7 +27,7 @@ struct vu_req_info {
     bool has_reply;
 };
 
-#define U64 sizeof(uint64_t)
+#define U64   sizeof(uint64_t)
 #define STATE sizeof(struct vu_vring_state)
 
 static const struct vu_req_info vu_reqs[VU_REQUEST_MAX] = {
@@ -37,8 +37,7 @@ static const struct vu_req_info vu_reqs[VU_REQUEST_MAX] = {
     [VU_RESET_OWNER] = {"RESET_OWNER", VU_SZ_EXACT, 0, VU_FD_NONE},
     [VU_SET_MEM_TABLE] = {"SET_MEM_TABLE", VU_SZ_MEM_TABLE, 0, VU_FD_REGIONS},
     [VU_SET_VRING_NUM] = {"SET_VRING_NUM", VU_SZ_EXACT, STATE, VU_FD_NONE},
-    [VU_SET_VRING_ADDR] = {"SET_VRING_ADDR", VU_SZ_EXACT, sizeof(struct vu_vring_addr),
-                           VU_FD_NONE},
+    [VU_SET_VRING_ADDR] = {"SET_VRING_ADDR", VU_SZ_EXACT, sizeof(struct vu_vring_addr), VU_FD_NONE},
     [VU_SET_VRING_BASE] = {"SET_VRING_BASE", VU_SZ_EXACT, STATE, VU_FD_NONE},
     [VU_GET_VRING_BASE] = {"GET_VRING_BASE", VU_SZ_EXACT, STATE, VU_FD_NONE, true},
     [VU_SET_VRING_KICK] = {"SET_VRING_KICK", VU_SZ_EXACT, U64, VU_FD_VRING},
@@ -52,8 +51,7 @@ static const struct vu_req_info vu_reqs[VU_REQUEST_MAX] = {
     [VU_GET_MAX_MEM_SLOTS] = {"GET_MAX_MEM_SLOTS", VU_SZ_EXACT, 0, VU_FD_NONE, true},
     [VU_ADD_MEM_REG] = {"ADD_MEM_REG", VU_SZ_EXACT, sizeof(struct vu_mem_reg), VU_FD_ONE},
     /* Some frontends attach the region's fd to REM_MEM_REG too; it is closed unused. */
-    [VU_REM_MEM_REG] = {"REM_MEM_REG", VU_SZ_EXACT, sizeof(struct vu_mem_reg),
-                        VU_FD_ZERO_ONE},
+    [VU_REM_MEM_REG] = {"REM_MEM_REG", VU_SZ_EXACT, sizeof(struct vu_mem_reg), VU_FD_ZERO_ONE},
     [VU_SET_STATUS] = {"SET_STATUS", VU_SZ_EXACT, U64, VU_FD_NONE},
     [VU_GET_STATUS] = {"GET_STATUS", VU_SZ_EXACT, 0, VU_FD_NONE, true},
 };

@@ -44,23 +44,23 @@ enum vu_request {
 };
 
 /* Header flags. */
-#define VU_VERSION 0x1u
-#define VU_VERSION_MASK 0x3u
-#define VU_FLAG_REPLY 0x4u
+#define VU_VERSION         0x1u
+#define VU_VERSION_MASK    0x3u
+#define VU_FLAG_REPLY      0x4u
 #define VU_FLAG_NEED_REPLY 0x8u
 
 /* Virtio / vhost-user feature bits we use. */
-#define VU_F_PROTOCOL_FEATURES 30
-#define VU_PROTOCOL_F_MQ 0
-#define VU_PROTOCOL_F_REPLY_ACK 3
-#define VU_PROTOCOL_F_BACKEND_REQ 5
-#define VU_PROTOCOL_F_BACKEND_SEND_FD 10
+#define VU_F_PROTOCOL_FEATURES            30
+#define VU_PROTOCOL_F_MQ                  0
+#define VU_PROTOCOL_F_REPLY_ACK           3
+#define VU_PROTOCOL_F_BACKEND_REQ         5
+#define VU_PROTOCOL_F_BACKEND_SEND_FD     10
 #define VU_PROTOCOL_F_CONFIGURE_MEM_SLOTS 15
-#define VU_PROTOCOL_F_STATUS 16
+#define VU_PROTOCOL_F_STATUS              16
 
 /* The u64 of SET_VRING_KICK/CALL/ERR: queue index in bits 0-7, no fd in bit 8. */
 #define VU_VRING_IDX_MASK 0xffu
-#define VU_VRING_NOFD (1u << 8)
+#define VU_VRING_NOFD     (1u << 8)
 
 /* Most fds one message may carry (SET_MEM_TABLE's regions). */
 #define VU_MAX_FDS 8

@@ -36,8 +36,8 @@ static void *peer_run(void *arg)
         struct cmsghdr align;
     } u;
     struct iovec iov = {.iov_base = &p->got, .iov_len = sizeof(p->got)};
-    struct msghdr mh = {.msg_iov = &iov, .msg_iovlen = 1, .msg_control = u.buf,
-                        .msg_controllen = sizeof(u.buf)};
+    struct msghdr mh = {
+        .msg_iov = &iov, .msg_iovlen = 1, .msg_control = u.buf, .msg_controllen = sizeof(u.buf)};
     p->got_fd = -1;
     if (recvmsg(p->fd, &mh, MSG_WAITALL) != sizeof(p->got))
         return NULL;
@@ -77,8 +77,7 @@ static struct vufsd_dev *new_dev(struct vufsd_config *cfg)
     return dev;
 }
 
-static int ask(struct vufsd_dev *dev, enum answer a, int pass_fd, struct peer *p,
-               uint64_t *value)
+static int ask(struct vufsd_dev *dev, enum answer a, int pass_fd, struct peer *p, uint64_t *value)
 {
     int sv[2];
     pthread_t t;

@@ -233,8 +233,8 @@ static void test_sizes_and_unsupported(void **state)
 int main(void)
 {
     const struct CMUnitTest tests[] = {
-        T(test_defaults), T(test_long_options), T(test_legacy_o),
-        T(test_bad_input), T(test_actions), T(test_sizes_and_unsupported),
+        T(test_defaults),  T(test_long_options), T(test_legacy_o),
+        T(test_bad_input), T(test_actions),      T(test_sizes_and_unsupported),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }

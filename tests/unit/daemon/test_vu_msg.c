@@ -157,9 +157,9 @@ static void test_unknown(void **state)
 int main(void)
 {
     const struct CMUnitTest tests[] = {
-        cmocka_unit_test(test_well_formed),  cmocka_unit_test(test_bad_header),
-        cmocka_unit_test(test_truncated),    cmocka_unit_test(test_oversized),
-        cmocka_unit_test(test_mem_table),    cmocka_unit_test(test_wrong_fd_count),
+        cmocka_unit_test(test_well_formed), cmocka_unit_test(test_bad_header),
+        cmocka_unit_test(test_truncated),   cmocka_unit_test(test_oversized),
+        cmocka_unit_test(test_mem_table),   cmocka_unit_test(test_wrong_fd_count),
         cmocka_unit_test(test_unknown),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);

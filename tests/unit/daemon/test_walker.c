@@ -16,10 +16,10 @@
 
 #include "virtqueue.h"
 
-#define RA 0x10000u
-#define RB 0x20000u
-#define RSZ 0x10000u
-#define RING 8u
+#define RA     0x10000u
+#define RB     0x20000u
+#define RSZ    0x10000u
+#define RING   8u
 #define MAXIOV 16u
 
 struct fixture {
@@ -40,7 +40,7 @@ static int setup(void **state)
     f->mem.nregions = 2;
     f->mem.r[0] = (struct vmem_region){.gpa = RA, .size = RSZ, .uva = 0x7000000, .host = f->a};
     f->mem.r[1] = (struct vmem_region){.gpa = RB, .size = RSZ, .uva = 0x9000000, .host = f->b};
-    f->table = (struct vring_desc *)f->a;
+    f->table = (struct vring_desc *)(void *)f->a;
     *state = f;
     return 0;
 }
@@ -54,16 +54,15 @@ static int teardown(void **state)
     return 0;
 }
 
-static void set_desc(struct vring_desc *t, unsigned i, uint64_t addr, uint32_t len,
-                     uint16_t flags, uint16_t next)
+static void set_desc(struct vring_desc *t, unsigned i, uint64_t addr, uint32_t len, uint16_t flags,
+                     uint16_t next)
 {
     t[i] = (struct vring_desc){.addr = addr, .len = len, .flags = flags, .next = next};
 }
 
 static int walk(struct fixture *f, uint16_t head, unsigned max)
 {
-    return vq_walk_chain(&f->mem, f->table, RING, head, f->rd, &f->rd_cnt, f->wr, &f->wr_cnt,
-                         max);
+    return vq_walk_chain(&f->mem, f->table, RING, head, f->rd, &f->rd_cnt, f->wr, &f->wr_cnt, max);
 }
 
 static void test_simple_chain(void **state)
@@ -116,9 +115,9 @@ static void test_out_of_range_indices(void **state)
     set_desc(f->table, 0, RA + 0x1000, 8, VRING_DESC_F_NEXT, 0xffff);
     assert_int_equal(walk(f, 0, MAXIOV), -EINVAL);
     /* A ring size that is not a power of two is refused outright. */
-    assert_int_equal(vq_walk_chain(&f->mem, f->table, 6, 0, f->rd, &f->rd_cnt, f->wr,
-                                   &f->wr_cnt, MAXIOV),
-                     -EINVAL);
+    assert_int_equal(
+        vq_walk_chain(&f->mem, f->table, 6, 0, f->rd, &f->rd_cnt, f->wr, &f->wr_cnt, MAXIOV),
+        -EINVAL);
 }
 
 static void test_addr_overflow(void **state)
@@ -197,7 +196,7 @@ static void test_huge_counts(void **state)
 static struct vring_desc *indirect_at(struct fixture *f, uint32_t len_bytes, uint16_t flags)
 {
     set_desc(f->table, 0, RA + 0x8000, len_bytes, VRING_DESC_F_INDIRECT | flags, 0);
-    return (struct vring_desc *)(f->a + 0x8000);
+    return (struct vring_desc *)(void *)(f->a + 0x8000);
 }
 
 static void test_indirect_ok(void **state)
@@ -272,14 +271,13 @@ static void test_indirect_outside_or_straddling(void **state)
 
 /* ---- Ring operations ---------------------------------------------------------- */
 
-
 static void ring_init(struct fixture *f, struct vq_ring *r, bool event_idx)
 {
     memset(r, 0, sizeof(*r));
     r->num = RING;
     r->desc = f->table;
-    r->avail = (struct vring_avail *)(f->a + 0x4000);
-    r->used = (struct vring_used *)(f->a + 0x5000);
+    r->avail = (struct vring_avail *)(void *)(f->a + 0x4000);
+    r->used = (struct vring_used *)(void *)(f->a + 0x5000);
     r->event_idx = event_idx;
 }
 
@@ -290,15 +288,13 @@ static void test_ring_pop_push(void **state)
     uint16_t head = 0xffff;
     ring_init(f, &r, true);
 
-    assert_int_equal(vq_ring_pop(&r, &f->mem, &head, f->rd, &f->rd_cnt, f->wr, &f->wr_cnt,
-                                 MAXIOV),
+    assert_int_equal(vq_ring_pop(&r, &f->mem, &head, f->rd, &f->rd_cnt, f->wr, &f->wr_cnt, MAXIOV),
                      0);
     set_desc(f->table, 2, RA + 0x1000, 40, VRING_DESC_F_NEXT, 3);
     set_desc(f->table, 3, RA + 0x2000, 80, VRING_DESC_F_WRITE, 0);
     r.avail->ring[0] = 2;
     r.avail->idx = 1;
-    assert_int_equal(vq_ring_pop(&r, &f->mem, &head, f->rd, &f->rd_cnt, f->wr, &f->wr_cnt,
-                                 MAXIOV),
+    assert_int_equal(vq_ring_pop(&r, &f->mem, &head, f->rd, &f->rd_cnt, f->wr, &f->wr_cnt, MAXIOV),
                      1);
     assert_int_equal(head, 2);
     assert_int_equal(r.last_avail_idx, 1);
@@ -344,13 +340,11 @@ static void test_ring_malicious_avail(void **state)
     uint16_t head;
     ring_init(f, &r, true);
     r.avail->idx = RING + 1; /* more than the ring holds */
-    assert_int_equal(vq_ring_pop(&r, &f->mem, &head, f->rd, &f->rd_cnt, f->wr, &f->wr_cnt,
-                                 MAXIOV),
+    assert_int_equal(vq_ring_pop(&r, &f->mem, &head, f->rd, &f->rd_cnt, f->wr, &f->wr_cnt, MAXIOV),
                      -EINVAL);
     r.avail->idx = 1;
     r.avail->ring[0] = RING; /* head out of range */
-    assert_int_equal(vq_ring_pop(&r, &f->mem, &head, f->rd, &f->rd_cnt, f->wr, &f->wr_cnt,
-                                 MAXIOV),
+    assert_int_equal(vq_ring_pop(&r, &f->mem, &head, f->rd, &f->rd_cnt, f->wr, &f->wr_cnt, MAXIOV),
                      -EINVAL);
     /* Wrap-around of the 16-bit index is not an error. */
     ring_init(f, &r, true);
@@ -358,8 +352,7 @@ static void test_ring_malicious_avail(void **state)
     r.avail->idx = 0;
     r.avail->ring[RING - 1] = 1;
     set_desc(f->table, 1, RA + 0x1000, 8, 0, 0);
-    assert_int_equal(vq_ring_pop(&r, &f->mem, &head, f->rd, &f->rd_cnt, f->wr, &f->wr_cnt,
-                                 MAXIOV),
+    assert_int_equal(vq_ring_pop(&r, &f->mem, &head, f->rd, &f->rd_cnt, f->wr, &f->wr_cnt, MAXIOV),
                      1);
     assert_int_equal(head, 1);
 }
