@@ -430,6 +430,38 @@ static void test_no_new_processes(void **state)
     }
 }
 
+#if defined(__x86_64__)
+/*
+ * The i386 ABI (int $0x80) has other syscall numbers: a filter that only lists
+ * x86_64 numbers must not let it through. i386 getpid (20) is harmless and
+ * works unfiltered, so dying here is the filter's doing.
+ */
+static long i386_getpid(void)
+{
+    long r;
+    __asm__ volatile("int $0x80" : "=a"(r) : "a"(20L) : "memory");
+    return r;
+}
+
+static int child_foreign_arch(void *arg)
+{
+    SB_CHECK(i386_getpid() == getpid()); /* the ABI works here without a filter */
+    struct sb_config cfg = {.mode = SB_MODE_NONE, .seccomp = SB_SECCOMP_KILL};
+    SB_CHECK(sb_seccomp_load(&cfg) == 0);
+    i386_getpid();
+    return 7;
+}
+
+static void test_foreign_arch_killed(void **state)
+{
+    int st = sb_test_fork(child_foreign_arch, NULL);
+    if (WIFEXITED(st) && WEXITSTATUS(st) != 7)
+        fail_msg("child exited %d before the filter (no i386 emulation?)", WEXITSTATUS(st));
+    assert_true(WIFSIGNALED(st));
+    assert_int_equal(WTERMSIG(st), SIGSYS);
+}
+#endif
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
@@ -444,6 +476,9 @@ int main(void)
         cmocka_unit_test(test_log),
         cmocka_unit_test(test_features_gate_syscalls),
         cmocka_unit_test(test_no_new_processes),
+#if defined(__x86_64__)
+        cmocka_unit_test(test_foreign_arch_killed),
+#endif
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }
