@@ -18,6 +18,9 @@ static void rec(struct fll_req *r, const char *op, uint64_t nodeid, const void *
     fs->calls++;
     fs->op = op;
     fs->nodeid = nodeid;
+    fs->uid = fll_req_uid(r);
+    fs->gid = fll_req_gid(r);
+    fs->pid = fll_req_pid(r);
     fs->in_len = len < sizeof(fs->in) ? len : sizeof(fs->in);
     if (in)
         memcpy(fs->in, in, fs->in_len);

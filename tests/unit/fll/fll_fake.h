@@ -32,6 +32,8 @@ struct fllt_fake_fs {
     int calls;      /* every operation call, destroy and forgets included */
     const char *op; /* name of the last operation */
     uint64_t nodeid, parent, newparent;
+    uint32_t uid, gid; /* the caller, from the request header */
+    int32_t pid;
     char name[FLL_NAME_MAX + 2];
     char newname[FLL_NAME_MAX + 2];
     char target[FLL_PATH_MAX + 1];

@@ -555,6 +555,10 @@ static void lookup_good(void **state)
     assert_string_equal(h->fs.op, "lookup");
     assert_string_equal(h->fs.name, "hello.txt");
     assert_int_equal(h->fs.nodeid, 1);
+    /* the caller as the header names it (fllt_msg_init: uid 1, gid 2, pid 3) */
+    assert_int_equal(h->fs.uid, 1);
+    assert_int_equal(h->fs.gid, 2);
+    assert_int_equal(h->fs.pid, 3);
     struct fuse_entry_out e;
     memcpy(&e, fllt_body(h), sizeof(e));
     assert_int_equal(e.nodeid, 42);
