@@ -264,7 +264,7 @@ static void test_call_get_and_ack(void **state)
 static uint64_t handler_ok(void *opaque, const struct vfe_msg *m, const int *fds, unsigned nfds)
 {
     int *seen = opaque;
-    *seen = (int)m->request;
+    __atomic_store_n(seen, (int)m->request, __ATOMIC_RELEASE); /* runs on the channel thread */
     return 0;
 }
 
@@ -297,7 +297,7 @@ static void test_backend_channel(void **state)
     uint64_t ack;
     memcpy(&ack, rep + 12, 8);
     assert_int_equal(ack, 0);
-    assert_int_equal(seen, 9);
+    assert_int_equal(__atomic_load_n(&seen, __ATOMIC_ACQUIRE), 9);
     assert_int_equal(vfe_conn_backend_requests(f->c), 1);
     close(chan);
 }
