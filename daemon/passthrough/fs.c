@@ -199,6 +199,11 @@ void pt_fs_free(struct pt_fs *fs)
     free(fs);
 }
 
+void pt_fs_cancel_waits(struct pt_fs *fs)
+{
+    pt_locks_cancel_all(fs, -EINTR, false);
+}
+
 void pt_fs_reset(struct pt_fs *fs)
 {
     pt_locks_cancel_all(fs, -EINTR, false);

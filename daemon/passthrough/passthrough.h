@@ -33,6 +33,16 @@ const struct fll_ops *pt_fs_ops(void);
 void pt_fs_reset(struct pt_fs *fs);
 
 /*
+ * Completes every SETLKW still waiting for its lock with EINTR, now, from the
+ * calling thread (fll_reply_err -> the transport's complete()). A parked SETLKW
+ * counts as in flight for the transport, so a transport that waits for its
+ * queues to drain (stop, reset, disconnect) must call this first, while the
+ * request buffers are still mapped; otherwise the drain waits for a lock that
+ * another client may never release.
+ */
+void pt_fs_cancel_waits(struct pt_fs *fs);
+
+/*
  * The fd budget: inode O_PATH fds, open handles and lock descriptions the fs
  * may hold. pt_fs_new sets it from cfg->rlimit_nofile (or RLIMIT_NOFILE) minus
  * 64 + 5 % headroom for the daemon itself; past it, LOOKUP, OPEN, CREATE...

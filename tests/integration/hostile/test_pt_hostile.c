@@ -412,6 +412,139 @@ static void test_sgid_create_as_user(void **state)
     stop(e);
 }
 
+/* ---- SETLKW through the transport: parked, not holding the queue ------------------------ */
+
+static struct vfe_fuse_op lk_op(uint32_t opcode, uint64_t node, struct fuse_lk_in *in,
+                                uint64_t fh, uint64_t owner, uint32_t type, uint32_t pid)
+{
+    *in = (struct fuse_lk_in){ .fh = fh, .owner = owner,
+                               .lk = { .start = 0, .end = 0x7fffffffffffffffull, .type = type,
+                                       .pid = pid } };
+    return (struct vfe_fuse_op){ .opcode = opcode, .nodeid = node, .arg = in,
+                                 .arg_len = sizeof(*in) };
+}
+
+static void test_setlkw_does_not_hold_the_queue(void **state)
+{
+    struct env *e = start("", 0, 0);
+    struct fuse_entry_out eo;
+    struct fuse_open_out o1, o2;
+    struct fuse_lk_in in1, in2, in3;
+
+    host_file(e, "f", "data");
+    assert_int_equal(vfe_fuse_lookup(e->fuse, FUSE_ROOT_ID, "f", &eo), 0);
+    assert_int_equal(vfe_fuse_open(e->fuse, eo.nodeid, O_RDWR, &o1), 0);
+    assert_int_equal(vfe_fuse_open(e->fuse, eo.nodeid, O_RDWR, &o2), 0);
+
+    struct vfe_fuse_op hold = lk_op(FUSE_SETLK, eo.nodeid, &in1, o1.fh, 1, F_WRLCK, 501);
+    assert_int_equal(vfe_fuse_call(e->fuse, 1, &hold), 0);
+    /* Another owner without waiting: EAGAIN. */
+    struct vfe_fuse_op busy = lk_op(FUSE_SETLK, eo.nodeid, &in2, o2.fh, 2, F_WRLCK, 502);
+    assert_int_equal(vfe_fuse_call(e->fuse, 1, &busy), -EAGAIN);
+
+    /* SETLKW parks; the same queue keeps serving. */
+    struct vfe_fuse_op wait = lk_op(FUSE_SETLKW, eo.nodeid, &in2, o2.fh, 2, F_WRLCK, 502);
+    struct fuse_lk_out lo;
+    assert_int_equal(vfe_fuse_submit(e->fuse, 1, &wait), 0);
+    vfe_fuse_kick(e->fuse, 1);
+    for (int k = 0; k < 20; k++) {
+        struct vfe_fuse_op ga = { .opcode = FUSE_GETATTR, .nodeid = FUSE_ROOT_ID,
+                                  .arg = &(struct fuse_getattr_in){ 0 },
+                                  .arg_len = sizeof(struct fuse_getattr_in),
+                                  .out_arg = &(struct fuse_attr_out){ 0 },
+                                  .out_arg_len = sizeof(struct fuse_attr_out) };
+        assert_int_equal(vfe_fuse_call(e->fuse, 1, &ga), 0);
+    }
+    assert_false(wait.done);
+    /* GETLK names the holder's pid. */
+    struct vfe_fuse_op get = lk_op(FUSE_GETLK, eo.nodeid, &in3, o2.fh, 3, F_RDLCK, 503);
+    get.out_arg = &lo;
+    get.out_arg_len = sizeof(lo);
+    assert_int_equal(vfe_fuse_call(e->fuse, 1, &get), 0);
+    assert_int_equal(lo.lk.type, F_WRLCK);
+    assert_int_equal(lo.lk.pid, 501);
+    /* The holder unlocks: the parked request is answered, with success. */
+    struct vfe_fuse_op unlock = lk_op(FUSE_SETLK, eo.nodeid, &in1, o1.fh, 1, F_UNLCK, 501);
+    assert_int_equal(vfe_fuse_call(e->fuse, 1, &unlock), 0);
+    while (!wait.done) {
+        struct vfe_fuse_op *done[4];
+        int n = vfe_fuse_reap(e->fuse, 1, done, 4, 20000);
+        assert_true(n > 0);
+    }
+    assert_int_equal(wait.error, 0);
+    /* Owner 2 holds it now. */
+    struct vfe_fuse_op again = lk_op(FUSE_SETLK, eo.nodeid, &in1, o1.fh, 1, F_WRLCK, 501);
+    assert_int_equal(vfe_fuse_call(e->fuse, 1, &again), -EAGAIN);
+
+    /* A second waiter, ended by INTERRUPT on the hiprio queue. */
+    struct vfe_fuse_op wait2 = lk_op(FUSE_SETLKW, eo.nodeid, &in3, o1.fh, 1, F_WRLCK, 501);
+    assert_int_equal(vfe_fuse_submit(e->fuse, 1, &wait2), 0);
+    vfe_fuse_kick(e->fuse, 1);
+    struct vfe_fuse_op ga = { .opcode = FUSE_GETATTR, .nodeid = FUSE_ROOT_ID,
+                              .arg = &(struct fuse_getattr_in){ 0 },
+                              .arg_len = sizeof(struct fuse_getattr_in),
+                              .out_arg = &(struct fuse_attr_out){ 0 },
+                              .out_arg_len = sizeof(struct fuse_attr_out) };
+    assert_int_equal(vfe_fuse_call(e->fuse, 1, &ga), 0); /* the SETLKW was seen before */
+    /*
+     * INTERRUPT with room for a reply (fll ignores requests that have none). A
+     * noted INTERRUPT gets no reply: the element comes back empty, which the
+     * frontend reports as a protocol error, so only completion is checked.
+     */
+    struct fuse_interrupt_in ii = { .unique = wait2.unique };
+    struct vfe_fuse_op intr = { .opcode = FUSE_INTERRUPT, .arg = &ii, .arg_len = sizeof(ii) };
+    (void)vfe_fuse_call(e->fuse, 0, &intr);
+    assert_true(intr.done);
+    assert_int_equal(intr.reply_len, 0);
+    while (!wait2.done) {
+        struct vfe_fuse_op *done[4];
+        int n = vfe_fuse_reap(e->fuse, 1, done, 4, 20000);
+        assert_true(n > 0);
+    }
+    assert_int_equal(wait2.error, -EINTR);
+
+    stop(e);
+}
+
+/*
+ * The frontend hangs up while a SETLKW waits for a lock nobody will release:
+ * vufsd must neither crash nor wait for that lock; it ends by itself, cleanly.
+ */
+static void test_hangup_with_parked_setlkw(void **state)
+{
+    struct env *e = start("", 0, 0);
+    struct fuse_entry_out eo;
+    struct fuse_open_out o1, o2;
+    struct fuse_lk_in in1, in2;
+    int status;
+    bool own = false;
+
+    host_file(e, "f", "data");
+    assert_int_equal(vfe_fuse_lookup(e->fuse, FUSE_ROOT_ID, "f", &eo), 0);
+    assert_int_equal(vfe_fuse_open(e->fuse, eo.nodeid, O_RDWR, &o1), 0);
+    assert_int_equal(vfe_fuse_open(e->fuse, eo.nodeid, O_RDWR, &o2), 0);
+    struct vfe_fuse_op hold = lk_op(FUSE_SETLK, eo.nodeid, &in1, o1.fh, 1, F_WRLCK, 501);
+    assert_int_equal(vfe_fuse_call(e->fuse, 1, &hold), 0);
+    struct vfe_fuse_op wait = lk_op(FUSE_SETLKW, eo.nodeid, &in2, o2.fh, 2, F_WRLCK, 502);
+    assert_int_equal(vfe_fuse_submit(e->fuse, 1, &wait), 0);
+    vfe_fuse_kick(e->fuse, 1);
+    struct vfe_fuse_op ga = { .opcode = FUSE_GETATTR, .nodeid = FUSE_ROOT_ID,
+                              .arg = &(struct fuse_getattr_in){ 0 },
+                              .arg_len = sizeof(struct fuse_getattr_in),
+                              .out_arg = &(struct fuse_attr_out){ 0 },
+                              .out_arg_len = sizeof(struct fuse_attr_out) };
+    assert_int_equal(vfe_fuse_call(e->fuse, 1, &ga), 0);
+    assert_false(wait.done);
+    assert_false(vfe_conn_backend_exited(vfe_dev_conn(e->dev), &status));
+
+    vfe_fuse_free(e->fuse);
+    vfe_dev_close_status(e->dev, &status, &own);
+    nftw(e->dir, rm_one, 16, FTW_DEPTH | FTW_PHYS);
+    free(e);
+    assert_true(own); /* it was not killed by the frontend after a hang */
+    assert_true(WIFEXITED(status) && WEXITSTATUS(status) == 0);
+}
+
 int main(int argc, char **argv)
 {
     static const struct option lo[] = {
@@ -428,7 +561,11 @@ int main(int argc, char **argv)
         else
             return 2;
     }
-    if (!opt_vufsd || access(opt_vufsd, X_OK) != 0) {
+    /* --vufsd may carry extra options after the path ("PATH --log-level=debug"). */
+    char exe[512] = "";
+    if (opt_vufsd)
+        snprintf(exe, sizeof(exe), "%.*s", (int)strcspn(opt_vufsd, " "), opt_vufsd);
+    if (!opt_vufsd || access(exe, X_OK) != 0) {
         fprintf(stderr, "test_pt_hostile: --vufsd PATH to an executable vufsd is required\n");
         return 1;
     }
@@ -439,6 +576,8 @@ int main(int argc, char **argv)
         cmocka_unit_test(test_forget_races_getattr_read),
         cmocka_unit_test(test_lookup_storm_emfile),
         cmocka_unit_test(test_sgid_create_as_user),
+        cmocka_unit_test(test_setlkw_does_not_hold_the_queue),
+        cmocka_unit_test(test_hangup_with_parked_setlkw),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }

@@ -224,6 +224,24 @@ static void test_setlkw_cancelled_by_reset(void **state)
     pt_t_down(t);
 }
 
+static void test_cancel_waits(void **state)
+{
+    struct lk a, b;
+    struct pt_t *t = setup(&a, &b);
+    struct pt_t_req w;
+
+    assert_int_equal(setlk_now(&a, 1, F_WRLCK, false), 0);
+    pt_t_req_init(t, &w, 0, 0);
+    assert_int_equal(setlk(&b, &w, 2, F_WRLCK, 0, OFFSET_MAX, true, false), FLL_ASYNC);
+    pt_fs_cancel_waits(t->fs);
+    assert_int_equal(pt_t_wait(&w), -EINTR);
+    /* Nothing else changed: the holder still holds, the handles still work. */
+    assert_int_equal(setlk_now(&b, 2, F_WRLCK, false), -EAGAIN);
+    assert_int_equal(setlk_now(&a, 1, F_UNLCK, false), 0);
+    assert_int_equal(setlk_now(&b, 2, F_WRLCK, false), 0);
+    pt_t_down(t);
+}
+
 static void test_flock(void **state)
 {
     struct lk a, b;
@@ -287,6 +305,7 @@ int main(void)
         cmocka_unit_test(test_setlkw_ends_when_its_handle_is_released),
         cmocka_unit_test(test_setlkw_interrupted),
         cmocka_unit_test(test_setlkw_cancelled_by_reset),
+        cmocka_unit_test(test_cancel_waits),
         cmocka_unit_test(test_flock),
         cmocka_unit_test(test_setlkw_host_holder),
     };
