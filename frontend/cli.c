@@ -6,7 +6,10 @@
  *   vufs-frontend (--socket PATH | --backend 'CMD {socket} {dir}' --dir DIR)
  *                 [--queues N] [--queue-size N] [--proto MINOR] [--no-event-idx]
  *                 [--no-indirect] [--backend-log FILE] [--timeout MS]
+ *                 [--depth N] [--block BYTES] [--random] [--indirect] [--trace]
  *                 COMMAND [ARGS] [COMMAND [ARGS]]...
+ *
+ * --trace logs every vhost-user message (as VFE_TRACE=1 does).
  *
  * Commands run in order after INIT: init, ls PATH, cat PATH, write PATH TEXT,
  * stat PATH, mkdir PATH, rm PATH, rmdir PATH, statfs.
@@ -271,7 +274,7 @@ static void usage(FILE *to)
             "                     [--queues N] [--queue-size N] [--proto MINOR]\n"
             "                     [--no-event-idx] [--no-indirect] [--backend-log FILE]\n"
             "                     [--timeout MS] [--depth N] [--block BYTES] [--random]\n"
-            "                     [--indirect] COMMAND [ARGS]...\n"
+            "                     [--indirect] [--trace] COMMAND [ARGS]...\n"
             "commands: init | ls PATH | cat PATH | write PATH TEXT | stat PATH |\n"
             "          mkdir PATH | rm PATH | rmdir PATH | statfs |\n"
             "          bench read|write|getattr PATH SECONDS  (all request queues, --depth\n"
@@ -360,6 +363,9 @@ int main(int argc, char **argv)
         if (!strcmp(o, "--help")) {
             usage(stdout);
             return 0;
+        } else if (!strcmp(o, "--trace")) {
+            takes = false;
+            setenv("VFE_TRACE", "1", 1);
         } else if (!strcmp(o, "--random")) {
             takes = false;
             c.random = true;

@@ -693,6 +693,52 @@ static void test_raw_api(void **state)
     assert_int_equal(rep.a.attr.ino, st.st_ino);
 }
 
+/* The request header and the reply header themselves split across regions
+ * (a backend must copy them out piecewise), sent through the raw ring. */
+static void test_straddled_headers(void **state)
+{
+    struct env *e = *state;
+    struct vfe_mem *mem = vfe_dev_mem(e->dev);
+    struct vfe_vq *vq = vfe_dev_vq(e->dev, 1);
+    uint64_t blk1, blk2;
+    assert_int_equal(vfe_mem_alloc_straddle(mem, 8192, &blk1), 0);
+    assert_int_equal(vfe_mem_alloc_straddle(mem, 8192, &blk2), 0);
+    uint64_t b1 = vfe_mem_straddle_boundary(mem, blk1, 8192);
+    uint64_t b2 = vfe_mem_straddle_boundary(mem, blk2, 8192);
+    assert_true(b1 && b2 && b1 != b2);
+    uint64_t in_gpa = b1 - 20;  /* the boundary cuts the in header's unique field */
+    uint64_t out_gpa = b2 - 8;  /* ... and the out header's unique field */
+    struct {
+        struct fuse_in_header h;
+        struct fuse_getattr_in g;
+    } req = { .h = { .len = sizeof(req), .opcode = FUSE_GETATTR, .unique = 0x1122334455667788ull,
+                     .nodeid = FUSE_ROOT_ID } };
+    uint32_t out_len = sizeof(struct fuse_out_header) + sizeof(struct fuse_attr_out);
+    assert_int_equal(vfe_mem_write(mem, in_gpa, &req, sizeof(req)), 0);
+    assert_int_equal(vfe_mem_fill(mem, out_gpa, 0xee, out_len), 0);
+    vfe_vq_raw_set_desc(vq, 5, in_gpa, sizeof(req), 1 /* NEXT */, 6);
+    vfe_vq_raw_set_desc(vq, 6, out_gpa, out_len, 2 /* WRITE */, 0);
+    uint16_t before = vfe_vq_raw_used_idx(vq);
+    vfe_vq_raw_publish(vq, 5);
+    vfe_vq_raw_kick(vq);
+    assert_int_equal(vfe_vq_raw_wait_used(vq, before, 60000), 0);
+    uint32_t id, len;
+    vfe_vq_raw_used_elem(vq, before, &id, &len);
+    assert_int_equal(id, 5);
+    assert_int_equal(len, out_len);
+    struct {
+        struct fuse_out_header h;
+        struct fuse_attr_out a;
+    } rep;
+    assert_int_equal(vfe_mem_read(mem, out_gpa, &rep, sizeof(rep)), 0);
+    assert_int_equal(rep.h.error, 0);
+    assert_int_equal(rep.h.unique, 0x1122334455667788ull);
+    assert_int_equal(rep.h.len, out_len);
+    struct stat st;
+    assert_int_equal(stat(e->dir, &st), 0);
+    assert_int_equal(rep.a.attr.ino, st.st_ino);
+}
+
 int main(int argc, char **argv)
 {
     static const struct option longopts[] = {
@@ -743,6 +789,7 @@ int main(int argc, char **argv)
         cmocka_unit_test_setup_teardown(test_bench_loop, setup, teardown),
         cmocka_unit_test_setup_teardown(test_reset_restart, setup, teardown),
         cmocka_unit_test_setup_teardown(test_raw_api, setup, teardown),
+        cmocka_unit_test_setup_teardown(test_straddled_headers, setup, teardown),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }
