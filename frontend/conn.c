@@ -19,6 +19,7 @@
 #include <stdlib.h>
 #include <string.h>
 #include <sys/eventfd.h>
+#include <sys/prctl.h>
 #include <sys/socket.h>
 #include <sys/stat.h>
 #include <sys/un.h>
@@ -129,12 +130,17 @@ static int spawn_backend(struct vfe_conn *c, const char *cmd, const char *dir, c
         if (logfd < 0)
             return -errno;
     }
+    pid_t parent = getpid();
     pid_t pid = fork();
     if (pid < 0)
         return -errno;
     if (pid == 0) {
-        /* Child: async-signal-safe calls only. */
+        /* Child: async-signal-safe calls only. A frontend that dies (a crashed
+         * test) takes its backend with it. */
         setpgid(0, 0);
+        prctl(PR_SET_PDEATHSIG, SIGKILL);
+        if (getppid() != parent)
+            _exit(127);
         if (logfd >= 0) {
             dup2(logfd, STDOUT_FILENO);
             dup2(logfd, STDERR_FILENO);
