@@ -863,6 +863,38 @@ static void test_mapped_capability_cleared(void **state)
     pt_t_down(t);
 }
 
+/* --posix-acl: FUSE_DONT_MASK; the umask applies only without a default ACL. */
+static void test_posix_acl_umask(void **state)
+{
+    struct pt_t *t = pt_t_new();
+    struct fuse_entry_out e;
+    /* system.posix_acl_default: version 2, USER_OBJ rwx, GROUP_OBJ rwx, OTHER rwx. */
+    const uint32_t acl[] = { 2, 0x00070001, 0xffffffff, 0x00070004, 0xffffffff,
+                             0x00070020, 0xffffffff };
+
+    t->cfg.posix_acl = true;
+    assert_int_equal(pt_t_start(t), 0);
+    struct fll_conn conn = { .capable = FUSE_POSIX_ACL | FUSE_DONT_MASK };
+    assert_int_equal(t->ops->init(t->fs, &conn), 0);
+    assert_true(conn.want & FUSE_DONT_MASK);
+    assert_int_equal(mkdir(pt_t_path(t, "acl"), 0777), 0);
+    if (setxattr(pt_t_path(t, "acl"), "system.posix_acl_default", acl, sizeof(acl), 0) < 0) {
+        pt_t_down(t);
+        skip(); /* no ACL support in this filesystem */
+    }
+    uint64_t d = pt_t_lookup(t, FUSE_ROOT_ID, "acl");
+    PT_REQ(t, q);
+    struct fuse_mkdir_in mi = { .mode = 0777, .umask = 022 };
+    assert_int_equal(t->ops->mkdir(&q.r, d, "sub", &mi, &e), 0);
+    assert_int_equal(e.attr.mode & 0777, 0777); /* the default ACL decides */
+    assert_int_equal(t->ops->mkdir(&q.r, FUSE_ROOT_ID, "plain", &mi, &e), 0);
+    assert_int_equal(e.attr.mode & 0777, 0755); /* no default ACL: the umask */
+    /* ACL names pass through with --posix-acl. */
+    char buf[64];
+    assert_true(t->ops->getxattr(&q.r, d, "system.posix_acl_default", buf, sizeof(buf)) > 0);
+    pt_t_down(t);
+}
+
 /* --announce-submounts: a mount point inside the share is flagged FUSE_ATTR_SUBMOUNT. */
 static void test_announce_submounts(void **state)
 {
@@ -924,6 +956,7 @@ int main(void)
         cmocka_unit_test(test_xattr_mapped),
         cmocka_unit_test(test_mapped_capability_cleared),
         cmocka_unit_test(test_announce_submounts),
+        cmocka_unit_test(test_posix_acl_umask),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }
