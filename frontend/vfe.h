@@ -224,15 +224,17 @@ struct vfe_mem_config {
 };
 
 /*
- * The default layout: three regions, non-contiguous in guest-physical space
- * except regions 1 and 2, which are adjacent (so a buffer can straddle them),
- * while their mappings are NOT adjacent in our address space (region 2 is mapped
- * below region 1 with a guard gap), so a backend that does not split a
+ * The default layout: four regions. Region 0 stands apart in guest-physical
+ * space; regions 1, 2 and 3 follow each other (two boundaries a buffer can
+ * straddle), while their mappings are NOT adjacent in our address space (mapped
+ * in reverse order with guard pages), so a backend that does not split a
  * straddling buffer reads the wrong bytes or faults instead of passing by luck.
- *   region 0: gpa 0x0,                size 16 MiB    (rings, small buffers)
- *   region 1: gpa 0x100000000,        size 64 MiB
- *   region 2: gpa 0x100000000+64 MiB, size 64 MiB
- * All regions share one memfd at distinct offsets (mmap_offset != 0).
+ *   region 0: gpa 0x0,                 size 16 MiB   (rings, small buffers)
+ *   region 1: gpa 0x100000000,         size 64 MiB
+ *   region 2: gpa 0x100000000+64 MiB,  size 64 MiB
+ *   region 3: gpa 0x100000000+128 MiB, size 32 MiB
+ * All regions share one memfd at distinct offsets (mmap_offset != 0 but for
+ * region 0). Ordinary allocations keep 1 MiB away from the shared boundaries.
  */
 void vfe_mem_default_config(struct vfe_mem_config *cfg);
 
