@@ -179,8 +179,13 @@ bool vdev_is_broken(const struct vufsd_dev *dev)
 
 void vdev_clear_broken(struct vufsd_dev *dev)
 {
-    if (__atomic_exchange_n(&dev->broken, 0, __ATOMIC_ACQ_REL))
-        vlog_info("device reset by the frontend: serving again");
+    if (!__atomic_exchange_n(&dev->broken, 0, __ATOMIC_ACQ_REL))
+        return;
+    vlog_info("device reset by the frontend: serving again");
+    /* Broken queues sleep without listening to kicks (vqt_wait): wake them. */
+    for (unsigned i = 0; i < VDEV_MAX_QUEUES; i++)
+        if (dev->q[i].state == VQT_RUNNING)
+            vqt_wake(&dev->q[i]);
 }
 
 void vdev_set_backend_fd(struct vufsd_dev *dev, int fd)

@@ -247,31 +247,37 @@ static bool vqt_refresh_mem(struct vufsd_queue *q)
     return true;
 }
 
-static void vqt_drain(int fd)
+/* Consumes an eventfd's count. False if the fd did not behave like an eventfd. */
+static bool vqt_drain(int fd)
 {
     uint64_t v;
     ssize_t r = read(fd, &v, sizeof(v));
-    (void)r;
+    return r == sizeof(v) || (r < 0 && (errno == EAGAIN || errno == EINTR));
 }
 
-/* Sleeps until a kick or a wake-up. */
+/*
+ * Sleeps until a kick or a wake-up (stop, enable, memory table, reset). While the
+ * device is broken, kicks are not even listened to: only the message thread can
+ * make a broken queue useful again, and it wakes the queue when it does.
+ */
 static void vqt_wait(struct vufsd_queue *q)
 {
+    bool kicks = !vdev_is_broken(q->dev);
     struct pollfd p[2] = {
-        {.fd = q->kick_fd, .events = POLLIN},
         {.fd = q->wake_fd, .events = POLLIN},
+        {.fd = q->kick_fd, .events = POLLIN},
     };
-    int n = poll(p, 2, -1);
+    int n = poll(p, kicks ? 2 : 1, -1);
     if (n <= 0)
         return;
     if (p[0].revents & POLLIN)
-        vqt_drain(q->kick_fd);
-    if (p[1].revents & POLLIN)
-        vqt_drain(q->wake_fd);
-    if (p[0].revents & (POLLERR | POLLNVAL)) {
-        /* A kick fd that cannot be polled would make this loop spin. */
-        vdev_set_broken(q->dev, q->index, "kick fd unusable", -EBADF);
-    }
+        (void)vqt_drain(q->wake_fd);
+    if (!kicks)
+        return;
+    /* A kick fd that polls readable without being an eventfd would make this loop spin. */
+    if ((p[1].revents & (POLLERR | POLLNVAL)) ||
+        ((p[1].revents & (POLLIN | POLLHUP)) && !vqt_drain(q->kick_fd)))
+        vdev_set_broken(q->dev, q->index, "kick fd is not an eventfd", -EBADF);
 }
 
 /* Pops and runs up to one ring's worth of chains. Returns the number popped. */
@@ -378,7 +384,7 @@ int vqt_start(struct vufsd_queue *q)
     if (!vdev_has_feature(dev, VU_F_PROTOCOL_FEATURES))
         __atomic_store_n(&q->enabled, true, __ATOMIC_RELEASE);
     __atomic_store_n(&q->stop, false, __ATOMIC_RELEASE);
-    vqt_drain(q->wake_fd);
+    (void)vqt_drain(q->wake_fd);
     vqt_set_state(q, VQT_RUNNING);
     ret = pthread_create(&q->thread, NULL, vqt_thread, q);
     if (ret) {

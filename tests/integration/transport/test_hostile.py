@@ -210,6 +210,32 @@ def test_mem_hotplug(d, c):
     check(d.wait_exit(30) == 0, "exit status after disconnect")
 
 
+def test_bad_kick_fd(d, c):
+    """A kick 'eventfd' that is really a pipe: the queue must not spin on it."""
+    c.handshake()
+    g = Guest(c)
+    r, w = os.pipe()
+    g.kick = r
+    g.start()
+    os.write(w, b"x")  # readable, but 1 byte: not an eventfd counter
+    os.close(w)
+    d.wait_log("kick fd is not an eventfd", 30)
+    check(d.alive(), "daemon died on a bad kick fd")
+    # The message thread still answers, and a reset with a real eventfd serves again.
+    c.send(GET_VRING_BASE, struct.pack("<II", Q, 0))
+    idx, base = struct.unpack("<II", c.reply(GET_VRING_BASE))
+    check(idx == Q and base == 0, "GET_VRING_BASE: %d %d" % (idx, base))
+    g.kick = os.eventfd(0)
+    g.start()
+    d.wait_log("serving again", 30)
+    g.expected = 1
+    used_len, length, error, uniq = fuse_init(g, 0)
+    check(error == 0 and uniq == 0x1234, "FUSE_INIT after the reset: %d %#x" % (error, uniq))
+    os.close(r)
+    c.close()
+    check(d.wait_exit(30) == 0, "exit status after disconnect")
+
+
 def test_oversized_header(d, c):
     c.handshake()
     c.send(GET_FEATURES, b"", size=0x100000)  # claims a 1 MiB payload
@@ -226,7 +252,8 @@ if __name__ == "__main__":
     try:
         {"messages": test_bad_messages, "broken": test_broken_ring_then_reset,
          "broken-pool": test_broken_ring_then_reset,
-         "oversized": test_oversized_header, "hotplug": test_mem_hotplug}[which](d, c)
+         "oversized": test_oversized_header, "hotplug": test_mem_hotplug,
+         "badkick": test_bad_kick_fd}[which](d, c)
     finally:
         d.term()
         d.wait_exit(30)
