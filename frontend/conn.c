@@ -547,6 +547,9 @@ static bool has_own_reply(uint32_t request, uint32_t *size)
     case VFE_VU_GET_VRING_BASE:
         *size = sizeof(struct vfe_vu_state);
         return true;
+    case VFE_VU_GET_SHMEM_CONFIG:
+        *size = 8 + 8 * 256; /* u32 nregions, u32 padding, u64 memory_sizes[256] */
+        return true;
     default:
         return false;
     }
@@ -596,6 +599,22 @@ int vfe_conn_set_u64(struct vfe_conn *c, uint32_t request, uint64_t v)
     vfe_msg_init(&m, request, 0);
     vfe_msg_set_u64(&m, v);
     return vfe_conn_call(c, &m, NULL, 0, NULL);
+}
+
+int vfe_conn_get_shmem_window(struct vfe_conn *c, uint64_t *size)
+{
+    struct vfe_msg m;
+    g_autofree struct vfe_msg *rep = g_new0(struct vfe_msg, 1);
+    vfe_msg_init(&m, VFE_VU_GET_SHMEM_CONFIG, 0);
+    int r = vfe_conn_call(c, &m, NULL, 0, rep);
+    if (r < 0)
+        return r;
+    uint32_t n;
+    memcpy(&n, rep->payload.raw, sizeof(n));
+    if (n < 1 || n > 256)
+        return -EPROTO;
+    memcpy(size, rep->payload.raw + 8, sizeof(*size));
+    return 0;
 }
 
 /* ---- Backend request channel ------------------------------------------------------ */

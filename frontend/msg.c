@@ -96,6 +96,7 @@ static const char *const vfe_msg_names[] = {
     [VFE_VU_GET_MAX_MEM_SLOTS] = "GET_MAX_MEM_SLOTS",
     [VFE_VU_SET_STATUS] = "SET_STATUS",
     [VFE_VU_GET_STATUS] = "GET_STATUS",
+    [VFE_VU_GET_SHMEM_CONFIG] = "GET_SHMEM_CONFIG",
 };
 
 const char *vfe_msg_name(uint32_t request)

@@ -14,6 +14,7 @@
  *   vfe_dev_*   the device: QEMU's negotiation and start/stop      (dev.c)
  *   vfe_fuse_*  a FUSE client over the request queues              (fuse.c)
  *   vfe_bench_* a pipelined request loop with latency histograms   (bench.c)
+ *   vfe_dax_*   a DAX window the backend maps files into           (dax.c)
  *
  * Errors are negative errno values everywhere. Nothing here aborts on what a
  * backend sends: a misbehaving backend gets -EPROTO, and a broken queue stays
@@ -62,6 +63,14 @@ enum vfe_vu_request {
     VFE_VU_GET_STATUS = 40,
 };
 
+/* Backend -> frontend requests (the backend request channel). */
+#define VFE_VU_LEGACY_FS_MAP 6u        /* virtio-fs branch SLAVE_FS_MAP */
+#define VFE_VU_LEGACY_FS_UNMAP 7u      /* virtio-fs branch SLAVE_FS_UNMAP */
+#define VFE_VU_BACKEND_SHMEM_MAP 9u    /* mainline */
+#define VFE_VU_BACKEND_SHMEM_UNMAP 10u /* mainline */
+/* Frontend -> backend: the backend's shared memory regions (the DAX window). */
+#define VFE_VU_GET_SHMEM_CONFIG 44u
+
 /* Header flags. */
 #define VFE_VU_VERSION 0x1u
 #define VFE_VU_VERSION_MASK 0x3u
@@ -78,6 +87,7 @@ enum vfe_vu_request {
 #define VFE_VU_PF_RESET_DEVICE 13
 #define VFE_VU_PF_CONFIGURE_MEM_SLOTS 15
 #define VFE_VU_PF_STATUS 16
+#define VFE_VU_PF_SHMEM 22
 
 /* Virtio / vhost-user feature bits. */
 #define VFE_F_INDIRECT_DESC 28
@@ -531,6 +541,44 @@ int vfe_fuse_readdir_all(struct vfe_fuse *f, uint64_t nodeid, vfe_dirent_fn fn, 
 /* Parses a READDIR reply buffer; returns entries seen or -EPROTO. Pure. */
 int vfe_fuse_parse_dirents(const void *buf, size_t len, vfe_dirent_fn fn, void *opaque,
                            uint64_t *last_off);
+
+/* ---- DAX window (dax.c) ------------------------------------------------------- */
+
+/*
+ * A reserved window the backend maps files into over the backend request
+ * channel; pass vfe_dax_handle and the vfe_dax as backend_req /
+ * backend_req_opaque in struct vfe_dev_config (and ask for BACKEND_REQ,
+ * BACKEND_SEND_FD and REPLY_ACK, plus VFE_VU_PF_SHMEM for the mainline
+ * protocol). Rules are enforced strictly: a refused request gets a failure ack
+ * and counts in rejects.
+ */
+enum vfe_dax_proto {
+    VFE_DAX_SHMEM,  /* BACKEND_SHMEM_MAP/UNMAP (9/10): no overlap, exact unmap */
+    VFE_DAX_LEGACY, /* SLAVE_FS_MAP/UNMAP (6/7): 8 entries, maps replace, ~0 = all */
+};
+
+struct vfe_dax_stats {
+    uint64_t maps, unmaps, rejects;
+    unsigned mappings; /* live mappings now */
+};
+
+struct vfe_dax;
+
+/* size: page multiple. */
+int vfe_dax_new(uint64_t size, enum vfe_dax_proto proto, struct vfe_dax **out);
+void vfe_dax_free(struct vfe_dax *x);
+void *vfe_dax_window(const struct vfe_dax *x);
+uint64_t vfe_dax_size(const struct vfe_dax *x);
+/* A vfe_backend_req_fn: 0 (success) or 1 (refused). */
+uint64_t vfe_dax_handle(void *opaque, const struct vfe_msg *m, const int *fds, unsigned nfds);
+/* Is all of [off, off+len) mapped right now? */
+bool vfe_dax_is_mapped(struct vfe_dax *x, uint64_t off, uint64_t len);
+void vfe_dax_get_stats(struct vfe_dax *x, struct vfe_dax_stats *st);
+/* Drops every mapping (a device reset). */
+void vfe_dax_reset(struct vfe_dax *x);
+/* GET_SHMEM_CONFIG: the size of shared memory region 0 (the window) the
+ * backend asks for; -EPROTO on a malformed reply. */
+int vfe_conn_get_shmem_window(struct vfe_conn *c, uint64_t *size);
 
 /* Monotonic nanoseconds (latency timestamps). */
 uint64_t vfe_now_ns(void);

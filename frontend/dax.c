@@ -1,0 +1,302 @@
+/* SPDX-License-Identifier: GPL-2.0-or-later */
+/*
+ * The frontend's side of a virtio-fs DAX window: a reserved range of our
+ * address space that the backend fills with file mappings through the backend
+ * request channel, the way a VMM does for its guest.
+ *
+ * Two protocols (see the project's dax notes), chosen at creation:
+ *   VFE_DAX_SHMEM   mainline BACKEND_SHMEM_MAP (9) / BACKEND_SHMEM_UNMAP (10):
+ *                   one mapping per message; mapping over an existing mapping
+ *                   is refused, an unmap must name exactly one whole mapping.
+ *   VFE_DAX_LEGACY  virtio-fs branch SLAVE_FS_MAP (6) / SLAVE_FS_UNMAP (7): up
+ *                   to 8 entries per message, later maps replace what they
+ *                   cover, len ~0 unmaps the whole window.
+ * Messages of the other protocol are refused (and counted), like a frontend
+ * that does not know them. Rules are enforced strictly so tests catch a
+ * backend that breaks them. Unmapped ranges are anonymous PROT_NONE, never
+ * holes another mmap could land in.
+ *
+ * Mapping range state:  UNMAPPED --map--> MAPPED --unmap (exact)--> UNMAPPED
+ * Locking: everything below the window fields is protected by x->lock (the
+ * channel thread maps while a test thread queries).
+ */
+#include <errno.h>
+#include <pthread.h>
+#include <string.h>
+#include <sys/mman.h>
+
+#include <glib.h>
+
+#include "vfe.h"
+#include "vfe_i.h"
+
+#define VFE_DAX_PAGE 4096ull
+#define VFE_DAX_LEGACY_ENTRIES 8u
+#define VFE_DAX_LEGACY_R 1ull
+#define VFE_DAX_LEGACY_W 2ull
+
+struct vfe_dax_map {
+    uint64_t off;
+    uint64_t len;
+};
+
+struct vfe_dax {
+    enum vfe_dax_proto proto;
+    uint8_t *window;
+    uint64_t size;
+
+    pthread_mutex_t lock;
+    struct vfe_dax_map *maps; /* sorted by off, disjoint; protected by lock */
+    size_t nmaps, cap;        /* protected by lock */
+    struct vfe_dax_stats st;  /* protected by lock */
+};
+
+struct vfe_dax_shmem_msg {
+    uint8_t shmid;
+    uint8_t padding[7];
+    uint64_t fd_offset;
+    uint64_t shm_offset;
+    uint64_t len;
+    uint64_t flags;
+};
+_Static_assert(sizeof(struct vfe_dax_shmem_msg) == 40, "BACKEND_SHMEM_MAP payload");
+
+struct vfe_dax_legacy_msg {
+    uint64_t fd_offset[VFE_DAX_LEGACY_ENTRIES];
+    uint64_t c_offset[VFE_DAX_LEGACY_ENTRIES];
+    uint64_t len[VFE_DAX_LEGACY_ENTRIES];
+    uint64_t flags[VFE_DAX_LEGACY_ENTRIES];
+};
+_Static_assert(sizeof(struct vfe_dax_legacy_msg) == 256, "SLAVE_FS_MAP payload");
+
+int vfe_dax_new(uint64_t size, enum vfe_dax_proto proto, struct vfe_dax **out)
+{
+    if (size == 0 || size % VFE_DAX_PAGE || size > (1ull << 40))
+        return -EINVAL;
+    void *w = mmap(NULL, size, PROT_NONE, MAP_PRIVATE | MAP_ANONYMOUS | MAP_NORESERVE, -1, 0);
+    if (w == MAP_FAILED)
+        return -errno;
+    struct vfe_dax *x = g_new0(struct vfe_dax, 1);
+    x->proto = proto;
+    x->window = w;
+    x->size = size;
+    pthread_mutex_init(&x->lock, NULL);
+    *out = x;
+    return 0;
+}
+
+void vfe_dax_free(struct vfe_dax *x)
+{
+    if (!x)
+        return;
+    munmap(x->window, x->size);
+    pthread_mutex_destroy(&x->lock);
+    g_free(x->maps);
+    g_free(x);
+}
+
+void *vfe_dax_window(const struct vfe_dax *x)
+{
+    return x->window;
+}
+
+uint64_t vfe_dax_size(const struct vfe_dax *x)
+{
+    return x->size;
+}
+
+void vfe_dax_get_stats(struct vfe_dax *x, struct vfe_dax_stats *st)
+{
+    pthread_mutex_lock(&x->lock);
+    *st = x->st;
+    st->mappings = (unsigned)x->nmaps;
+    pthread_mutex_unlock(&x->lock);
+}
+
+/* [off, off+len) inside the window, page aligned, not empty. */
+static bool range_ok(const struct vfe_dax *x, uint64_t off, uint64_t len)
+{
+    return len && off % VFE_DAX_PAGE == 0 && len % VFE_DAX_PAGE == 0 && off < x->size &&
+           len <= x->size - off;
+}
+
+/* First mapping ending after off. Caller holds x->lock. */
+static size_t first_after_locked(const struct vfe_dax *x, uint64_t off)
+{
+    size_t lo = 0, hi = x->nmaps;
+    while (lo < hi) {
+        size_t mid = lo + (hi - lo) / 2;
+        if (x->maps[mid].off + x->maps[mid].len <= off)
+            lo = mid + 1;
+        else
+            hi = mid;
+    }
+    return lo;
+}
+
+static bool overlaps_locked(const struct vfe_dax *x, uint64_t off, uint64_t len)
+{
+    size_t i = first_after_locked(x, off);
+    return i < x->nmaps && x->maps[i].off < off + len;
+}
+
+static void insert_locked(struct vfe_dax *x, uint64_t off, uint64_t len)
+{
+    size_t i = first_after_locked(x, off);
+    if (x->nmaps == x->cap) {
+        x->cap = x->cap ? 2 * x->cap : 64;
+        x->maps = g_renew(struct vfe_dax_map, x->maps, x->cap);
+    }
+    memmove(&x->maps[i + 1], &x->maps[i], (x->nmaps - i) * sizeof(x->maps[0]));
+    x->maps[i] = (struct vfe_dax_map){ off, len };
+    x->nmaps++;
+}
+
+/* Removes [off, off+len) from the table, splitting mappings it cuts. */
+static void punch_locked(struct vfe_dax *x, uint64_t off, uint64_t len)
+{
+    uint64_t end = off + len;
+    size_t i = first_after_locked(x, off);
+    while (i < x->nmaps && x->maps[i].off < end) {
+        struct vfe_dax_map m = x->maps[i];
+        uint64_t mend = m.off + m.len;
+        memmove(&x->maps[i], &x->maps[i + 1], (x->nmaps - i - 1) * sizeof(x->maps[0]));
+        x->nmaps--;
+        if (m.off < off)
+            insert_locked(x, m.off, off - m.off);
+        if (mend > end)
+            insert_locked(x, end, mend - end);
+        i = first_after_locked(x, off);
+    }
+}
+
+static int map_fd(struct vfe_dax *x, int fd, uint64_t fd_off, uint64_t off, uint64_t len,
+                  int prot)
+{
+    void *p = mmap(x->window + off, len, prot, MAP_SHARED | MAP_FIXED, fd, (off_t)fd_off);
+    return p == MAP_FAILED ? -errno : 0;
+}
+
+static int unmap_range(struct vfe_dax *x, uint64_t off, uint64_t len)
+{
+    void *p = mmap(x->window + off, len, PROT_NONE,
+                   MAP_PRIVATE | MAP_ANONYMOUS | MAP_NORESERVE | MAP_FIXED, -1, 0);
+    return p == MAP_FAILED ? -errno : 0;
+}
+
+/* Caller holds x->lock. */
+static int shmem_locked(struct vfe_dax *x, const struct vfe_msg *m, const int *fds,
+                        unsigned nfds)
+{
+    bool map = m->request == VFE_VU_BACKEND_SHMEM_MAP;
+    struct vfe_dax_shmem_msg s;
+    if (m->size != sizeof(s) || nfds != (map ? 1u : 0u))
+        return -EINVAL;
+    memcpy(&s, m->payload.raw, sizeof(s));
+    if (s.shmid != 0 || !range_ok(x, s.shm_offset, s.len) || s.fd_offset % VFE_DAX_PAGE)
+        return -EINVAL;
+    if (map) {
+        if (overlaps_locked(x, s.shm_offset, s.len))
+            return -EEXIST; /* mainline: no mapping over a mapping */
+        int prot = PROT_READ | (s.flags & 1 ? PROT_WRITE : 0);
+        int r = map_fd(x, fds[0], s.fd_offset, s.shm_offset, s.len, prot);
+        if (r < 0)
+            return r;
+        insert_locked(x, s.shm_offset, s.len);
+        x->st.maps++;
+        return 0;
+    }
+    size_t i = first_after_locked(x, s.shm_offset);
+    if (i >= x->nmaps || x->maps[i].off != s.shm_offset || x->maps[i].len != s.len)
+        return -ENOENT; /* mainline: exactly one whole mapping */
+    int r = unmap_range(x, s.shm_offset, s.len);
+    if (r < 0)
+        return r;
+    punch_locked(x, s.shm_offset, s.len);
+    x->st.unmaps++;
+    return 0;
+}
+
+/* Caller holds x->lock. */
+static int legacy_locked(struct vfe_dax *x, const struct vfe_msg *m, const int *fds,
+                         unsigned nfds)
+{
+    bool map = m->request == VFE_VU_LEGACY_FS_MAP;
+    struct vfe_dax_legacy_msg l;
+    if (m->size != sizeof(l) || nfds != (map ? 1u : 0u))
+        return -EINVAL;
+    memcpy(&l, m->payload.raw, sizeof(l));
+    /* Validate every entry before touching the window. */
+    for (unsigned i = 0; i < VFE_DAX_LEGACY_ENTRIES; i++) {
+        if (l.len[i] == 0 || (!map && l.len[i] == UINT64_MAX))
+            continue;
+        if (!range_ok(x, l.c_offset[i], l.len[i]) || (map && l.fd_offset[i] % VFE_DAX_PAGE))
+            return -EINVAL;
+    }
+    for (unsigned i = 0; i < VFE_DAX_LEGACY_ENTRIES; i++) {
+        uint64_t off = l.c_offset[i], len = l.len[i];
+        if (len == 0)
+            continue;
+        if (!map && len == UINT64_MAX) {
+            off = 0;
+            len = x->size;
+        }
+        /* The branch's frontend: protection straight from the R/W flags. */
+        int prot = (l.flags[i] & VFE_DAX_LEGACY_R ? PROT_READ : 0) |
+                   (l.flags[i] & VFE_DAX_LEGACY_W ? PROT_WRITE : 0);
+        int r = map ? map_fd(x, fds[0], l.fd_offset[i], off, len, prot) : unmap_range(x, off, len);
+        if (r < 0)
+            return r;
+        punch_locked(x, off, len);
+        if (map) {
+            insert_locked(x, off, len);
+            x->st.maps++;
+        } else {
+            x->st.unmaps++;
+        }
+    }
+    return 0;
+}
+
+uint64_t vfe_dax_handle(void *opaque, const struct vfe_msg *m, const int *fds, unsigned nfds)
+{
+    struct vfe_dax *x = opaque;
+    int r;
+    pthread_mutex_lock(&x->lock);
+    bool shmem = m->request == VFE_VU_BACKEND_SHMEM_MAP || m->request == VFE_VU_BACKEND_SHMEM_UNMAP;
+    bool legacy = m->request == VFE_VU_LEGACY_FS_MAP || m->request == VFE_VU_LEGACY_FS_UNMAP;
+    if (shmem && x->proto == VFE_DAX_SHMEM)
+        r = shmem_locked(x, m, fds, nfds);
+    else if (legacy && x->proto == VFE_DAX_LEGACY)
+        r = legacy_locked(x, m, fds, nfds);
+    else
+        r = -ENOSYS;
+    if (r < 0)
+        x->st.rejects++;
+    pthread_mutex_unlock(&x->lock);
+    return r < 0 ? 1 : 0;
+}
+
+bool vfe_dax_is_mapped(struct vfe_dax *x, uint64_t off, uint64_t len)
+{
+    if (!len || off >= x->size || len > x->size - off)
+        return false;
+    pthread_mutex_lock(&x->lock);
+    /* Covered without gaps by consecutive mappings. */
+    uint64_t at = off, end = off + len;
+    size_t i = first_after_locked(x, off);
+    while (at < end && i < x->nmaps && x->maps[i].off <= at) {
+        at = x->maps[i].off + x->maps[i].len;
+        i++;
+    }
+    pthread_mutex_unlock(&x->lock);
+    return at >= end;
+}
+
+void vfe_dax_reset(struct vfe_dax *x)
+{
+    pthread_mutex_lock(&x->lock);
+    unmap_range(x, 0, x->size);
+    x->nmaps = 0;
+    pthread_mutex_unlock(&x->lock);
+}
