@@ -669,6 +669,32 @@ int vfe_fuse_forget(struct vfe_fuse *f, uint64_t nodeid, uint64_t nlookup)
     return vfe_fuse_call(f, 0, &op);
 }
 
+int vfe_fuse_setupmapping(struct vfe_fuse *f, uint64_t nodeid, uint64_t fh, uint64_t foffset,
+                          uint64_t len, uint64_t flags, uint64_t moffset)
+{
+    struct fuse_setupmapping_in in = {
+        .fh = fh, .foffset = foffset, .len = len, .flags = flags, .moffset = moffset };
+    struct vfe_fuse_op op = {
+        .opcode = FUSE_SETUPMAPPING, .nodeid = nodeid, .arg = &in, .arg_len = sizeof(in) };
+    return call(f, &op);
+}
+
+int vfe_fuse_removemapping(struct vfe_fuse *f, uint64_t nodeid, const uint64_t (*ranges)[2],
+                           uint32_t count)
+{
+    /* u32 count, then count packed {u64 moffset, u64 len}: unaligned on the wire. */
+    if (count == 0 || count > (VFE_FUSE_IN_BUF - 64) / 16)
+        return -EINVAL;
+    g_autofree uint8_t *buf = g_malloc(4 + 16ull * count);
+    memcpy(buf, &count, 4);
+    for (uint32_t i = 0; i < count; i++)
+        memcpy(buf + 4 + 16ull * i, ranges[i], 16);
+    struct vfe_fuse_op op = {
+        .opcode = FUSE_REMOVEMAPPING, .nodeid = nodeid, .arg = buf,
+        .arg_len = 4 + 16 * count };
+    return call(f, &op);
+}
+
 int vfe_fuse_parse_dirents(const void *buf, size_t len, vfe_dirent_fn fn, void *opaque,
                            uint64_t *last_off)
 {

@@ -531,6 +531,13 @@ int vfe_fuse_release(struct vfe_fuse *f, uint64_t nodeid, uint64_t fh, uint32_t 
 int vfe_fuse_releasedir(struct vfe_fuse *f, uint64_t nodeid, uint64_t fh);
 int vfe_fuse_fsync(struct vfe_fuse *f, uint64_t nodeid, uint64_t fh, bool datasync);
 int vfe_fuse_statfs(struct vfe_fuse *f, uint64_t nodeid, struct fuse_statfs_out *out);
+/* DAX: map [foffset, foffset+len) of the file at window offset moffset
+ * (flags FUSE_SETUPMAPPING_FLAG_READ/WRITE; Linux sends fh = ~0). */
+int vfe_fuse_setupmapping(struct vfe_fuse *f, uint64_t nodeid, uint64_t fh, uint64_t foffset,
+                          uint64_t len, uint64_t flags, uint64_t moffset);
+/* DAX: unmap count {moffset, len} ranges in one request. */
+int vfe_fuse_removemapping(struct vfe_fuse *f, uint64_t nodeid, const uint64_t (*ranges)[2],
+                           uint32_t count);
 /* FORGET on the hiprio queue (no reply; returns once the backend used it). */
 int vfe_fuse_forget(struct vfe_fuse *f, uint64_t nodeid, uint64_t nlookup);
 

@@ -5,6 +5,8 @@
  * ones (a backend is not trusted either) become -EPROTO.
  */
 #include <errno.h>
+#include <pthread.h>
+#include <unistd.h>
 #include <setjmp.h>
 #include <stdarg.h>
 #include <stddef.h>
@@ -76,7 +78,7 @@ static void dev_pop(struct fix *x, unsigned q, struct dreq *r)
     uint64_t d, a, u;
     vfe_vq_gpas(x->vq[q], &d, &a, &u);
     struct vring_avail *avail = vfe_mem_gpa_to_hva(x->mem, a, 6 + 2 * 16);
-    assert_true(avail->idx != x->dev_avail[q]);
+    assert_true(__atomic_load_n(&avail->idx, __ATOMIC_ACQUIRE) != x->dev_avail[q]);
     memset(r, 0, sizeof(*r));
     r->head = avail->ring[x->dev_avail[q]++ % 16];
     struct vring_desc *t = table(x, q, NULL);
@@ -120,10 +122,10 @@ static void dev_reply(struct fix *x, unsigned q, const struct dreq *r, const voi
     uint64_t d, a, u;
     vfe_vq_gpas(x->vq[q], &d, &a, &u);
     struct vring_used *used = vfe_mem_gpa_to_hva(x->mem, u, 6 + 8 * 16);
-    used->ring[used->idx % 16].id = r->head;
-    used->ring[used->idx % 16].len = used_len;
-    __atomic_thread_fence(__ATOMIC_RELEASE);
-    used->idx++;
+    uint16_t ui = __atomic_load_n(&used->idx, __ATOMIC_RELAXED);
+    used->ring[ui % 16].id = r->head;
+    used->ring[ui % 16].len = used_len;
+    __atomic_store_n(&used->idx, (uint16_t)(ui + 1), __ATOMIC_RELEASE);
 }
 
 static void reply_hdr(struct fix *x, unsigned q, const struct dreq *r, int32_t error,
@@ -326,6 +328,62 @@ static void test_oversized_request(void **state)
     assert_int_equal(vfe_fuse_in_flight(x->f, 1), 0);
 }
 
+/* A device thread answering one request on queue 1 with an empty success, so
+ * the synchronous helpers (which wait) can be checked. */
+struct one {
+    struct fix *x;
+    struct dreq r;
+};
+
+static void *serve_one(void *arg)
+{
+    struct one *o = arg;
+    uint64_t d, a, u;
+    vfe_vq_gpas(o->x->vq[1], &d, &a, &u);
+    volatile struct vring_avail *avail = vfe_mem_gpa_to_hva(o->x->mem, a, 6 + 2 * 16);
+    while (__atomic_load_n(&avail->idx, __ATOMIC_ACQUIRE) == o->x->dev_avail[1])
+        usleep(1000);
+    dev_pop(o->x, 1, &o->r);
+    reply_hdr(o->x, 1, &o->r, 0, NULL, 0);
+    uint64_t one = 1;
+    if (write(vfe_vq_call_fd(o->x->vq[1]), &one, sizeof(one)) != sizeof(one))
+        abort();
+    return NULL;
+}
+
+static void test_dax_requests(void **state)
+{
+    struct fix *x = *state;
+    struct one o = { .x = x };
+    pthread_t t;
+    assert_int_equal(pthread_create(&t, NULL, serve_one, &o), 0);
+    assert_int_equal(vfe_fuse_setupmapping(x->f, 5, UINT64_MAX, 2 << 20, 2 << 20, 3, 4 << 20), 0);
+    pthread_join(t, NULL);
+    struct fuse_in_header ih;
+    memcpy(&ih, o.r.bytes, sizeof(ih));
+    assert_int_equal(ih.opcode, FUSE_SETUPMAPPING);
+    struct fuse_setupmapping_in si;
+    assert_int_equal(o.r.nbytes, sizeof(ih) + sizeof(si));
+    memcpy(&si, o.r.bytes + sizeof(ih), sizeof(si));
+    assert_int_equal(si.fh, UINT64_MAX);
+    assert_int_equal(si.moffset, 4 << 20);
+    assert_int_equal(si.flags, 3);
+
+    /* REMOVEMAPPING: u32 count then packed (unaligned) 16-byte entries. */
+    uint64_t ranges[2][2] = { { 0, 2 << 20 }, { 6 << 20, 2 << 20 } };
+    assert_int_equal(pthread_create(&t, NULL, serve_one, &o), 0);
+    assert_int_equal(vfe_fuse_removemapping(x->f, 1, ranges, 2), 0);
+    pthread_join(t, NULL);
+    assert_int_equal(o.r.nbytes, sizeof(ih) + 4 + 2 * 16);
+    uint32_t count;
+    memcpy(&count, o.r.bytes + sizeof(ih), 4);
+    assert_int_equal(count, 2);
+    uint64_t moff;
+    memcpy(&moff, o.r.bytes + sizeof(ih) + 4 + 16, 8);
+    assert_int_equal(moff, 6 << 20);
+    assert_int_equal(vfe_fuse_removemapping(x->f, 1, ranges, 0), -EINVAL);
+}
+
 struct seen {
     int n;
     char names[8][32];
@@ -390,6 +448,7 @@ int main(void)
         cmocka_unit_test_setup_teardown(test_depth_and_out_of_order, setup, teardown),
         cmocka_unit_test_setup_teardown(test_forget_has_no_reply_part, setup, teardown),
         cmocka_unit_test_setup_teardown(test_oversized_request, setup, teardown),
+        cmocka_unit_test_setup_teardown(test_dax_requests, setup, teardown),
         cmocka_unit_test(test_parse_dirents),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
