@@ -120,9 +120,10 @@ cmd=${cmd//\{dir\}/$dir}
 echo "$cmd" > "$rundir/backend.cmd"
 setsid bash -c "exec $cmd" > "$rundir/backend.log" 2>&1 < /dev/null &
 backend_pid=$!
+bstart=$(date +%s)   # not $start: fetching the kernel may have taken a while
 while [ ! -S "$sock" ]; do
     kill -0 "$backend_pid" 2>/dev/null || verdict FAIL "backend exited before creating $sock"
-    [ "$(date +%s)" -lt $((start + 30)) ] || verdict FAIL "backend did not create $sock within 30 s"
+    [ "$(date +%s)" -lt $((bstart + 30)) ] || verdict FAIL "backend did not create $sock within 30 s"
     sleep 0.05
 done
 
