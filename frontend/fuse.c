@@ -36,6 +36,11 @@ struct vfe_fuse_slot {
     uint64_t out_gpa;
     uint8_t *out_hva;
     struct vfe_fuse_op *op; /* NULL when free */
+    /* A synchronous call that timed out leaves its request here: the late
+     * reply lands in orphan (never in the caller's dead stack frame) and the
+     * slot is freed without being reported. */
+    struct vfe_fuse_op orphan;
+    bool abandoned;
 };
 
 struct vfe_fuse_queue {
@@ -294,6 +299,12 @@ static int drain_used(struct vfe_fuse_queue *q)
         struct vfe_fuse_slot *s = tok;
         struct vfe_fuse_op *op = s->op;
         parse_reply(s, op, len);
+        if (s->abandoned) {
+            s->abandoned = false;
+            s->op = NULL;
+            q->free_stack[q->nfree++] = (unsigned)(s - q->slots);
+            continue;
+        }
         q->ready[q->nready++] = (unsigned)(s - q->slots);
     }
 }
@@ -327,6 +338,21 @@ int vfe_fuse_reap(struct vfe_fuse *f, unsigned qi, struct vfe_fuse_op **done, un
     return (int)n;
 }
 
+/* The caller gives up on op (still in flight): see struct vfe_fuse_slot. */
+static void abandon(struct vfe_fuse_queue *q, struct vfe_fuse_op *op)
+{
+    for (unsigned i = 0; i < q->depth; i++) {
+        struct vfe_fuse_slot *s = &q->slots[i];
+        if (s->op == op) {
+            s->orphan = (struct vfe_fuse_op){
+                .opcode = op->opcode, .unique = op->unique, .flags = op->flags };
+            s->op = &s->orphan;
+            s->abandoned = true;
+            return;
+        }
+    }
+}
+
 int vfe_fuse_call(struct vfe_fuse *f, unsigned qi, struct vfe_fuse_op *op)
 {
     int r = vfe_fuse_submit(f, qi, op);
@@ -337,16 +363,22 @@ int vfe_fuse_call(struct vfe_fuse *f, unsigned qi, struct vfe_fuse_op *op)
     uint64_t deadline = vfe_now_ns() + (uint64_t)f->cfg.timeout_ms * 1000000ull;
     while (!op->done) {
         r = drain_used(q);
-        if (r < 0)
+        if (r < 0) {
+            abandon(q, op);
             return r;
+        }
         if (op->done)
             break;
         uint64_t now = vfe_now_ns();
-        if (now >= deadline)
+        if (now >= deadline) {
+            abandon(q, op);
             return -ETIMEDOUT;
+        }
         r = vfe_vq_wait(q->vq, (int)((deadline - now) / 1000000ull) + 1);
-        if (r < 0 && r != -ETIMEDOUT)
+        if (r < 0 && r != -ETIMEDOUT) {
+            abandon(q, op);
             return r;
+        }
     }
     /* Our op stays out of the ready list: the caller has it. */
     for (unsigned i = 0; i < q->nready; i++) {

@@ -384,6 +384,30 @@ static void test_dax_requests(void **state)
     assert_int_equal(vfe_fuse_removemapping(x->f, 1, ranges, 0), -EINVAL);
 }
 
+/* A synchronous call that times out must not leave the backend a pointer
+ * into the caller's stack: the late reply is absorbed and the slot freed. */
+static void test_timeout_then_late_reply(void **state)
+{
+    struct fix *x = *state;
+    vfe_fuse_free(x->f);
+    struct vfe_fuse_config fc = { .depth = 2, .timeout_ms = 1 };
+    assert_int_equal(vfe_fuse_new_on(x->mem, x->vq, 2, &fc, &x->f), 0);
+    struct fuse_statfs_out so;
+    assert_int_equal(vfe_fuse_statfs(x->f, 1, &so), -ETIMEDOUT);
+    assert_int_equal(vfe_fuse_in_flight(x->f, 1), 1);
+    struct dreq r;
+    dev_pop(x, 1, &r);
+    struct fuse_statfs_out body = { .st = { .bsize = 4096 } };
+    reply_hdr(x, 1, &r, 0, &body, sizeof(body));
+    struct vfe_fuse_op *done[2];
+    assert_int_equal(vfe_fuse_reap(x->f, 1, done, 2, 0), 0); /* not reported */
+    assert_int_equal(vfe_fuse_in_flight(x->f, 1), 0);
+    /* Both slots usable again. */
+    struct vfe_fuse_op ops[2] = { { .opcode = FUSE_STATFS }, { .opcode = FUSE_STATFS } };
+    assert_int_equal(vfe_fuse_submit(x->f, 1, &ops[0]), 0);
+    assert_int_equal(vfe_fuse_submit(x->f, 1, &ops[1]), 0);
+}
+
 struct seen {
     int n;
     char names[8][32];
@@ -449,6 +473,7 @@ int main(void)
         cmocka_unit_test_setup_teardown(test_forget_has_no_reply_part, setup, teardown),
         cmocka_unit_test_setup_teardown(test_oversized_request, setup, teardown),
         cmocka_unit_test_setup_teardown(test_dax_requests, setup, teardown),
+        cmocka_unit_test_setup_teardown(test_timeout_then_late_reply, setup, teardown),
         cmocka_unit_test(test_parse_dirents),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
