@@ -171,17 +171,18 @@ int pt_op_getattr(struct fll_req *r, uint64_t nodeid, const struct fuse_getattr_
 
 void pt_drop_mapped_capability(struct pt_fs *fs, struct pt_inode *i, int fd)
 {
-    char path[PT_PROC_PATH_MAX];
+    ssize_t ret;
 
     if (!fs->cap_mapped || atomic_load(&i->cap_clean))
         return;
-    if (fd >= 0 && i->type == S_IFREG) {
-        if (fremovexattr(fd, fs->cap_mapped) == 0 || errno == ENODATA)
-            atomic_store(&i->cap_clean, true);
-    } else if (i->type == S_IFREG || i->type == S_IFDIR) {
-        if (removexattr(pt_proc_path(path, i->fd), fs->cap_mapped) == 0 || errno == ENODATA)
-            atomic_store(&i->cap_clean, true);
-    }
+    if (fd >= 0 && i->type == S_IFREG)
+        ret = fremovexattr(fd, fs->cap_mapped) == 0 ? 0 : -errno;
+    else if (i->type == S_IFREG || i->type == S_IFDIR)
+        ret = pt_xattr_call(fs, i, PT_XREMOVE, fs->cap_mapped, NULL, 0, 0);
+    else
+        return;
+    if (ret == 0 || ret == -ENODATA)
+        atomic_store(&i->cap_clean, true);
 }
 
 int pt_kill_suidgid(struct pt_fs *fs, struct pt_inode *i, int fd)
@@ -203,11 +204,12 @@ int pt_kill_suidgid(struct pt_fs *fs, struct pt_inode *i, int fd)
     if (fd >= 0)
         ret = fchmod(fd, mode & ~clear);
     else
-        ret = chmod(pt_proc_path(path, i->fd), mode & ~clear);
+        ret = fchmodat(fs->proc_self_fd, pt_proc_name(path, i->fd), mode & ~clear, 0);
     return ret < 0 ? -errno : 0;
 }
 
-static int pt_setattr_times(struct pt_inode *i, int fd, const struct fuse_setattr_in *in)
+static int pt_setattr_times(struct pt_fs *fs, struct pt_inode *i, int fd,
+                            const struct fuse_setattr_in *in)
 {
     struct timespec tv[2] = { { .tv_nsec = UTIME_OMIT }, { .tv_nsec = UTIME_OMIT } };
     char path[PT_PROC_PATH_MAX];
@@ -234,7 +236,7 @@ static int pt_setattr_times(struct pt_inode *i, int fd, const struct fuse_setatt
     else {
         ret = utimensat(i->fd, "", tv, AT_EMPTY_PATH);
         if (ret < 0 && errno == EINVAL && i->type != S_IFLNK)
-            ret = utimensat(AT_FDCWD, pt_proc_path(path, i->fd), tv, 0);
+            ret = utimensat(fs->proc_self_fd, pt_proc_name(path, i->fd), tv, 0);
     }
     return ret < 0 ? -errno : 0;
 }
@@ -268,7 +270,7 @@ int pt_op_setattr(struct fll_req *r, uint64_t nodeid, const struct fuse_setattr_
         if (fd >= 0)
             ret = fchmod(fd, in->mode & 07777);
         else
-            ret = chmod(pt_proc_path(path, i->fd), in->mode & 07777);
+            ret = fchmodat(fs->proc_self_fd, pt_proc_name(path, i->fd), in->mode & 07777, 0);
         if (ret < 0)
             return -errno;
     }
@@ -309,7 +311,7 @@ int pt_op_setattr(struct fll_req *r, uint64_t nodeid, const struct fuse_setattr_
         pt_drop_mapped_capability(fs, i, fd);
     }
     if (in->valid & (FATTR_ATIME | FATTR_MTIME | FATTR_ATIME_NOW | FATTR_MTIME_NOW)) {
-        ret = pt_setattr_times(i, fd, in);
+        ret = pt_setattr_times(fs, i, fd, in);
         if (ret < 0)
             return ret;
     }

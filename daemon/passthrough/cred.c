@@ -19,7 +19,6 @@
 #include <stdlib.h>
 #include <string.h>
 #include <sys/syscall.h>
-#include <sys/xattr.h>
 
 #include "pt_i.h"
 
@@ -66,11 +65,9 @@ void pt_cred_leave(struct pt_cred *c)
  */
 mode_t pt_create_mode(struct pt_fs *fs, struct pt_inode *parent, mode_t mode, uint32_t umask)
 {
-    char path[PT_PROC_PATH_MAX];
-
     if (!atomic_load(&fs->dont_mask))
         return mode & ~(mode_t)umask & 07777;
-    if (getxattr(pt_proc_path(path, parent->fd), "system.posix_acl_default", NULL, 0) > 0)
+    if (pt_xattr_call(fs, parent, PT_XGET, "system.posix_acl_default", NULL, 0, 0) > 0)
         return mode & 07777;
     return mode & ~(mode_t)umask & 07777;
 }

@@ -135,7 +135,8 @@ int pt_op_link(struct fll_req *r, uint64_t nodeid, uint64_t newparent, const cha
     if (linkat(i->fd, "", p->fd, newname, AT_EMPTY_PATH) < 0) {
         if (errno != ENOENT && errno != EPERM)
             return -errno;
-        if (linkat(AT_FDCWD, pt_proc_path(path, i->fd), p->fd, newname, AT_SYMLINK_FOLLOW) < 0)
+        if (linkat(fs->proc_self_fd, pt_proc_name(path, i->fd), p->fd, newname,
+                   AT_SYMLINK_FOLLOW) < 0)
             return -errno;
     }
     return pt_do_lookup(fs, p, newname, out);

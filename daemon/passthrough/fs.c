@@ -119,6 +119,7 @@ struct pt_fs *pt_fs_new(const struct vufsd_config *cfg, int *err)
         return NULL;
     }
     fs->proc_self_fd = -1;
+    pthread_mutex_init(&fs->cwd_lock, NULL);
     ret = pt_itab_init(&fs->itab);
     if (ret == 0)
         ret = pt_htab_init(&fs->htab);
@@ -194,6 +195,7 @@ void pt_fs_free(struct pt_fs *fs)
         close(fs->proc_self_fd);
     pt_xattrmap_free(&fs->xmap);
     free(fs->cap_mapped);
+    pthread_mutex_destroy(&fs->cwd_lock);
     pthread_mutex_destroy(&fs->locks.lock);
     pthread_cond_destroy(&fs->locks.cond);
     free(fs);

@@ -290,6 +290,9 @@ struct pt_fs {
     _Atomic bool dont_mask;
     _Atomic bool killpriv_v2;
 
+    /* Serialises the process-wide working directory for path-form xattr calls. */
+    pthread_mutex_t cwd_lock;
+
     /* fd budget (lock-free) */
     atomic_long fds;
     atomic_long fd_budget;
@@ -308,10 +311,14 @@ static inline struct pt_fs *pt_fs_of(const struct fll_req *r)
     return (struct pt_fs *)fll_req_userdata(r);
 }
 
-/* "/proc/self/fd/N" for fd; buf holds PT_PROC_PATH_MAX bytes. */
-static inline const char *pt_proc_path(char *buf, int fd)
+/*
+ * "N": the name of fd in fs->proc_self_fd, for *at() calls relative to it. Never
+ * an absolute "/proc/self/fd/N": inside the sandbox "/proc" is a directory of
+ * the shared tree, which the guest controls. buf holds PT_PROC_PATH_MAX bytes.
+ */
+static inline const char *pt_proc_name(char *buf, int fd)
 {
-    snprintf(buf, PT_PROC_PATH_MAX, "/proc/self/fd/%d", fd);
+    snprintf(buf, PT_PROC_PATH_MAX, "%d", fd);
     return buf;
 }
 /* Opens the inode's object for I/O via /proc/self/fd: regular files and
@@ -331,6 +338,16 @@ int pt_do_lookup(struct pt_fs *fs, struct pt_inode *parent, const char *name,
 int pt_fill_entry(struct pt_fs *fs, struct pt_inode *parent, struct pt_inode *i,
                   const struct statx *st, struct fuse_entry_out *out);
 void pt_set_timeout(double t, uint64_t *sec, uint32_t *nsec);
+/*
+ * Runs an xattr call on the object of inode i itself (a symlink: the link, not
+ * its target), without opening a FIFO or device: f*xattr on a reopened fd for
+ * regular files and directories, else the path form on the /proc magic link
+ * with the working directory in proc_self_fd (under pt_fs.cwd_lock).
+ */
+enum pt_xop { PT_XGET, PT_XSET, PT_XLIST, PT_XREMOVE };
+ssize_t pt_xattr_call(struct pt_fs *fs, const struct pt_inode *i, enum pt_xop op,
+                      const char *name, void *buf, size_t size, int flags);
+
 /* Clears the remapped security.capability (CVE-2021-20263) on a write, truncate or chown. */
 void pt_drop_mapped_capability(struct pt_fs *fs, struct pt_inode *i, int fd);
 /* Clears set-user-ID and (group-executable) set-group-ID bits. */

@@ -3,10 +3,12 @@
  * Extended attributes: GETXATTR, SETXATTR, LISTXATTR, REMOVEXATTR (--xattr),
  * with the optional --xattrmap name mapping and POSIX ACLs (--posix-acl).
  *
- * O_PATH fds cannot take f*xattr calls. The path form on /proc/self/fd/N
- * follows the magic link to the object itself (for a symlink: the link, not its
- * target) and never opens it, so FIFOs and devices are safe to name here.
+ * O_PATH fds cannot take f*xattr calls: regular files and directories are
+ * reopened read-only through proc_self_fd; symlinks and special files go through
+ * the path form on their /proc magic link, which leads to the object itself (for
+ * a symlink: the link, not its target) without opening it (pt_xattr_call).
  */
+#include <fcntl.h>
 #include <stdlib.h>
 #include <string.h>
 #include <sys/xattr.h>
@@ -14,6 +16,85 @@
 #include "pt_i.h"
 
 #define PT_XATTR_LIST_MAX 65536
+
+static ssize_t pt_xattr_fd(int fd, enum pt_xop op, const char *name, void *buf, size_t size,
+                           int flags)
+{
+    ssize_t n;
+
+    switch (op) {
+    case PT_XGET:
+        n = fgetxattr(fd, name, size ? buf : NULL, size);
+        break;
+    case PT_XSET:
+        n = fsetxattr(fd, name, buf, size, flags);
+        break;
+    case PT_XLIST:
+        n = flistxattr(fd, size ? buf : NULL, size);
+        break;
+    case PT_XREMOVE:
+    default:
+        n = fremovexattr(fd, name);
+        break;
+    }
+    return n < 0 ? -errno : n;
+}
+
+static ssize_t pt_xattr_path(const char *path, enum pt_xop op, const char *name, void *buf,
+                             size_t size, int flags)
+{
+    ssize_t n;
+
+    /* The following forms: the magic link leads to the object itself and stops. */
+    switch (op) {
+    case PT_XGET:
+        n = getxattr(path, name, size ? buf : NULL, size);
+        break;
+    case PT_XSET:
+        n = setxattr(path, name, buf, size, flags);
+        break;
+    case PT_XLIST:
+        n = listxattr(path, size ? buf : NULL, size);
+        break;
+    case PT_XREMOVE:
+    default:
+        n = removexattr(path, name);
+        break;
+    }
+    return n < 0 ? -errno : n;
+}
+
+ssize_t pt_xattr_call(struct pt_fs *fs, const struct pt_inode *i, enum pt_xop op,
+                      const char *name, void *buf, size_t size, int flags)
+{
+    char num[PT_PROC_PATH_MAX];
+    ssize_t n;
+
+    if (i->type == S_IFREG || i->type == S_IFDIR) {
+        int fd = pt_reopen(fs, i, i->type == S_IFDIR ? O_RDONLY | O_DIRECTORY : O_RDONLY);
+        if (fd < 0)
+            return fd;
+        n = pt_xattr_fd(fd, op, name, buf, size, flags);
+        close(fd);
+        return n;
+    }
+    /*
+     * Symlinks and special files cannot be opened (and must not be): no *xattrat
+     * call exists, so the working directory goes to proc_self_fd for a relative
+     * path. The working directory is process-wide: cwd_lock serialises this, and
+     * nothing else in the daemon uses relative paths.
+     */
+    pthread_mutex_lock(&fs->cwd_lock);
+    if (fchdir(fs->proc_self_fd) < 0) {
+        n = -errno;
+    } else {
+        n = pt_xattr_path(pt_proc_name(num, i->fd), op, name, buf, size, flags);
+        if (fchdir(fs->root->fd) < 0)
+            n = n < 0 ? n : -errno;
+    }
+    pthread_mutex_unlock(&fs->cwd_lock);
+    return n;
+}
 
 static bool pt_is_acl_name(const char *name)
 {
@@ -53,7 +134,8 @@ int pt_op_setxattr(struct fll_req *r, uint64_t nodeid, const char *name, const v
     _cleanup_inode_ struct pt_inode *i = NULL;
     _cleanup_free_ char *owned = NULL;
     const char *host;
-    char path[PT_PROC_PATH_MAX];
+    char num[PT_PROC_PATH_MAX];
+    ssize_t n;
     int ret;
 
     if (!fs->xattr)
@@ -68,11 +150,11 @@ int pt_op_setxattr(struct fll_req *r, uint64_t nodeid, const char *name, const v
     ret = pt_xattr_host_name(fs, name, &host, &owned);
     if (ret < 0)
         return ret;
-    pt_proc_path(path, i->fd);
     if (fs->cap_mapped && strcmp(host, fs->cap_mapped) == 0)
         atomic_store(&i->cap_clean, false);
-    if (setxattr(path, host, value, size, flags) < 0)
-        return -errno;
+    n = pt_xattr_call(fs, i, PT_XSET, host, (void *)value, size, flags);
+    if (n < 0)
+        return (int)n;
     /*
      * Setting an access ACL drops the SGID bit when the caller is not in the
      * owning group (the client tells us with FUSE_SETXATTR_ACL_KILL_SGID); as
@@ -85,7 +167,9 @@ int pt_op_setxattr(struct fll_req *r, uint64_t nodeid, const char *name, const v
         if (ret < 0)
             return ret;
         if ((st.stx_mode & S_ISGID) && fll_req_gid(r) != st.stx_gid && fll_req_uid(r) != 0 &&
-            i->type != S_IFLNK && chmod(path, st.stx_mode & 07777 & ~S_ISGID) < 0)
+            i->type != S_IFLNK &&
+            fchmodat(fs->proc_self_fd, pt_proc_name(num, i->fd), st.stx_mode & 07777 & ~S_ISGID,
+                     0) < 0)
             return -errno;
     }
     return 0;
@@ -98,8 +182,6 @@ ssize_t pt_op_getxattr(struct fll_req *r, uint64_t nodeid, const char *name, voi
     _cleanup_inode_ struct pt_inode *i = NULL;
     _cleanup_free_ char *owned = NULL;
     const char *host;
-    char path[PT_PROC_PATH_MAX];
-    ssize_t n;
     int ret;
 
     if (!fs->xattr)
@@ -112,8 +194,7 @@ ssize_t pt_op_getxattr(struct fll_req *r, uint64_t nodeid, const char *name, voi
         return -ENODATA; /* a 'bad' name simply does not exist for the client */
     if (ret < 0)
         return ret;
-    n = getxattr(pt_proc_path(path, i->fd), host, size ? buf : NULL, size);
-    return n < 0 ? -errno : n;
+    return pt_xattr_call(fs, i, PT_XGET, host, buf, size, 0);
 }
 
 ssize_t pt_op_listxattr(struct fll_req *r, uint64_t nodeid, void *buf, size_t size)
@@ -121,7 +202,6 @@ ssize_t pt_op_listxattr(struct fll_req *r, uint64_t nodeid, void *buf, size_t si
     struct pt_fs *fs = pt_fs_of(r);
     _cleanup_inode_ struct pt_inode *i = NULL;
     _cleanup_free_ char *raw = NULL;
-    char path[PT_PROC_PATH_MAX];
     ssize_t n, total = 0;
     int ret;
 
@@ -130,18 +210,15 @@ ssize_t pt_op_listxattr(struct fll_req *r, uint64_t nodeid, void *buf, size_t si
     ret = pt_inode_get(fs, nodeid, &i);
     if (ret < 0)
         return ret;
-    pt_proc_path(path, i->fd);
-    if (!fs->have_xmap) {
-        n = listxattr(path, size ? buf : NULL, size);
-        return n < 0 ? -errno : n;
-    }
+    if (!fs->have_xmap)
+        return pt_xattr_call(fs, i, PT_XLIST, NULL, buf, size, 0);
     /* Mapped: fetch the whole host list, translate each name, then size or copy. */
     raw = malloc(PT_XATTR_LIST_MAX);
     if (!raw)
         return -ENOMEM;
-    n = listxattr(path, raw, PT_XATTR_LIST_MAX);
+    n = pt_xattr_call(fs, i, PT_XLIST, NULL, raw, PT_XATTR_LIST_MAX, 0);
     if (n < 0)
-        return -errno;
+        return n;
     for (ssize_t pos = 0; pos < n;) {
         const char *hname = raw + pos;
         size_t hlen = strnlen(hname, (size_t)(n - pos));
@@ -171,7 +248,6 @@ int pt_op_removexattr(struct fll_req *r, uint64_t nodeid, const char *name)
     _cleanup_inode_ struct pt_inode *i = NULL;
     _cleanup_free_ char *owned = NULL;
     const char *host;
-    char path[PT_PROC_PATH_MAX];
     int ret;
 
     if (!fs->xattr)
@@ -184,7 +260,5 @@ int pt_op_removexattr(struct fll_req *r, uint64_t nodeid, const char *name)
     ret = pt_xattr_host_name(fs, name, &host, &owned);
     if (ret < 0)
         return ret;
-    if (removexattr(pt_proc_path(path, i->fd), host) < 0)
-        return -errno;
-    return 0;
+    return (int)pt_xattr_call(fs, i, PT_XREMOVE, host, NULL, 0, 0);
 }

@@ -23,6 +23,7 @@
 #include <sys/stat.h>
 #include <sys/sysmacros.h>
 #include <sys/wait.h>
+#include <sys/xattr.h>
 #include <unistd.h>
 #include <cmocka.h>
 
@@ -412,6 +413,82 @@ static void test_sgid_create_as_user(void **state)
     stop(e);
 }
 
+/* ---- Paths through /proc/self/fd inside the default (namespace) sandbox ---------------- */
+
+static void test_proc_paths_in_sandbox(void **state)
+{
+    struct env *e = start("--xattr", 0, 0);
+    struct fuse_entry_out eo;
+    char buf[64];
+    struct stat st;
+
+    /*
+     * Inside the sandbox "/proc" would be the share's own "proc": plant a fake
+     * proc/self/fd full of links to a victim. Nothing may ever land on it.
+     */
+    host_file(e, "victim", "v");
+    chmod(hpath(e, "victim"), 0644);
+    assert_int_equal(mkdir(hpath(e, "proc"), 0755), 0);
+    assert_int_equal(mkdir(hpath(e, "proc/self"), 0755), 0);
+    assert_int_equal(mkdir(hpath(e, "proc/self/fd"), 0755), 0);
+    for (int k = 0; k < 256; k++) {
+        char ln[64];
+        snprintf(ln, sizeof(ln), "proc/self/fd/%d", k);
+        assert_int_equal(symlink("/victim", hpath(e, ln)), 0);
+    }
+    host_file(e, "f", "data");
+    assert_int_equal(vfe_fuse_lookup(e->fuse, FUSE_ROOT_ID, "f", &eo), 0);
+    /* SETXATTR (the compat 8-byte argument: SETXATTR_EXT was not offered). */
+    struct fuse_setxattr_in si = { .size = 3 };
+    struct vfe_fuse_op set = { .opcode = FUSE_SETXATTR, .nodeid = eo.nodeid, .arg = &si,
+                               .arg_len = 8, .name = "user.k", .extra = "val", .extra_len = 3 };
+    assert_int_equal(vfe_fuse_call(e->fuse, 1, &set), 0);
+    assert_int_equal(getxattr(hpath(e, "f"), "user.k", buf, sizeof(buf)), 3);
+    struct fuse_getxattr_in gi = { .size = sizeof(buf) };
+    struct vfe_fuse_op get = { .opcode = FUSE_GETXATTR, .nodeid = eo.nodeid, .arg = &gi,
+                               .arg_len = sizeof(gi), .name = "user.k", .out_arg = buf,
+                               .out_arg_len = sizeof(buf) };
+    assert_int_equal(vfe_fuse_call(e->fuse, 1, &get), 0);
+    assert_int_equal(get.out_arg_got, 3);
+    assert_memory_equal(buf, "val", 3);
+    /* SETATTR mode and times without a handle (chmod / utimensat by /proc path). */
+    struct fuse_setattr_in sa = { .valid = FATTR_MODE | FATTR_MTIME, .mode = 0600,
+                                  .mtime = 12345 };
+    struct fuse_attr_out ao;
+    struct vfe_fuse_op setattr = { .opcode = FUSE_SETATTR, .nodeid = eo.nodeid, .arg = &sa,
+                                   .arg_len = sizeof(sa), .out_arg = &ao,
+                                   .out_arg_len = sizeof(ao) };
+    assert_int_equal(vfe_fuse_call(e->fuse, 1, &setattr), 0);
+    assert_int_equal(stat(hpath(e, "f"), &st), 0);
+    assert_int_equal(st.st_mode & 07777, 0600);
+    assert_int_equal(st.st_mtime, 12345);
+    /* LINK (linkat by fd, or through /proc). */
+    struct fuse_link_in li = { .oldnodeid = eo.nodeid };
+    struct fuse_entry_out le;
+    assert_int_equal(call_named(e, FUSE_LINK, FUSE_ROOT_ID, &li, sizeof(li), "g", NULL, &le,
+                                sizeof(le)),
+                     0);
+    assert_int_equal(le.nodeid, eo.nodeid);
+    assert_true(host_exists(hpath(e, "g")));
+    /* A symlink's xattrs: the link itself (path form, relative to the real /proc). */
+    assert_int_equal(symlink("/victim", hpath(e, "ln")), 0);
+    struct fuse_entry_out lo;
+    assert_int_equal(vfe_fuse_lookup(e->fuse, FUSE_ROOT_ID, "ln", &lo), 0);
+    struct vfe_fuse_op lget = { .opcode = FUSE_GETXATTR, .nodeid = lo.nodeid, .arg = &gi,
+                                .arg_len = sizeof(gi), .name = "user.k", .out_arg = buf,
+                                .out_arg_len = sizeof(buf) };
+    assert_int_equal(vfe_fuse_call(e->fuse, 1, &lget), -ENODATA);
+    struct vfe_fuse_op lset = { .opcode = FUSE_SETXATTR, .nodeid = lo.nodeid, .arg = &si,
+                                .arg_len = 8, .name = "user.k", .extra = "val", .extra_len = 3 };
+    assert_true(vfe_fuse_call(e->fuse, 1, &lset) < 0); /* user.* on a symlink: EPERM */
+    /* The victim saw none of it. */
+    assert_int_equal(stat(hpath(e, "victim"), &st), 0);
+    assert_int_equal(st.st_mode & 07777, 0644);
+    assert_int_not_equal(st.st_mtime, 12345);
+    assert_int_equal(getxattr(hpath(e, "victim"), "user.k", buf, sizeof(buf)), -1);
+    stop(e);
+}
+
 /* ---- SETLKW through the transport: parked, not holding the queue ------------------------ */
 
 static struct vfe_fuse_op lk_op(uint32_t opcode, uint64_t node, struct fuse_lk_in *in,
@@ -576,6 +653,7 @@ int main(int argc, char **argv)
         cmocka_unit_test(test_forget_races_getattr_read),
         cmocka_unit_test(test_lookup_storm_emfile),
         cmocka_unit_test(test_sgid_create_as_user),
+        cmocka_unit_test(test_proc_paths_in_sandbox),
         cmocka_unit_test(test_setlkw_does_not_hold_the_queue),
         cmocka_unit_test(test_hangup_with_parked_setlkw),
     };
