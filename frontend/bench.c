@@ -316,6 +316,10 @@ int vfe_bench_run(struct vfe_fuse *f, struct vfe_dev *d, const struct vfe_bench_
     for (unsigned q = 0; q < started; q++)
         pthread_join(ws[q].thread, NULL);
     uint64_t t1 = vfe_now_ns();
+    /* A failed worker may leave requests in flight that point at its slots. */
+    for (unsigned q = 0; q < nq; q++)
+        if (ws[q].err || q >= started)
+            vfe_fuse_abandon_all(f, ws[q].queue);
 
     memset(res, 0, sizeof(*res));
     res->elapsed_ns = t1 - t0;

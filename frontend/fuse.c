@@ -353,6 +353,22 @@ static void abandon(struct vfe_fuse_queue *q, struct vfe_fuse_op *op)
     }
 }
 
+void vfe_fuse_abandon_all(struct vfe_fuse *f, unsigned qi)
+{
+    if (qi >= f->nq)
+        return;
+    struct vfe_fuse_queue *q = &f->q[qi];
+    /* Completed but unreported: just free. */
+    for (unsigned i = 0; i < q->nready; i++) {
+        q->slots[q->ready[i]].op = NULL;
+        q->free_stack[q->nfree++] = q->ready[i];
+    }
+    q->nready = 0;
+    for (unsigned i = 0; i < q->depth; i++)
+        if (q->slots[i].op && !q->slots[i].abandoned)
+            abandon(q, q->slots[i].op);
+}
+
 int vfe_fuse_call(struct vfe_fuse *f, unsigned qi, struct vfe_fuse_op *op)
 {
     int r = vfe_fuse_submit(f, qi, op);

@@ -485,7 +485,12 @@ int vfe_fuse_reap(struct vfe_fuse *f, unsigned q, struct vfe_fuse_op **done, uns
 unsigned vfe_fuse_in_flight(const struct vfe_fuse *f, unsigned q);
 /* Slots per queue (the most requests one queue can have in flight). */
 unsigned vfe_fuse_depth(const struct vfe_fuse *f);
-/* Synchronous: submit, kick, wait. Returns op->error (or a transport error). */
+/* Drops the caller's ops on queue q: completed ones not yet reaped are
+ * forgotten, in-flight ones keep their slot until the backend answers (the
+ * reply is then discarded). The ops' memory may be freed afterwards. */
+void vfe_fuse_abandon_all(struct vfe_fuse *f, unsigned q);
+/* Synchronous: submit, kick, wait. Returns op->error (or a transport error);
+ * on -ETIMEDOUT the request is abandoned as by vfe_fuse_abandon_all. */
 int vfe_fuse_call(struct vfe_fuse *f, unsigned q, struct vfe_fuse_op *op);
 
 /* What INIT negotiated. */
@@ -640,7 +645,8 @@ struct vfe_bench_result {
 
 /*
  * Runs the loop on f's request queues (INIT done). Returns 0, or -errno when a
- * queue failed (-EPROTO, -ETIMEDOUT): f is then not usable any more.
+ * queue failed (-EPROTO, -ETIMEDOUT); that queue's requests still in flight are
+ * abandoned (vfe_fuse_abandon_all), so f stays safe to use and free.
  */
 int vfe_bench_run(struct vfe_fuse *f, struct vfe_dev *d, const struct vfe_bench_config *cfg,
                   struct vfe_bench_result *res);

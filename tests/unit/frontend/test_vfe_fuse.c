@@ -406,6 +406,19 @@ static void test_timeout_then_late_reply(void **state)
     struct vfe_fuse_op ops[2] = { { .opcode = FUSE_STATFS }, { .opcode = FUSE_STATFS } };
     assert_int_equal(vfe_fuse_submit(x->f, 1, &ops[0]), 0);
     assert_int_equal(vfe_fuse_submit(x->f, 1, &ops[1]), 0);
+    vfe_fuse_kick(x->f, 1);
+    /* One completes (unreported yet), one stays in flight; abandon both. */
+    struct dreq r2[2];
+    dev_pop(x, 1, &r2[0]);
+    dev_pop(x, 1, &r2[1]);
+    reply_hdr(x, 1, &r2[0], 0, NULL, 0);
+    assert_int_equal(vfe_fuse_reap(x->f, 1, done, 0, 0), 0); /* drained, kept ready */
+    vfe_fuse_abandon_all(x->f, 1);
+    assert_int_equal(vfe_fuse_in_flight(x->f, 1), 1);
+    memset(ops, 0xa5, sizeof(ops)); /* the caller may reuse their memory now */
+    reply_hdr(x, 1, &r2[1], 0, NULL, 0);
+    assert_int_equal(vfe_fuse_reap(x->f, 1, done, 2, 0), 0);
+    assert_int_equal(vfe_fuse_in_flight(x->f, 1), 0);
 }
 
 struct seen {
