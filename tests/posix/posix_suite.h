@@ -1,8 +1,11 @@
 /* SPDX-License-Identifier: GPL-2.0-or-later */
 /*
  * POSIX behaviour suite: shared declarations.
- *   posix_main.c    argument parsing, the run loop, the summary
- *   posix_suite.c   data, name and attribute checks + the check table
+ *   posix_main.c    the check table, argument parsing, the run loop, the summary
+ *   posix_util.c    helpers: failure messages, deterministic data, I/O, children
+ *   posix_data.c    file data checks
+ *   posix_names.c   name and directory checks
+ *   posix_attrs.c   attribute checks
  *   posix_locks.c   fcntl and flock checks (several processes)
  * Names: pt_ prefix. A check returns 0 (pass) or -1 after pt_fail() recorded why.
  */
@@ -29,14 +32,56 @@ struct pt_check {
     int (*fn)(struct pt_ctx *ctx);
 };
 
-const struct pt_check *pt_check_table(size_t *n);
-
+/* posix_util.c */
 int pt_fail(struct pt_ctx *ctx, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
-void pt_keep(struct pt_ctx *ctx, const char *name);
 void pt_pattern(void *buf, size_t len, uint64_t off, uint64_t seed);
+long long pt_pattern_diff(const void *buf, size_t len, uint64_t off, uint64_t seed);
+int pt_write_all(int fd, const void *buf, size_t len, off_t off);
+ssize_t pt_read_all(int fd, void *buf, size_t len, off_t off);
+int pt_truncate(struct pt_ctx *ctx, const char *name, off_t len);
+int pt_put(struct pt_ctx *ctx, const char *name, const void *data, size_t len);
+int pt_expect_content(struct pt_ctx *ctx, const char *name, const void *data, size_t len);
 int pt_read_byte(int fd, int timeout_ms);
 int pt_reap(pid_t pid);
 
+/* posix_main.c */
+void pt_keep(struct pt_ctx *ctx, const char *name);
+
+/* posix_data.c */
+int pt_check_create_write_read(struct pt_ctx *ctx);
+int pt_check_o_excl(struct pt_ctx *ctx);
+int pt_check_o_append(struct pt_ctx *ctx);
+int pt_check_truncate(struct pt_ctx *ctx);
+int pt_check_ftruncate(struct pt_ctx *ctx);
+int pt_check_large_file(struct pt_ctx *ctx);
+int pt_check_sparse_seek(struct pt_ctx *ctx);
+int pt_check_fsync(struct pt_ctx *ctx);
+int pt_check_fallocate(struct pt_ctx *ctx);
+int pt_check_copy_file_range(struct pt_ctx *ctx);
+
+/* posix_names.c */
+int pt_check_rename(struct pt_ctx *ctx);
+int pt_check_rename_noreplace(struct pt_ctx *ctx);
+int pt_check_rename_exchange(struct pt_ctx *ctx);
+int pt_check_rename_dir_across(struct pt_ctx *ctx);
+int pt_check_unlink(struct pt_ctx *ctx);
+int pt_check_unlink_open_file(struct pt_ctx *ctx);
+int pt_check_hard_links(struct pt_ctx *ctx);
+int pt_check_symlink(struct pt_ctx *ctx);
+int pt_check_mkdir_rmdir(struct pt_ctx *ctx);
+int pt_check_mknod_fifo(struct pt_ctx *ctx);
+int pt_check_readdir_10k(struct pt_ctx *ctx);
+int pt_check_o_tmpfile(struct pt_ctx *ctx);
+
+/* posix_attrs.c */
+int pt_check_chmod(struct pt_ctx *ctx);
+int pt_check_chown(struct pt_ctx *ctx);
+int pt_check_utimensat(struct pt_ctx *ctx);
+int pt_check_xattr(struct pt_ctx *ctx);
+int pt_check_statfs(struct pt_ctx *ctx);
+int pt_check_access(struct pt_ctx *ctx);
+
+/* posix_locks.c */
 int pt_check_posix_lock_conflict(struct pt_ctx *ctx);
 int pt_check_posix_getlk(struct pt_ctx *ctx);
 int pt_check_posix_setlkw(struct pt_ctx *ctx);
