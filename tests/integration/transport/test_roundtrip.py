@@ -9,7 +9,7 @@ import subprocess
 import sys
 import tempfile
 
-from vutest import VUFSD, UNSANDBOXED, check, check_sanitizers
+from vutest import VUFSD, UNSANDBOXED, check, check_sanitizers, fail
 
 VFE = os.environ.get("VFE", "")
 
@@ -63,6 +63,31 @@ def reconnect():
     shutil.rmtree(d.dir, ignore_errors=True)
 
 
+def sigterm_busy(extra):
+    """SIGTERM while requests are in flight on several queues: in-flight requests
+    complete, the daemon exits 0 and sanitizers stay quiet."""
+    import time
+    from vutest import Daemon
+    d = Daemon(UNSANDBOXED + list(extra))
+    d.wait_listening()
+    with open(os.path.join(d.share, "big"), "wb") as f:
+        f.write(os.urandom(8 << 20))
+    bench = subprocess.Popen([VFE, "--socket", d.sock, "--queues", "4", "--depth", "16",
+                              "--block", "65536", "--random", "bench", "read", "/big", "30"],
+                             stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)
+    d.wait_log("queue 4 started", 60)
+    time.sleep(1.0)  # let requests pile up; not a timing assertion
+    if bench.poll() is not None:
+        fail("the benchmark ended early:\n" + bench.stdout.read())
+    d.term()
+    rc = d.wait_exit(60)
+    check(rc == 0, "exit status %d on SIGTERM under load:\n%s" % (rc, d.text()[-3000:]))
+    check("signal received" in d.text(), "SIGTERM not logged")
+    bench.kill()
+    bench.wait()
+    shutil.rmtree(d.dir, ignore_errors=True)
+
+
 if __name__ == "__main__":
     if not VFE:
         print("SKIP: VFE (vufs-frontend) not given")
@@ -74,6 +99,9 @@ if __name__ == "__main__":
             sys.exit(77)
         roundtrip([], 1, "sandboxed")
         roundtrip(["--thread-pool-size", "2"], 2, "sandboxed-pool")
+    elif which == "sigterm-busy":
+        sigterm_busy([])
+        sigterm_busy(["--thread-pool-size", "2"])
     elif which == "reconnect":
         reconnect()
     elif which == "pool":
