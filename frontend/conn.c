@@ -298,7 +298,16 @@ int vfe_conn_close_status(struct vfe_conn *c, int *status, bool *on_its_own)
     vfe_closep(&c->fd);
     kill_backend(c);
     if (c->tmpdir) {
-        g_unlink(c->socket_path);
+        /* Ours alone: the socket and whatever the backend left next to it
+         * (vufsd keeps a pid file there). */
+        GDir *dir = g_dir_open(c->tmpdir, 0, NULL);
+        const char *name;
+        while (dir && (name = g_dir_read_name(dir))) {
+            g_autofree char *p = g_build_filename(c->tmpdir, name, NULL);
+            g_unlink(p);
+        }
+        if (dir)
+            g_dir_close(dir);
         g_rmdir(c->tmpdir);
         g_free(c->tmpdir);
     }
