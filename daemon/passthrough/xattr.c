@@ -82,7 +82,8 @@ ssize_t pt_xattr_call(struct pt_fs *fs, const struct pt_inode *i, enum pt_xop op
      * Symlinks and special files cannot be opened (and must not be): no *xattrat
      * call exists, so the working directory goes to proc_self_fd for a relative
      * path. The working directory is process-wide: cwd_lock serialises this, and
-     * nothing else in the daemon uses relative paths.
+     * nothing else in the daemon uses relative paths once serving. It is left at
+     * the shared directory (the sandbox's "/"), never at a host directory.
      */
     pthread_mutex_lock(&fs->cwd_lock);
     if (fchdir(fs->proc_self_fd) < 0) {
