@@ -516,7 +516,8 @@ static void vu_log_unknown(struct vufsd_dev *dev, uint32_t request)
               vu_request_name(request) ? vu_request_name(request) : "unknown");
 }
 
-/* Runs one message and sends whatever reply it calls for. Returns 0 or a socket error. */
+/* Runs one message, closes the fds it did not keep, and sends whatever reply it calls for.
+ * Returns 0 or a socket error. */
 static int vu_dispatch(struct vufsd_dev *dev, int conn_fd, struct vu_msg *m, int *fds, int nfds)
 {
     struct vu_msg reply;
@@ -530,6 +531,13 @@ static int vu_dispatch(struct vufsd_dev *dev, int conn_fd, struct vu_msg *m, int
         ret = vu_handlers[req](dev, m, fds, nfds, &reply);
     else if (ret == 0)
         ret = -ENOSYS;
+
+    /* Leftover fds are closed before the reply: once the frontend has it, we hold none. */
+    for (int i = 0; i < nfds; i++) {
+        if (fds[i] >= 0)
+            close(fds[i]);
+        fds[i] = -1;
+    }
 
     if (ret == -ENOSYS)
         vu_log_unknown(dev, req);
@@ -595,9 +603,6 @@ int vu_serve(struct vufsd_dev *dev, int conn_fd, int stop_fd, int listen_fd)
             break;
         }
         ret = vu_dispatch(dev, conn_fd, m, fds, nfds);
-        for (int i = 0; i < nfds; i++)
-            if (fds[i] >= 0)
-                close(fds[i]);
         if (ret < 0)
             break;
     }
