@@ -10,6 +10,8 @@
  * of two is cut into 2^VFE_HIST_SUB_BITS buckets (relative error < 1/16).
  */
 #include <errno.h>
+#include <fcntl.h>
+#include <stdio.h>
 #include <pthread.h>
 #include <stdlib.h>
 #include <string.h>
@@ -101,18 +103,36 @@ uint64_t vfe_hist_percentile(const struct vfe_hist *h, double pct)
 
 /* ---- The loop ------------------------------------------------------------------ */
 
+/*
+ * A slot is one request in flight. Its life:
+ *
+ *   IDLE --submit--> BUSY --reap--> (accounted) --> IDLE or, after a successful
+ *   CREATE, RELEASING --reap--> IDLE
+ *
+ * A RELEASE keeps the backend's open files bounded; it is not an op of the
+ * benchmark (neither counted nor timed).
+ */
 struct bench_slot {
     struct vfe_fuse_op op;
     union {
         struct fuse_read_in rd;
         struct fuse_write_in wr;
         struct fuse_getattr_in ga;
+        struct fuse_create_in cr;
+        struct fuse_release_in rl;
     } in;
     union {
         struct fuse_write_out wr;
         struct fuse_attr_out ga;
+        struct fuse_entry_out en;
+        struct {
+            struct fuse_entry_out e;
+            struct fuse_open_out o;
+        } cr;
     } out;
     struct vfe_sg sg;
+    bool releasing;
+    char name[64];
 };
 
 struct bench_worker {
@@ -125,8 +145,10 @@ struct bench_worker {
     uint64_t ops, bytes, errors;
     uint64_t quota;      /* ops this worker may start; UINT64_MAX: until the deadline */
     uint64_t started;
+    unsigned in_flight;  /* slots BUSY or RELEASING */
     uint64_t rng;
     uint64_t seq_off;
+    unsigned seq_name;
     int err;             /* a transport failure ends the worker */
     pthread_t thread;
 };
@@ -155,57 +177,119 @@ static uint64_t next_offset(struct bench_worker *w)
     return off;
 }
 
+/* The file of the next request: (node id, fh). */
+static void next_file(struct bench_worker *w, uint64_t *nodeid, uint64_t *fh)
+{
+    const struct vfe_bench_config *c = w->cfg;
+    if (!c->nfiles) {
+        *nodeid = c->nodeid;
+        *fh = c->fh;
+        return;
+    }
+    unsigned i = c->random ? (unsigned)(next_rand(&w->rng) % c->nfiles)
+                           : (w->queue - 1) % c->nfiles;
+    *nodeid = c->nodeids[i];
+    *fh = c->fhs ? c->fhs[i] : 0;
+}
+
 /* Fills a slot's op for the next request. */
 static void prepare(struct bench_worker *w, struct bench_slot *s)
 {
     const struct vfe_bench_config *c = w->cfg;
     struct vfe_fuse_op *op = &s->op;
-    uint64_t off = next_offset(w);
     unsigned flags = c->indirect ? VFE_OP_INDIRECT : 0;
-    switch (c->op) {
+    uint64_t nodeid, fh;
+    enum vfe_bench_op kind = c->op;
+    if (kind == VFE_BENCH_RW)
+        kind = next_rand(&w->rng) % 100 < c->read_pct ? VFE_BENCH_READ : VFE_BENCH_WRITE;
+    s->releasing = false;
+    switch (kind) {
     case VFE_BENCH_READ:
-        s->in.rd = (struct fuse_read_in){ .fh = c->fh, .offset = off, .size = c->block };
-        *op = (struct vfe_fuse_op){ .opcode = FUSE_READ, .nodeid = c->nodeid, .arg = &s->in.rd,
+        next_file(w, &nodeid, &fh);
+        s->in.rd = (struct fuse_read_in){ .fh = fh, .offset = next_offset(w), .size = c->block };
+        *op = (struct vfe_fuse_op){ .opcode = FUSE_READ, .nodeid = nodeid, .arg = &s->in.rd,
                                     .arg_len = sizeof(s->in.rd), .out_data = &s->sg,
                                     .out_data_cnt = 1, .flags = flags, .user = s };
         break;
     case VFE_BENCH_WRITE:
-        s->in.wr = (struct fuse_write_in){ .fh = c->fh, .offset = off, .size = c->block };
-        *op = (struct vfe_fuse_op){ .opcode = FUSE_WRITE, .nodeid = c->nodeid, .arg = &s->in.wr,
+        next_file(w, &nodeid, &fh);
+        s->in.wr = (struct fuse_write_in){ .fh = fh, .offset = next_offset(w), .size = c->block };
+        *op = (struct vfe_fuse_op){ .opcode = FUSE_WRITE, .nodeid = nodeid, .arg = &s->in.wr,
                                     .arg_len = sizeof(s->in.wr), .in_data = &s->sg,
                                     .in_data_cnt = 1, .out_arg = &s->out.wr,
                                     .out_arg_len = sizeof(s->out.wr), .flags = flags, .user = s };
         break;
     case VFE_BENCH_GETATTR:
+        next_file(w, &nodeid, &fh);
         s->in.ga = (struct fuse_getattr_in){ 0 };
-        *op = (struct vfe_fuse_op){ .opcode = FUSE_GETATTR, .nodeid = c->nodeid, .arg = &s->in.ga,
+        *op = (struct vfe_fuse_op){ .opcode = FUSE_GETATTR, .nodeid = nodeid, .arg = &s->in.ga,
                                     .arg_len = sizeof(s->in.ga), .out_arg = &s->out.ga,
                                     .out_arg_len = sizeof(s->out.ga), .flags = flags, .user = s };
         break;
+    case VFE_BENCH_LOOKUP: {
+        unsigned i = c->random ? (unsigned)(next_rand(&w->rng) % c->nnames)
+                               : w->seq_name++ % c->nnames;
+        *op = (struct vfe_fuse_op){ .opcode = FUSE_LOOKUP, .nodeid = c->parent,
+                                    .name = c->names[i], .out_arg = &s->out.en,
+                                    .out_arg_len = sizeof(s->out.en), .flags = flags, .user = s };
+        break;
+    }
+    case VFE_BENCH_CREATE:
+        snprintf(s->name, sizeof(s->name), "%sq%u-%u", c->name_prefix ? c->name_prefix : "",
+                 w->queue, w->seq_name++);
+        s->in.cr = (struct fuse_create_in){ .flags = O_CREAT | O_EXCL | O_WRONLY, .mode = 0644,
+                                            .umask = 022 };
+        *op = (struct vfe_fuse_op){ .opcode = FUSE_CREATE, .nodeid = c->parent, .arg = &s->in.cr,
+                                    .arg_len = sizeof(s->in.cr), .name = s->name,
+                                    .out_arg = &s->out.cr, .out_arg_len = sizeof(s->out.cr),
+                                    .flags = flags, .user = s };
+        break;
+    case VFE_BENCH_RW:
+        break; /* resolved above */
     }
 }
 
-static void account(struct bench_worker *w, const struct vfe_fuse_op *op)
+/* Accounts a completed op; true when its slot must now send a RELEASE. */
+static bool account(struct bench_worker *w, const struct vfe_fuse_op *op)
 {
-    const struct vfe_bench_config *c = w->cfg;
     w->ops++;
     vfe_hist_add(&w->hist, op->t_done_ns - op->t_submit_ns);
     if (op->error) {
         w->errors++;
-        return;
+        return false;
     }
-    if (c->op == VFE_BENCH_READ)
+    if (op->opcode == FUSE_READ)
         w->bytes += op->data_len;
-    else if (c->op == VFE_BENCH_WRITE)
+    else if (op->opcode == FUSE_WRITE)
         w->bytes += ((const struct bench_slot *)op->user)->out.wr.size;
+    else if (op->opcode == FUSE_CREATE)
+        return op->out_arg_got == sizeof(((struct bench_slot *)0)->out.cr);
+    return false;
 }
 
 static int submit_one(struct bench_worker *w, struct bench_slot *s)
 {
     prepare(w, s);
     int r = vfe_fuse_submit(w->f, w->queue, &s->op);
-    if (r == 0)
+    if (r == 0) {
         w->started++;
+        w->in_flight++;
+    }
+    return r;
+}
+
+/* Closes what a CREATE opened, in the same slot. */
+static int submit_release(struct bench_worker *w, struct bench_slot *s)
+{
+    uint64_t nodeid = s->out.cr.e.nodeid;
+    s->in.rl = (struct fuse_release_in){ .fh = s->out.cr.o.fh, .flags = O_WRONLY };
+    s->op = (struct vfe_fuse_op){ .opcode = FUSE_RELEASE, .nodeid = nodeid, .arg = &s->in.rl,
+                                  .arg_len = sizeof(s->in.rl),
+                                  .flags = w->cfg->indirect ? VFE_OP_INDIRECT : 0, .user = s };
+    s->releasing = true;
+    int r = vfe_fuse_submit(w->f, w->queue, &s->op);
+    if (r == 0)
+        w->in_flight++;
     return r;
 }
 
@@ -223,7 +307,7 @@ static void *worker_main(void *arg)
     }
     vfe_fuse_kick(w->f, w->queue);
     uint64_t last_progress = vfe_now_ns();
-    while (!w->err && w->ops < w->started) {
+    while (!w->err && w->in_flight > 0) {
         int n = vfe_fuse_reap(w->f, w->queue, w->done, c->depth, 1000);
         if (n == -ETIMEDOUT)
             n = 0;
@@ -232,17 +316,28 @@ static void *worker_main(void *arg)
             break;
         }
         bool more = w->started < w->quota && vfe_now_ns() < deadline;
-        for (int i = 0; i < n; i++) {
-            account(w, w->done[i]);
-            if (more && w->started < w->quota) {
-                int r = submit_one(w, w->done[i]->user);
-                if (r < 0) {
+        bool submitted = false;
+        for (int i = 0; i < n && !w->err; i++) {
+            struct bench_slot *s = w->done[i]->user;
+            w->in_flight--;
+            int r = 0;
+            if (s->releasing) {
+                s->releasing = false;
+            } else if (account(w, w->done[i])) {
+                r = submit_release(w, s);
+                submitted = true;
+                if (r < 0)
                     w->err = r;
-                    break;
-                }
+                continue;
+            }
+            if (more && w->started < w->quota) {
+                r = submit_one(w, s);
+                submitted = true;
+                if (r < 0)
+                    w->err = r;
             }
         }
-        if (n > 0 && more)
+        if (submitted)
             vfe_fuse_kick(w->f, w->queue);
         if (n > 0)
             last_progress = vfe_now_ns();
@@ -270,7 +365,14 @@ int vfe_bench_run(struct vfe_fuse *f, struct vfe_dev *d, const struct vfe_bench_
     unsigned nq = cfg->queues;
     if (!nq || nq >= vfe_dev_nqueues(d) || !cfg->depth || cfg->depth > 1024)
         return -EINVAL;
-    if (cfg->op != VFE_BENCH_GETATTR && (cfg->block == 0 || cfg->block > (16u << 20)))
+    bool data = cfg->op == VFE_BENCH_READ || cfg->op == VFE_BENCH_WRITE || cfg->op == VFE_BENCH_RW;
+    if (data && (cfg->block == 0 || cfg->block > (16u << 20)))
+        return -EINVAL;
+    if (cfg->op == VFE_BENCH_RW && cfg->read_pct > 100)
+        return -EINVAL;
+    if (cfg->op == VFE_BENCH_LOOKUP && (!cfg->names || !cfg->nnames))
+        return -EINVAL;
+    if (cfg->nfiles && !cfg->nodeids)
         return -EINVAL;
     if (!cfg->duration_ns && !cfg->max_ops)
         return -EINVAL;
@@ -294,7 +396,7 @@ int vfe_bench_run(struct vfe_fuse *f, struct vfe_dev *d, const struct vfe_bench_
         w->quota = cfg->max_ops ? cfg->max_ops / nq + (q < cfg->max_ops % nq) : UINT64_MAX;
         w->slots = g_new0(struct bench_slot, cfg->depth);
         w->done = g_new0(struct vfe_fuse_op *, cfg->depth);
-        for (unsigned i = 0; i < cfg->depth && r == 0 && cfg->op != VFE_BENCH_GETATTR; i++) {
+        for (unsigned i = 0; i < cfg->depth && r == 0 && data; i++) {
             r = vfe_mem_alloc(mem, cfg->block, 4096, &w->slots[i].sg.gpa);
             if (r == 0) {
                 w->slots[i].sg.len = cfg->block;

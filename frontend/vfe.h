@@ -619,6 +619,10 @@ enum vfe_bench_op {
     VFE_BENCH_READ,
     VFE_BENCH_WRITE,
     VFE_BENCH_GETATTR,
+    VFE_BENCH_RW,             /* READ or WRITE per request, read_pct % reads */
+    VFE_BENCH_LOOKUP,         /* LOOKUP of names[] in parent */
+    VFE_BENCH_CREATE,         /* CREATE of fresh names in parent, each followed by
+                                 its RELEASE (not counted as an op) */
 };
 
 struct vfe_bench_config {
@@ -633,6 +637,19 @@ struct vfe_bench_config {
     bool indirect;            /* submit as indirect descriptors */
     uint64_t duration_ns;     /* stop starting requests after this long, or */
     uint64_t max_ops;         /* after this many (whichever is set / first) */
+    /* Optional: several files. nfiles > 0 replaces nodeid/fh (READ, WRITE, RW,
+     * GETATTR): random requests pick a random file, sequential ones keep to file
+     * (queue - 1) % nfiles. */
+    const uint64_t *nodeids;
+    const uint64_t *fhs;      /* NULL for GETATTR */
+    unsigned nfiles;
+    unsigned read_pct;        /* VFE_BENCH_RW: 0..100 */
+    /* LOOKUP and CREATE: the directory. LOOKUP picks names[] (random or in turn);
+     * CREATE makes "<name_prefix>q<queue>-<n>" with O_CREAT | O_EXCL. */
+    uint64_t parent;
+    const char *const *names;
+    unsigned nnames;
+    const char *name_prefix;
 };
 
 struct vfe_bench_result {

@@ -1,0 +1,161 @@
+/* SPDX-License-Identifier: GPL-2.0-or-later */
+/*
+ * vufs-bench's report: per backend the median, min and max over its runs of
+ * IOPS, MiB/s, p50 and p99 latency, and its backend CPU time; the ratio of
+ * each backend's median IOPS to the first backend's. As a table, or as JSON
+ * (one object per backend and workload, in an array).
+ */
+#include <inttypes.h>
+#include <math.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include <glib.h>
+
+#include "bench_vb.h"
+
+static int cmp_double(const void *a, const void *b)
+{
+    double x = *(const double *)a, y = *(const double *)b;
+    return x < y ? -1 : x > y;
+}
+
+void vb_stats(const double *v, unsigned n, double *median, double *min, double *max)
+{
+    g_autofree double *s = g_memdup2(v, n * sizeof(*v));
+    qsort(s, n, sizeof(*s), cmp_double);
+    *min = s[0];
+    *max = s[n - 1];
+    *median = n % 2 ? s[n / 2] : (s[n / 2 - 1] + s[n / 2]) / 2;
+}
+
+enum { F_IOPS, F_MIBS, F_P50, F_P99, F_CPU, F_CPU_OP, F_N };
+
+struct summary {
+    double med[F_N], min[F_N], max[F_N];
+    unsigned queues, depth;
+    uint64_t errors;
+};
+
+static void summarise(const struct vb_series *s, struct summary *out)
+{
+    unsigned n = s->nruns;
+    g_autofree double *v = g_new0(double, n ? n : 1);
+    memset(out, 0, sizeof(*out));
+    if (!n)
+        return;
+    for (int f = 0; f < F_N; f++) {
+        for (unsigned i = 0; i < n; i++) {
+            const struct vb_run *r = &s->runs[i];
+            double ops = (double)(r->ops - r->errors);
+            switch (f) {
+            case F_IOPS: v[i] = r->iops; break;
+            case F_MIBS: v[i] = r->mib_s; break;
+            case F_P50: v[i] = r->p50_us; break;
+            case F_P99: v[i] = r->p99_us; break;
+            case F_CPU: v[i] = r->cpu_s; break;
+            case F_CPU_OP: v[i] = r->cpu_s >= 0 && ops > 0 ? r->cpu_s * 1e6 / ops : -1; break;
+            }
+        }
+        vb_stats(v, n, &out->med[f], &out->min[f], &out->max[f]);
+    }
+    out->queues = s->runs[0].queues;
+    out->depth = s->runs[0].depth;
+    for (unsigned i = 0; i < n; i++)
+        out->errors += s->runs[i].errors;
+}
+
+void vb_report(const struct vb_opts *o, const struct vb_series *s, FILE *to,
+               const char *workload)
+{
+    fprintf(to, "\n%s, bs %u, %u queue(s) x depth %u, %.1f s x %u runs\n", workload, o->bs,
+            o->queues, o->depth, o->runtime_s, o->repeat);
+    fprintf(to, "%-12s %5s %5s | %27s | %21s | %21s | %21s | %7s | %9s\n", "backend", "q",
+            "qd", "IOPS median (min-max)", "MiB/s med (min-max)", "p50 us med (min-max)",
+            "p99 us med (min-max)", "ratio", "cpu us/op");
+    struct summary first;
+    summarise(&s[0], &first);
+    for (unsigned b = 0; b < o->nbackends; b++) {
+        struct summary m;
+        summarise(&s[b], &m);
+        double ratio = first.med[F_IOPS] > 0 ? m.med[F_IOPS] / first.med[F_IOPS] : 0;
+        char cpu[32] = "-";
+        if (m.med[F_CPU_OP] >= 0)
+            snprintf(cpu, sizeof(cpu), "%.2f", m.med[F_CPU_OP]);
+        fprintf(to,
+                "%-12s %5u %5u | %9.0f (%7.0f-%7.0f) | %7.1f (%5.0f-%5.0f) |"
+                " %7.1f (%5.1f-%5.1f) | %7.1f (%5.1f-%5.1f) | %6.2fx | %9s\n",
+                o->backends[b].name, m.queues, m.depth, m.med[F_IOPS], m.min[F_IOPS],
+                m.max[F_IOPS], m.med[F_MIBS], m.min[F_MIBS], m.max[F_MIBS], m.med[F_P50],
+                m.min[F_P50], m.max[F_P50], m.med[F_P99], m.min[F_P99], m.max[F_P99], ratio,
+                cpu);
+        if (m.errors)
+            fprintf(to, "%-12s %" PRIu64 " requests failed\n", "", m.errors);
+    }
+}
+
+static void json_num(FILE *to, const char *key, double v, bool comma)
+{
+    if (!isfinite(v))
+        v = 0;
+    fprintf(to, "\"%s\": %.3f%s", key, v, comma ? ", " : "");
+}
+
+static void json_str(FILE *to, const char *key, const char *v)
+{
+    fprintf(to, "\"%s\": \"", key);
+    for (const char *p = v; *p; p++) {
+        if (*p == '"' || *p == '\\')
+            fprintf(to, "\\%c", *p);
+        else if ((unsigned char)*p < 0x20)
+            fprintf(to, "\\u%04x", (unsigned char)*p);
+        else
+            fputc(*p, to);
+    }
+    fputs("\", ", to);
+}
+
+void vb_report_json(const struct vb_opts *o, const struct vb_series *s, FILE *to,
+                    const char *workload)
+{
+    struct summary first;
+    summarise(&s[0], &first);
+    fputs("[\n", to);
+    for (unsigned b = 0; b < o->nbackends; b++) {
+        struct summary m;
+        summarise(&s[b], &m);
+        double ratio = first.med[F_IOPS] > 0 ? m.med[F_IOPS] / first.med[F_IOPS] : 0;
+        fputs("  {", to);
+        json_str(to, "backend", o->backends[b].name);
+        json_str(to, "workload", workload);
+        fprintf(to, "\"bs\": %u, \"queues\": %u, \"depth\": %u, ", o->bs, m.queues, m.depth);
+        json_num(to, "iops", m.med[F_IOPS], true);
+        json_num(to, "mib_s", m.med[F_MIBS], true);
+        json_num(to, "p50_us", m.med[F_P50], true);
+        json_num(to, "p99_us", m.med[F_P99], true);
+        json_num(to, "ratio", ratio, true);
+        json_num(to, "iops_min", m.min[F_IOPS], true);
+        json_num(to, "iops_max", m.max[F_IOPS], true);
+        json_num(to, "mib_s_min", m.min[F_MIBS], true);
+        json_num(to, "mib_s_max", m.max[F_MIBS], true);
+        json_num(to, "p50_us_min", m.min[F_P50], true);
+        json_num(to, "p50_us_max", m.max[F_P50], true);
+        json_num(to, "p99_us_min", m.min[F_P99], true);
+        json_num(to, "p99_us_max", m.max[F_P99], true);
+        json_num(to, "cpu_s", m.med[F_CPU], true);
+        json_num(to, "cpu_us_per_op", m.med[F_CPU_OP], true);
+        fprintf(to, "\"queues_requested\": %u, \"depth_requested\": %u, ", o->queues, o->depth);
+        fprintf(to, "\"errors\": %" PRIu64 ", \"runtime_s\": %.3f, \"runs\": %u, ", m.errors,
+                o->runtime_s, s[b].nruns);
+        if (o->dax_window) {
+            fprintf(to, "\"dax_window\": %" PRIu64 ", ", o->dax_window);
+            json_str(to, "dax_policy", o->dax_policy);
+            json_str(to, "dax_guest", o->dax_guest);
+        }
+        fputs("\"iops_runs\": [", to);
+        for (unsigned i = 0; i < s[b].nruns; i++)
+            fprintf(to, "%s%.1f", i ? ", " : "", s[b].runs[i].iops);
+        fprintf(to, "]}%s\n", b + 1 < o->nbackends ? "," : "");
+    }
+    fputs("]\n", to);
+}

@@ -1,0 +1,449 @@
+/* SPDX-License-Identifier: GPL-2.0-or-later */
+/*
+ * One vufs-bench run: spawn the backend, negotiate, INIT, resolve the files,
+ * then the timed loop (vfe_bench_run) with the backend's CPU time sampled
+ * around it. And the host pseudo-backend: the same workload on the host files.
+ */
+#include <dirent.h>
+#include <errno.h>
+#include <fcntl.h>
+#include <inttypes.h>
+#include <pthread.h>
+#include <stdarg.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+#include <glib.h>
+
+#include "bench_vb.h"
+#include "vfe.h"
+
+#define VB_HOST_MAX_THREADS 256u
+
+static void fill_run(struct vb_run *run, const struct vfe_bench_result *res)
+{
+    run->ops = res->ops;
+    run->errors = res->errors;
+    run->bytes = res->bytes;
+    run->secs = (double)res->elapsed_ns / 1e9;
+    run->iops = run->secs > 0 ? (double)(res->ops - res->errors) / run->secs : 0;
+    run->mib_s = run->secs > 0 ? (double)res->bytes / run->secs / (1024.0 * 1024.0) : 0;
+    run->p50_us = (double)vfe_hist_percentile(&res->latency, 50) / 1e3;
+    run->p99_us = (double)vfe_hist_percentile(&res->latency, 99) / 1e3;
+}
+
+double vb_pgrp_cpu_s(pid_t pgid)
+{
+    DIR *d = opendir("/proc");
+    if (!d)
+        return -1;
+    long tck = sysconf(_SC_CLK_TCK);
+    uint64_t ticks = 0;
+    struct dirent *e;
+    while ((e = readdir(d))) {
+        if (e->d_name[0] < '0' || e->d_name[0] > '9')
+            continue;
+        g_autofree char *path = g_strdup_printf("/proc/%s/stat", e->d_name);
+        g_autofree char *text = NULL;
+        if (!g_file_get_contents(path, &text, NULL, NULL))
+            continue;
+        /* pid (comm) state ppid pgrp session tty tpgid flags minflt cminflt majflt
+         * cmajflt utime stime: after the last ')' come fields 3.. */
+        const char *p = strrchr(text, ')');
+        if (!p)
+            continue;
+        char state;
+        int ppid, pgrp;
+        unsigned long long skip, ut, st;
+        if (sscanf(p + 1, " %c %d %d %*d %*d %*d %*u %llu %llu %llu %llu %llu %llu", &state,
+                   &ppid, &pgrp, &skip, &skip, &skip, &skip, &ut, &st) != 9)
+            continue;
+        if (pgrp == pgid)
+            ticks += ut + st;
+    }
+    closedir(d);
+    return tck > 0 ? (double)ticks / (double)tck : -1;
+}
+
+/* ---- A spawned backend -------------------------------------------------------- */
+
+struct vb_session {
+    struct vfe_dev *dev;
+    struct vfe_fuse *fuse;
+    uint64_t nodeids[64];
+    uint64_t fhs[64];
+    unsigned nopen;
+    uint64_t *meta_ids;   /* stat: the small files' node ids */
+    char **names;         /* lookup: the small files' names */
+    unsigned nnames;
+};
+
+static int session_connect(const struct vb_opts *o, const struct vb_backend *be, const char *log,
+                           unsigned queues, unsigned depth, struct vb_session *s)
+{
+    unsigned qs = 128;
+    while (qs < 3 * depth && qs < VFE_VQ_MAX_SIZE)
+        qs *= 2;
+    struct vfe_dev_config cfg = {
+        .conn = { .backend_cmd = be->cmd, .dir = o->dir, .backend_log = log,
+                  .timeout_ms = 30000 },
+        .request_queues = queues,
+        .queue_size = qs,
+    };
+    if (o->dax_window)
+        cfg.protocol_features = (1ull << VFE_VU_PF_MQ) | (1ull << VFE_VU_PF_REPLY_ACK) |
+                                (1ull << VFE_VU_PF_BACKEND_REQ) |
+                                (1ull << VFE_VU_PF_BACKEND_SEND_FD) | (1ull << VFE_VU_PF_SHMEM);
+    return vfe_dev_connect(&cfg, &s->dev);
+}
+
+static void session_close(struct vb_session *s)
+{
+    if (s->fuse) {
+        for (unsigned i = 0; i < s->nopen; i++)
+            vfe_fuse_release(s->fuse, s->nodeids[i], s->fhs[i], 0);
+        vfe_fuse_free(s->fuse);
+    }
+    if (s->dev)
+        vfe_dev_close(s->dev);
+    g_free(s->meta_ids);
+    if (s->names)
+        for (unsigned i = 0; i < s->nnames; i++)
+            g_free(s->names[i]);
+    g_free(s->names);
+    memset(s, 0, sizeof(*s));
+}
+
+G_GNUC_PRINTF(3, 4)
+static int why(struct vb_run *run, int r, const char *fmt, ...)
+{
+    g_free(run->why);
+    va_list ap;
+    va_start(ap, fmt);
+    g_autofree char *what = g_strdup_vprintf(fmt, ap);
+    va_end(ap);
+    run->why = g_strdup_printf("%s: %s", what, g_strerror(-r));
+    return r;
+}
+
+/* Everything before the clock: files opened or looked up per the workload. */
+static int session_resolve(const struct vb_opts *o, struct vb_session *s, const char *sub,
+                           struct vfe_bench_config *bc, struct vb_run *run)
+{
+    struct fuse_entry_out e;
+    int r = vfe_fuse_lookup(s->fuse, FUSE_ROOT_ID, VB_TOP, &e);
+    if (r < 0)
+        return why(run, r, "LOOKUP %s", VB_TOP);
+    uint64_t top = e.nodeid;
+    if (vb_workload_is_data(o->workload)) {
+        uint32_t flags = vb_workload_writes(o->workload) ? O_RDWR : O_RDONLY;
+        for (unsigned i = 0; i < o->files; i++) {
+            g_autofree char *name = vb_data_name(i);
+            r = vfe_fuse_lookup(s->fuse, top, name, &e);
+            if (r < 0)
+                return why(run, r, "LOOKUP %s", name);
+            struct fuse_open_out oo;
+            r = vfe_fuse_open(s->fuse, e.nodeid, flags, &oo);
+            if (r < 0)
+                return why(run, r, "OPEN %s", name);
+            s->nodeids[i] = e.nodeid;
+            s->fhs[i] = oo.fh;
+            s->nopen++;
+        }
+        bc->nodeids = s->nodeids;
+        bc->fhs = s->fhs;
+        bc->nfiles = o->files;
+        bc->file_size = o->size;
+        return 0;
+    }
+    if (o->workload == VB_CREATE) {
+        r = vfe_fuse_lookup(s->fuse, top, "create", &e);
+        if (r < 0)
+            return why(run, r, "LOOKUP %s", "create");
+        r = vfe_fuse_lookup(s->fuse, e.nodeid, sub, &e);
+        if (r < 0)
+            return why(run, r, "LOOKUP create/%s", sub);
+        bc->parent = e.nodeid;
+        return 0;
+    }
+    r = vfe_fuse_lookup(s->fuse, top, "meta", &e);
+    if (r < 0)
+        return why(run, r, "LOOKUP %s", "meta");
+    bc->parent = e.nodeid;
+    s->nnames = o->files;
+    if (o->workload == VB_LOOKUP) {
+        s->names = g_new0(char *, o->files);
+        for (unsigned i = 0; i < o->files; i++)
+            s->names[i] = vb_meta_name(i);
+        bc->names = (const char *const *)s->names;
+        bc->nnames = o->files;
+        return 0;
+    }
+    /* stat: GETATTR on node ids looked up beforehand. */
+    s->meta_ids = g_new0(uint64_t, o->files);
+    for (unsigned i = 0; i < o->files; i++) {
+        g_autofree char *name = vb_meta_name(i);
+        struct fuse_entry_out me;
+        r = vfe_fuse_lookup(s->fuse, bc->parent, name, &me);
+        if (r < 0)
+            return why(run, r, "LOOKUP meta/%s", name);
+        s->meta_ids[i] = me.nodeid;
+    }
+    bc->nodeids = s->meta_ids;
+    bc->nfiles = o->files;
+    return 0;
+}
+
+static int dax_check(const struct vb_opts *o, const struct vb_backend *be, struct vb_session *s,
+                     struct vb_run *run)
+{
+    if (!o->dax_window)
+        return 0;
+    uint64_t size = 0;
+    int r = -EOPNOTSUPP;
+    if (vfe_dev_protocol_features(s->dev) & (1ull << VFE_VU_PF_SHMEM))
+        r = vfe_conn_get_shmem_window(vfe_dev_conn(s->dev), &size);
+    if (r < 0 || size == 0) {
+        g_free(run->why);
+        run->why = g_strdup_printf("backend %s offers no DAX window (no SHMEM protocol "
+                                   "feature or a zero-sized region): nothing to measure",
+                                   be->name);
+        return -EOPNOTSUPP;
+    }
+    g_free(run->why);
+    run->why = g_strdup_printf("backend %s offers a %" PRIu64 "-byte window, but the DAX "
+                               "guest models (--dax-guest) are not implemented in this build",
+                               be->name, size);
+    return -ENOSYS;
+}
+
+int vb_run_backend(const struct vb_opts *o, const struct vb_backend *be, const char *sub,
+                   const char *log, struct vb_run *run)
+{
+    struct vb_session s = { 0 };
+    unsigned queues = o->queues, depth = o->depth;
+    int r = session_connect(o, be, log, queues, depth, &s);
+    if (r == -ERANGE && queues > 1) {
+        /* Fewer request queues than asked: one queue, the same requests in flight. */
+        queues = 1;
+        depth = o->queues * o->depth > 1024 ? 1024 : o->queues * o->depth;
+        r = session_connect(o, be, log, queues, depth, &s);
+    }
+    if (r < 0) {
+        session_close(&s);
+        return why(run, r, "connecting to %s", be->name);
+    }
+    run->queues = queues;
+    run->depth = depth;
+    r = dax_check(o, be, &s, run);
+    if (r < 0)
+        goto out_session;
+    r = vfe_dev_start(s.dev);
+    if (r < 0) {
+        why(run, r, "%s", "starting the device");
+        goto out_session;
+    }
+    struct vfe_fuse_config fc = { .depth = depth, .uid = (uint32_t)getuid(),
+                                  .gid = (uint32_t)getgid(), .pid = (uint32_t)getpid() };
+    r = vfe_fuse_new(s.dev, &fc, &s.fuse);
+    if (r < 0) {
+        why(run, r, "%s", "the FUSE client");
+        goto out_session;
+    }
+    struct vfe_fuse_init_result init;
+    r = vfe_fuse_init(s.fuse, &init);
+    if (r < 0) {
+        why(run, r, "%s", "FUSE_INIT");
+        goto out_session;
+    }
+    static const enum vfe_bench_op ops[] = {
+        [VB_RANDREAD] = VFE_BENCH_READ, [VB_RANDWRITE] = VFE_BENCH_WRITE,
+        [VB_SEQREAD] = VFE_BENCH_READ,  [VB_SEQWRITE] = VFE_BENCH_WRITE,
+        [VB_RANDRW] = VFE_BENCH_RW,     [VB_LOOKUP] = VFE_BENCH_LOOKUP,
+        [VB_STAT] = VFE_BENCH_GETATTR,  [VB_CREATE] = VFE_BENCH_CREATE,
+    };
+    struct vfe_bench_config bc = {
+        .op = ops[o->workload], .queues = queues, .depth = depth, .block = o->bs,
+        .random = o->workload != VB_SEQREAD && o->workload != VB_SEQWRITE,
+        .duration_ns = (uint64_t)(o->runtime_s * 1e9), .read_pct = o->read_pct,
+    };
+    if (vb_workload_is_data(o->workload) && init.max_write && o->bs > init.max_write &&
+        vb_workload_writes(o->workload)) {
+        r = -EMSGSIZE;
+        why(run, r, "--bs is larger than %s's max_write", be->name);
+        goto out_session;
+    }
+    r = session_resolve(o, &s, sub, &bc, run);
+    if (r < 0)
+        goto out_session;
+    pid_t pgid = vfe_conn_backend_pid(vfe_dev_conn(s.dev));
+    double cpu0 = vb_pgrp_cpu_s(pgid);
+    struct vfe_bench_result *res = g_new0(struct vfe_bench_result, 1);
+    r = vfe_bench_run(s.fuse, s.dev, &bc, res);
+    double cpu1 = vb_pgrp_cpu_s(pgid);
+    run->cpu_s = cpu0 >= 0 && cpu1 >= 0 ? cpu1 - cpu0 : -1;
+    if (r < 0)
+        why(run, r, "%s", "the benchmark loop");
+    else if (res->ops && res->errors == res->ops)
+        r = why(run, -EIO, "%s", "every request failed");
+    fill_run(run, res);
+    g_free(res);
+out_session:
+    session_close(&s);
+    return r;
+}
+
+/* ---- The host pseudo-backend ------------------------------------------------------ */
+
+struct host_worker {
+    const struct vb_opts *o;
+    int *fds;             /* data files */
+    int dirfd;            /* meta/ or create/SUB */
+    unsigned index;
+    uint64_t deadline;
+    uint64_t rng, seq_off;
+    unsigned seq;
+    char *buf;
+    struct vfe_hist *hist;
+    uint64_t ops, errors, bytes;
+    pthread_t thread;
+};
+
+static uint64_t host_rand(uint64_t *s)
+{
+    uint64_t x = *s;
+    x ^= x >> 12;
+    x ^= x << 25;
+    x ^= x >> 27;
+    *s = x;
+    return x * 0x2545F4914F6CDD1Dull;
+}
+
+static int host_op(struct host_worker *w)
+{
+    const struct vb_opts *o = w->o;
+    char name[64];
+    struct stat st;
+    if (vb_workload_is_data(o->workload)) {
+        bool rnd = o->workload != VB_SEQREAD && o->workload != VB_SEQWRITE;
+        uint64_t blocks = o->size / o->bs;
+        unsigned f = rnd ? (unsigned)(host_rand(&w->rng) % o->files) : w->index % o->files;
+        uint64_t off;
+        if (rnd) {
+            off = host_rand(&w->rng) % blocks * o->bs;
+        } else {
+            off = w->seq_off;
+            w->seq_off = (w->seq_off + o->bs) % (blocks * o->bs);
+        }
+        bool wr = o->workload == VB_RANDWRITE || o->workload == VB_SEQWRITE ||
+                  (o->workload == VB_RANDRW && host_rand(&w->rng) % 100 >= o->read_pct);
+        ssize_t n = wr ? pwrite(w->fds[f], w->buf, o->bs, (off_t)off)
+                       : pread(w->fds[f], w->buf, o->bs, (off_t)off);
+        if (n < 0)
+            return -errno;
+        w->bytes += (uint64_t)n;
+        return 0;
+    }
+    if (o->workload == VB_CREATE) {
+        snprintf(name, sizeof(name), "h%u-%u", w->index, w->seq++);
+        int fd = openat(w->dirfd, name, O_CREAT | O_EXCL | O_WRONLY | O_CLOEXEC, 0644);
+        if (fd < 0)
+            return -errno;
+        close(fd);
+        return 0;
+    }
+    /* lookup and stat alike: one fstatat of a random name. */
+    snprintf(name, sizeof(name), "f%07u", (unsigned)(host_rand(&w->rng) % o->files));
+    return fstatat(w->dirfd, name, &st, AT_SYMLINK_NOFOLLOW) < 0 ? -errno : 0;
+}
+
+static void *host_main(void *arg)
+{
+    struct host_worker *w = arg;
+    while (vfe_now_ns() < w->deadline) {
+        uint64_t t = vfe_now_ns();
+        int r = host_op(w);
+        vfe_hist_add(w->hist, vfe_now_ns() - t);
+        w->ops++;
+        if (r < 0)
+            w->errors++;
+    }
+    return NULL;
+}
+
+int vb_run_host(const struct vb_opts *o, int dirfd, const char *sub, struct vb_run *run)
+{
+    unsigned nt = o->queues * o->depth;
+    if (nt > VB_HOST_MAX_THREADS)
+        nt = VB_HOST_MAX_THREADS;
+    run->queues = nt;
+    run->depth = 1;
+    run->cpu_s = -1;
+    int fds[64];
+    unsigned nfds = 0;
+    int sdir = -1;
+    int r = 0;
+    if (vb_workload_is_data(o->workload)) {
+        for (; nfds < o->files; nfds++) {
+            g_autofree char *name = vb_data_name(nfds);
+            fds[nfds] = openat(dirfd, name,
+                               (vb_workload_writes(o->workload) ? O_RDWR : O_RDONLY) | O_CLOEXEC);
+            if (fds[nfds] < 0) {
+                r = -errno;
+                break;
+            }
+        }
+    } else {
+        g_autofree char *path = o->workload == VB_CREATE ? g_strdup_printf("create/%s", sub)
+                                                         : g_strdup("meta");
+        sdir = openat(dirfd, path, O_RDONLY | O_DIRECTORY | O_CLOEXEC);
+        if (sdir < 0)
+            r = -errno;
+    }
+    struct host_worker *ws = g_new0(struct host_worker, nt);
+    struct vfe_bench_result *res = g_new0(struct vfe_bench_result, 1);
+    unsigned started = 0;
+    uint64_t t0 = vfe_now_ns();
+    uint64_t deadline = t0 + (uint64_t)(o->runtime_s * 1e9);
+    for (unsigned i = 0; i < nt && r == 0; i++) {
+        struct host_worker *w = &ws[i];
+        *w = (struct host_worker){ .o = o, .fds = fds, .dirfd = sdir, .index = i,
+                                   .deadline = deadline,
+                                   .rng = 0x9E3779B97F4A7C15ull * (i + 1),
+                                   .seq_off = o->bs && o->size >= o->bs
+                                                  ? (o->size / o->bs / nt) * i * o->bs : 0 };
+        w->hist = g_new0(struct vfe_hist, 1);
+        if (vb_workload_is_data(o->workload)) {
+            w->buf = g_malloc(o->bs);
+            memset(w->buf, 'h', o->bs);
+        }
+        r = -pthread_create(&w->thread, NULL, host_main, w);
+        if (r == 0)
+            started++;
+    }
+    for (unsigned i = 0; i < started; i++)
+        pthread_join(ws[i].thread, NULL);
+    res->elapsed_ns = vfe_now_ns() - t0;
+    for (unsigned i = 0; i < nt; i++) {
+        res->ops += ws[i].ops;
+        res->errors += ws[i].errors;
+        res->bytes += ws[i].bytes;
+        if (ws[i].hist)
+            vfe_hist_merge(&res->latency, ws[i].hist);
+        g_free(ws[i].hist);
+        g_free(ws[i].buf);
+    }
+    if (r == 0 && res->ops && res->errors == res->ops)
+        r = why(run, -EIO, "%s", "every host operation failed");
+    fill_run(run, res);
+    g_free(res);
+    g_free(ws);
+    for (unsigned i = 0; i < nfds; i++)
+        close(fds[i]);
+    if (sdir >= 0)
+        close(sdir);
+    return r;
+}

@@ -1,0 +1,90 @@
+/* SPDX-License-Identifier: GPL-2.0-or-later */
+/*
+ * vufs-bench internals (prefix vb_): options, one run of one backend, the
+ * statistics over runs. vufs_bench.c (command line, files, run loop),
+ * bench_run.c (a run against a spawned backend or the host), bench_report.c
+ * (tables and JSON).
+ */
+#ifndef VUFS_BENCH_VB_H
+#define VUFS_BENCH_VB_H
+
+#include <stdbool.h>
+#include <stdint.h>
+#include <stdio.h>
+#include <sys/types.h>
+
+#define VB_MAX_BACKENDS 16u
+/* The benchmark's directory inside --dir. */
+#define VB_TOP "vufs-bench"
+
+enum vb_workload {
+    VB_RANDREAD,
+    VB_RANDWRITE,
+    VB_SEQREAD,
+    VB_SEQWRITE,
+    VB_RANDRW,
+    VB_LOOKUP,
+    VB_STAT,
+    VB_CREATE,
+};
+
+struct vb_backend {
+    char *name;
+    char *cmd;    /* NULL for host */
+    bool host;
+};
+
+struct vb_opts {
+    struct vb_backend backends[VB_MAX_BACKENDS];
+    unsigned nbackends;
+    const char *dir;
+    enum vb_workload workload;
+    uint32_t bs;
+    uint64_t size;         /* per data file */
+    unsigned files;        /* data files, or small files for lookup/stat */
+    unsigned queues, depth;
+    double runtime_s;
+    unsigned repeat;
+    unsigned read_pct;     /* randrw */
+    uint64_t dax_window;   /* 0: no DAX */
+    const char *dax_policy;
+    const char *dax_guest;
+    bool json;
+};
+
+/* One timed run of one backend. */
+struct vb_run {
+    unsigned queues, depth; /* effective */
+    uint64_t ops, errors, bytes;
+    double secs;
+    double iops, mib_s, p50_us, p99_us;
+    double cpu_s;           /* backend process group utime + stime; -1 for host */
+    char *why;              /* on failure, a readable reason (g_free) */
+};
+
+struct vb_series {
+    struct vb_run *runs;
+    unsigned nruns;
+};
+
+char *vb_data_name(unsigned i);
+char *vb_meta_name(unsigned i);
+bool vb_workload_is_data(enum vb_workload w);
+bool vb_workload_writes(enum vb_workload w);
+
+/* sub: the run's own directory under create/ (CREATE only). 0 or -errno, with
+ * run->why set when there is more to say than the errno. */
+int vb_run_backend(const struct vb_opts *o, const struct vb_backend *be, const char *sub,
+                   const char *log, struct vb_run *run);
+int vb_run_host(const struct vb_opts *o, int dirfd, const char *sub, struct vb_run *run);
+/* utime + stime, in seconds, of every process in process group pgid. */
+double vb_pgrp_cpu_s(pid_t pgid);
+
+void vb_report(const struct vb_opts *o, const struct vb_series *s, FILE *to,
+               const char *workload);
+void vb_report_json(const struct vb_opts *o, const struct vb_series *s, FILE *to,
+                    const char *workload);
+/* Median, min and max of n values (n > 0); v is not modified. */
+void vb_stats(const double *v, unsigned n, double *median, double *min, double *max);
+
+#endif

@@ -1,0 +1,532 @@
+/* SPDX-License-Identifier: GPL-2.0-or-later */
+/*
+ * vufs-bench: drive vhost-user-fs backends the way a guest would and compare
+ * them side by side.
+ *
+ *   vufs-bench --backend NAME='COMMAND with {socket} and {dir}' [--backend ...]
+ *              --dir DIR --workload W --bs SIZE --size SIZE --files N
+ *              --queues N --depth N --runtime SEC --repeat N
+ *              [--dax-window SIZE --dax-policy P --dax-guest G] [--json]
+ *
+ * The files are made once in DIR/vufs-bench/ before the first run (kept for the
+ * next invocation when their sizes match) and read once on the host, so every
+ * run starts with a hot page cache. Runs are interleaved backend by backend
+ * (A B A B ...) so the noise of a shared machine hits all of them alike; each
+ * run spawns its backend afresh, negotiates, sends INIT and resolves the files
+ * before the clock starts. The backend's CPU time (utime + stime of its process
+ * group, from /proc) is sampled around the timed part of each run.
+ *
+ * `host` (NAME=host, no command) is the pseudo-backend: the same workload with
+ * pread/pwrite (fstatat, openat) on the host files, queues x depth threads at
+ * queue depth 1 each (capped at VB_HOST_MAX_THREADS).
+ *
+ * A backend that serves fewer request queues than asked (the legacy virtiofsd
+ * serves one) gets one queue with queues x depth requests in flight, so every
+ * backend sees the same concurrency; the effective queues and depth are reported.
+ *
+ * The per-run statistics live in bench_stats.c; this file is the command line,
+ * the file set and the run loop.
+ */
+#include <dirent.h>
+#include <errno.h>
+#include <fcntl.h>
+#include <inttypes.h>
+#include <pthread.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+#include <glib.h>
+
+#include "bench_vb.h"
+#include "vfe.h"
+
+#define VB_HOST_MAX_THREADS 256u
+#define VB_DEFAULT_META_FILES 10000u
+
+static const char *const vb_workload_names[] = {
+    [VB_RANDREAD] = "randread", [VB_RANDWRITE] = "randwrite", [VB_SEQREAD] = "seqread",
+    [VB_SEQWRITE] = "seqwrite", [VB_RANDRW] = "randrw",       [VB_LOOKUP] = "lookup",
+    [VB_STAT] = "stat",         [VB_CREATE] = "create",
+};
+
+static bool vb_is_data(enum vb_workload w)
+{
+    return w <= VB_RANDRW;
+}
+
+static bool vb_writes(enum vb_workload w)
+{
+    return w == VB_RANDWRITE || w == VB_SEQWRITE || w == VB_RANDRW;
+}
+
+/* ---- Options ------------------------------------------------------------------- */
+
+static int parse_size(const char *s, uint64_t *out)
+{
+    char *end;
+    errno = 0;
+    unsigned long long v = strtoull(s, &end, 10);
+    if (errno || end == s)
+        return -EINVAL;
+    uint64_t mul = 1;
+    switch (*end) {
+    case 'k': case 'K': mul = 1ull << 10; end++; break;
+    case 'm': case 'M': mul = 1ull << 20; end++; break;
+    case 'g': case 'G': mul = 1ull << 30; end++; break;
+    case 0: break;
+    default: return -EINVAL;
+    }
+    if (*end == 'i' && end[1] == 'B')
+        end += 2;
+    else if (*end == 'B')
+        end++;
+    if (*end || v > UINT64_MAX / mul)
+        return -EINVAL;
+    *out = v * mul;
+    return 0;
+}
+
+static int parse_uint(const char *s, unsigned max, unsigned *out)
+{
+    char *end;
+    errno = 0;
+    unsigned long v = strtoul(s, &end, 10);
+    if (errno || end == s || *end || v > max)
+        return -EINVAL;
+    *out = (unsigned)v;
+    return 0;
+}
+
+static void usage(FILE *to)
+{
+    fprintf(to,
+        "usage: vufs-bench --backend NAME='COMMAND with {socket} and {dir}' [--backend ...]\n"
+        "                  --dir DIR --workload W [--bs SIZE] [--size SIZE] [--files N]\n"
+        "                  [--queues N] [--depth N] [--runtime SEC] [--repeat N]\n"
+        "                  [--dax-window SIZE --dax-policy never|always|auto\n"
+        "                   --dax-guest linux|lru] [--read-pct N] [--json]\n"
+        "workloads: randread randwrite seqread seqwrite randrw lookup stat create\n"
+        "--backend host (no command): pread/pwrite on the host files directly.\n");
+}
+
+static int add_backend(struct vb_opts *o, const char *arg)
+{
+    const char *eq = strchr(arg, '=');
+    if (o->nbackends == VB_MAX_BACKENDS)
+        return -E2BIG;
+    struct vb_backend *b = &o->backends[o->nbackends];
+    if (!eq) {
+        if (strcmp(arg, "host"))
+            return -EINVAL;
+        b->name = g_strdup("host");
+        b->host = true;
+    } else {
+        if (eq == arg || !eq[1])
+            return -EINVAL;
+        b->name = g_strndup(arg, (gsize)(eq - arg));
+        b->cmd = g_strdup(eq + 1);
+        b->host = !strcmp(b->name, "host") && !strcmp(b->cmd, "host");
+    }
+    if (!b->host && !b->cmd) {
+        g_free(b->name);
+        return -EINVAL;
+    }
+    for (unsigned i = 0; i < o->nbackends; i++)
+        if (!strcmp(o->backends[i].name, b->name)) {
+            g_free(b->name);
+            g_free(b->cmd);
+            return -EEXIST;
+        }
+    o->nbackends++;
+    return 0;
+}
+
+static int parse_args(int argc, char **argv, struct vb_opts *o)
+{
+    *o = (struct vb_opts){ .workload = VB_RANDREAD, .bs = 4096, .size = 64ull << 20,
+                           .queues = 1, .depth = 1, .runtime_s = 5, .repeat = 3,
+                           .read_pct = 50 };
+    bool files_set = false;
+    for (int i = 1; i < argc; i++) {
+        const char *a = argv[i];
+        const char *v = i + 1 < argc ? argv[i + 1] : NULL;
+        int r = 0;
+        if (!strcmp(a, "--help")) {
+            usage(stdout);
+            exit(0);
+        } else if (!strcmp(a, "--json")) {
+            o->json = true;
+            continue;
+        }
+        if (!v) {
+            fprintf(stderr, "vufs-bench: %s needs a value\n", a);
+            return -EINVAL;
+        }
+        i++;
+        if (!strcmp(a, "--backend")) {
+            r = add_backend(o, v);
+        } else if (!strcmp(a, "--dir")) {
+            o->dir = v;
+        } else if (!strcmp(a, "--workload")) {
+            r = -EINVAL;
+            for (unsigned w = 0; w < G_N_ELEMENTS(vb_workload_names); w++)
+                if (!strcmp(v, vb_workload_names[w])) {
+                    o->workload = (enum vb_workload)w;
+                    r = 0;
+                }
+        } else if (!strcmp(a, "--bs")) {
+            uint64_t x = 0;
+            r = parse_size(v, &x);
+            if (!r && (x == 0 || x > (16u << 20)))
+                r = -ERANGE;
+            o->bs = (uint32_t)x;
+        } else if (!strcmp(a, "--size")) {
+            r = parse_size(v, &o->size);
+        } else if (!strcmp(a, "--files")) {
+            r = parse_uint(v, 10000000, &o->files);
+            files_set = true;
+            if (!r && !o->files)
+                r = -ERANGE;
+        } else if (!strcmp(a, "--queues")) {
+            r = parse_uint(v, 64, &o->queues);
+            if (!r && !o->queues)
+                r = -ERANGE;
+        } else if (!strcmp(a, "--depth")) {
+            r = parse_uint(v, 1024, &o->depth);
+            if (!r && !o->depth)
+                r = -ERANGE;
+        } else if (!strcmp(a, "--runtime")) {
+            char *end;
+            o->runtime_s = strtod(v, &end);
+            if (*end || end == v || !(o->runtime_s > 0 && o->runtime_s <= 3600))
+                r = -EINVAL;
+        } else if (!strcmp(a, "--repeat")) {
+            r = parse_uint(v, 1000, &o->repeat);
+            if (!r && !o->repeat)
+                r = -ERANGE;
+        } else if (!strcmp(a, "--read-pct")) {
+            r = parse_uint(v, 100, &o->read_pct);
+        } else if (!strcmp(a, "--dax-window")) {
+            r = parse_size(v, &o->dax_window);
+            if (!r && !o->dax_window)
+                r = -ERANGE;
+        } else if (!strcmp(a, "--dax-policy")) {
+            r = strcmp(v, "never") && strcmp(v, "always") && strcmp(v, "auto") ? -EINVAL : 0;
+            o->dax_policy = v;
+        } else if (!strcmp(a, "--dax-guest")) {
+            r = strcmp(v, "linux") && strcmp(v, "lru") ? -EINVAL : 0;
+            o->dax_guest = v;
+        } else {
+            fprintf(stderr, "vufs-bench: unknown option %s\n", a);
+            return -EINVAL;
+        }
+        if (r < 0) {
+            fprintf(stderr, "vufs-bench: bad value for %s: %s (%s)\n", a, v, g_strerror(-r));
+            return r;
+        }
+    }
+    if (!o->nbackends || !o->dir) {
+        fprintf(stderr, "vufs-bench: at least one --backend and --dir are required\n");
+        return -EINVAL;
+    }
+    if (!files_set)
+        o->files = vb_is_data(o->workload) ? 1 : VB_DEFAULT_META_FILES;
+    if (vb_is_data(o->workload) && o->size < o->bs) {
+        fprintf(stderr, "vufs-bench: --size must be at least --bs\n");
+        return -EINVAL;
+    }
+    if (vb_is_data(o->workload) && o->files > 64) {
+        fprintf(stderr, "vufs-bench: at most 64 data files\n");
+        return -EINVAL;
+    }
+    if ((o->dax_policy || o->dax_guest) && !o->dax_window) {
+        fprintf(stderr, "vufs-bench: --dax-policy/--dax-guest need --dax-window\n");
+        return -EINVAL;
+    }
+    if (o->dax_window) {
+        if (!o->dax_policy)
+            o->dax_policy = "auto";
+        if (!o->dax_guest)
+            o->dax_guest = "linux";
+    }
+    return 0;
+}
+
+/* ---- The file set ------------------------------------------------------------- */
+
+char *vb_data_name(unsigned i)
+{
+    return g_strdup_printf("data.%u", i);
+}
+
+char *vb_meta_name(unsigned i)
+{
+    return g_strdup_printf("f%07u", i);
+}
+
+/* Makes DIR/vufs-bench/data.I of the given size (kept when already right) and
+ * reads it once so the page cache is hot. */
+static int prepare_data_file(int dirfd, unsigned i, uint64_t size)
+{
+    g_autofree char *name = vb_data_name(i);
+    int fd = openat(dirfd, name, O_RDWR | O_CREAT | O_CLOEXEC, 0644);
+    if (fd < 0)
+        return -errno;
+    struct stat st;
+    int r = 0;
+    enum { CHUNK = 1 << 20 };
+    g_autofree char *buf = g_malloc(CHUNK);
+    if (fstat(fd, &st) < 0) {
+        r = -errno;
+    } else if ((uint64_t)st.st_size != size) {
+        if (ftruncate(fd, 0) < 0)
+            r = -errno;
+        for (uint64_t off = 0; r == 0 && off < size; off += CHUNK) {
+            size_t n = size - off < CHUNK ? (size_t)(size - off) : CHUNK;
+            for (size_t k = 0; k < n; k += 64)
+                memset(buf + k, 'A' + (int)((off + k) / 4096 % 26), n - k < 64 ? n - k : 64);
+            ssize_t w = pwrite(fd, buf, n, (off_t)off);
+            if (w != (ssize_t)n)
+                r = w < 0 ? -errno : -EIO;
+        }
+    }
+    for (uint64_t off = 0; r == 0 && off < size; off += CHUNK) {
+        ssize_t n = pread(fd, buf, CHUNK, (off_t)off);
+        if (n <= 0)
+            break;
+    }
+    close(fd);
+    return r;
+}
+
+static int prepare_meta_files(int dirfd, unsigned n)
+{
+    if (mkdirat(dirfd, "meta", 0755) < 0 && errno != EEXIST)
+        return -errno;
+    int mfd = openat(dirfd, "meta", O_RDONLY | O_DIRECTORY | O_CLOEXEC);
+    if (mfd < 0)
+        return -errno;
+    int r = 0;
+    for (unsigned i = 0; i < n && r == 0; i++) {
+        g_autofree char *name = vb_meta_name(i);
+        struct stat st;
+        if (fstatat(mfd, name, &st, AT_SYMLINK_NOFOLLOW) == 0)
+            continue;
+        int fd = openat(mfd, name, O_WRONLY | O_CREAT | O_CLOEXEC, 0644);
+        if (fd < 0)
+            r = -errno;
+        else
+            close(fd);
+    }
+    close(mfd);
+    return r;
+}
+
+/* Removes DIR/vufs-bench/create/SUB and what is in it. */
+static void remove_create_dir(int dirfd, const char *sub)
+{
+    g_autofree char *path = g_strdup_printf("create/%s", sub);
+    int fd = openat(dirfd, path, O_RDONLY | O_DIRECTORY | O_CLOEXEC);
+    if (fd < 0)
+        return;
+    DIR *d = fdopendir(fd);
+    if (!d) {
+        close(fd);
+        return;
+    }
+    struct dirent *e;
+    while ((e = readdir(d)))
+        if (strcmp(e->d_name, ".") && strcmp(e->d_name, ".."))
+            unlinkat(fd, e->d_name, 0);
+    closedir(d);
+    unlinkat(dirfd, path, AT_REMOVEDIR);
+}
+
+static int prepare_files(const struct vb_opts *o, int *dirfd_out)
+{
+    if (mkdir(o->dir, 0755) < 0 && errno != EEXIST)
+        return -errno;
+    g_autofree char *top = g_build_filename(o->dir, VB_TOP, NULL);
+    if (mkdir(top, 0755) < 0 && errno != EEXIST)
+        return -errno;
+    int dirfd = open(top, O_RDONLY | O_DIRECTORY | O_CLOEXEC);
+    if (dirfd < 0)
+        return -errno;
+    int r = 0;
+    if (vb_is_data(o->workload)) {
+        for (unsigned i = 0; i < o->files && r == 0; i++)
+            r = prepare_data_file(dirfd, i, o->size);
+    } else if (o->workload == VB_CREATE) {
+        if (mkdirat(dirfd, "create", 0755) < 0 && errno != EEXIST)
+            r = -errno;
+    } else {
+        r = prepare_meta_files(dirfd, o->files);
+    }
+    if (r < 0) {
+        close(dirfd);
+        return r;
+    }
+    *dirfd_out = dirfd;
+    return 0;
+}
+
+/* ---- Runs ------------------------------------------------------------------------ */
+
+struct vb_progress {
+    pthread_t thread;
+    GMutex lock;
+    GCond cond;
+    bool stop;            /* protected by lock */
+    bool tty;
+    char label[160];      /* protected by lock */
+    uint64_t t0;          /* protected by lock */
+};
+
+static void *progress_main(void *arg)
+{
+    struct vb_progress *p = arg;
+    g_mutex_lock(&p->lock);
+    while (!p->stop) {
+        gint64 until = g_get_monotonic_time() + G_TIME_SPAN_SECOND;
+        g_cond_wait_until(&p->cond, &p->lock, until);
+        if (!p->stop && p->tty && p->t0)
+            fprintf(stderr, "\r%s %.0f s ", p->label, (double)(vfe_now_ns() - p->t0) / 1e9);
+    }
+    g_mutex_unlock(&p->lock);
+    return NULL;
+}
+
+static void progress_set(struct vb_progress *p, const char *label)
+{
+    g_mutex_lock(&p->lock);
+    g_strlcpy(p->label, label, sizeof(p->label));
+    p->t0 = vfe_now_ns();
+    if (p->tty)
+        fprintf(stderr, "\r\033[K%s", label);
+    g_mutex_unlock(&p->lock);
+}
+
+static void progress_done(struct vb_progress *p, const char *result)
+{
+    g_mutex_lock(&p->lock);
+    p->t0 = 0;
+    if (p->tty)
+        fprintf(stderr, "\r\033[K%s %s", p->label, result);
+    else
+        fprintf(stderr, "%s %s\n", p->label, result);
+    g_mutex_unlock(&p->lock);
+}
+
+int main(int argc, char **argv)
+{
+    struct vb_opts o;
+    if (parse_args(argc, argv, &o) < 0) {
+        usage(stderr);
+        return 2;
+    }
+    int dirfd = -1;
+    int r = prepare_files(&o, &dirfd);
+    if (r < 0) {
+        fprintf(stderr, "vufs-bench: preparing the files in %s: %s\n", o.dir, g_strerror(-r));
+        return 1;
+    }
+    g_autofree char *logdir = g_dir_make_tmp("vufs-bench-XXXXXX", NULL);
+    if (!logdir) {
+        fprintf(stderr, "vufs-bench: no temporary directory for backend logs\n");
+        return 1;
+    }
+    struct vb_series *series = g_new0(struct vb_series, o.nbackends);
+    for (unsigned b = 0; b < o.nbackends; b++)
+        series[b].runs = g_new0(struct vb_run, o.repeat);
+
+    struct vb_progress prog = { .tty = isatty(2) };
+    g_mutex_init(&prog.lock);
+    g_cond_init(&prog.cond);
+    pthread_create(&prog.thread, NULL, progress_main, &prog);
+
+    bool failed = false;
+    for (unsigned rep = 0; rep < o.repeat && !failed; rep++) {
+        for (unsigned b = 0; b < o.nbackends && !failed; b++) {
+            struct vb_backend *be = &o.backends[b];
+            char label[160];
+            snprintf(label, sizeof(label), "[run %u/%u] %s %s", rep + 1, o.repeat, be->name,
+                     vb_workload_names[o.workload]);
+            progress_set(&prog, label);
+            struct vb_run *run = &series[b].runs[rep];
+            r = 0;
+            g_autofree char *sub = g_strdup_printf("%s-%u-%d", be->name, rep, (int)getpid());
+            g_autofree char *log = g_strdup_printf("%s/%s-%u.log", logdir, be->name, rep);
+            if (o.workload == VB_CREATE) {
+                g_autofree char *path = g_strdup_printf("create/%s", sub);
+                if (mkdirat(dirfd, path, 0755) < 0)
+                    r = -errno;
+            }
+            if (r == 0)
+                r = be->host ? vb_run_host(&o, dirfd, sub, run)
+                             : vb_run_backend(&o, be, sub, log, run);
+            if (o.workload == VB_CREATE)
+                remove_create_dir(dirfd, sub);
+            if (r < 0) {
+                progress_done(&prog, "failed");
+                if (prog.tty)
+                    fputc('\n', stderr);
+                fprintf(stderr, "vufs-bench: backend %s, run %u: %s\n", be->name, rep + 1,
+                        run->why ? run->why : g_strerror(-r));
+                if (!be->host)
+                    fprintf(stderr, "vufs-bench: backend log: %s\n", log);
+                failed = true;
+                break;
+            }
+            char res[96];
+            snprintf(res, sizeof(res), "%.0f IOPS, %.1f MiB/s, p99 %.1f us", run->iops,
+                     run->mib_s, run->p99_us);
+            progress_done(&prog, res);
+            series[b].nruns++;
+        }
+    }
+    g_mutex_lock(&prog.lock);
+    prog.stop = true;
+    g_cond_signal(&prog.cond);
+    g_mutex_unlock(&prog.lock);
+    pthread_join(prog.thread, NULL);
+    if (prog.tty)
+        fputc('\n', stderr);
+    close(dirfd);
+
+    if (!failed) {
+        vb_report(&o, series, o.json ? stderr : stdout, vb_workload_names[o.workload]);
+        if (o.json)
+            vb_report_json(&o, series, stdout, vb_workload_names[o.workload]);
+        GDir *d = g_dir_open(logdir, 0, NULL);
+        const char *n;
+        while (d && (n = g_dir_read_name(d))) {
+            g_autofree char *p = g_build_filename(logdir, n, NULL);
+            unlink(p);
+        }
+        if (d)
+            g_dir_close(d);
+        rmdir(logdir);
+    }
+    for (unsigned b = 0; b < o.nbackends; b++) {
+        for (unsigned i = 0; i < o.repeat; i++)
+            g_free(series[b].runs[i].why);
+        g_free(series[b].runs);
+        g_free(o.backends[b].name);
+        g_free(o.backends[b].cmd);
+    }
+    g_free(series);
+    return failed ? 1 : 0;
+}
+
+bool vb_workload_is_data(enum vb_workload w)
+{
+    return vb_is_data(w);
+}
+
+bool vb_workload_writes(enum vb_workload w)
+{
+    return vb_writes(w);
+}
