@@ -589,7 +589,8 @@ static void test_setlkw_does_not_hold_the_queue(void **state)
  */
 static void test_hangup_with_parked_setlkw(void **state)
 {
-    struct env *e = start("", 0, 0);
+    /* chroot sandbox: no pid-namespace child that could outlive a killed parent. */
+    struct env *e = start("--sandbox=chroot", 0, 0);
     struct fuse_entry_out eo;
     struct fuse_open_out o1, o2;
     struct fuse_lk_in in1, in2;
