@@ -166,10 +166,12 @@ static long call_execve(void)
     char *envp[] = {NULL};
     return syscall(SYS_execve, "/bin/true", argv, envp);
 }
+#if !SB_SANITIZER
 static long call_ptrace(void)
 {
     return syscall(SYS_ptrace, PTRACE_TRACEME, 0, 0, 0);
 }
+#endif
 static long call_mount(void)
 {
     /* An invalid mount: harmless even where it gets through (log mode). */
