@@ -236,6 +236,36 @@ def test_bad_kick_fd(d, c):
     check(d.wait_exit(30) == 0, "exit status after disconnect")
 
 
+def test_stop_start_keeps_session(d, c):
+    """A VM pause/resume: GET_VRING_BASE stops the ring, a new start resumes at the
+    returned index, and the FUSE session survives (no second INIT needed)."""
+    c.handshake()
+    g = Guest(c)
+    g.start()
+    g.expected = 1
+    used_len, length, error, uniq = fuse_init(g, 0)
+    check(error == 0, "FUSE_INIT error %d" % error)
+    c.send(GET_VRING_BASE, struct.pack("<II", Q, 0))
+    idx, base = struct.unpack("<II", c.reply(GET_VRING_BASE))
+    check(idx == Q and base == 1, "GET_VRING_BASE: %d %d" % (idx, base))
+    g.kick = os.eventfd(0)
+    g.start()  # SET_VRING_BASE 1
+    getattr_in = struct.pack("<IIQ", 0, 0, 0)
+    hdr = struct.pack("<IIQQIIIHH", 40 + len(getattr_in), 3, 0x99, 1, 0, 0, 1, 0, 0)
+    req = hdr + getattr_in
+    g.m[BUF:BUF + len(req)] = req
+    g.desc(4, GPA + BUF, len(req), 1, 5)
+    g.desc(5, GPA + BUF + 0x1000, 4096, 2, 0)
+    g.submit(4)
+    used_id, used_len = g.wait_used(2)
+    length, error, uniq = struct.unpack("<IiQ", bytes(g.m[BUF + 0x1000:BUF + 0x1010]))
+    check(used_id == 4 and uniq == 0x99, "GETATTR reply id %d unique %#x" % (used_id, uniq))
+    check(error == 0, "GETATTR after stop/start failed with %d: session lost?" % error)
+    check(used_len == length and length == 16 + 104, "GETATTR reply length %d" % length)
+    c.close()
+    check(d.wait_exit(30) == 0, "exit status after disconnect")
+
+
 def test_oversized_header(d, c):
     c.handshake()
     c.send(GET_FEATURES, b"", size=0x100000)  # claims a 1 MiB payload
@@ -253,7 +283,7 @@ if __name__ == "__main__":
         {"messages": test_bad_messages, "broken": test_broken_ring_then_reset,
          "broken-pool": test_broken_ring_then_reset,
          "oversized": test_oversized_header, "hotplug": test_mem_hotplug,
-         "badkick": test_bad_kick_fd}[which](d, c)
+         "badkick": test_bad_kick_fd, "stopstart": test_stop_start_keeps_session}[which](d, c)
     finally:
         d.term()
         d.wait_exit(30)
