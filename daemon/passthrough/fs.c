@@ -218,9 +218,13 @@ void pt_fs_reset(struct pt_fs *fs)
 static int pt_init(void *opaque, struct fll_conn *conn)
 {
     struct pt_fs *fs = opaque;
+    /*
+     * No FUSE_EXPORT_SUPPORT: it makes the client look up "." and "..", names
+     * the decoder refuses from a guest, so an export could only half work.
+     */
     uint64_t want = FUSE_ASYNC_READ | FUSE_PARALLEL_DIROPS | FUSE_BIG_WRITES |
-                    FUSE_ATOMIC_O_TRUNC | FUSE_EXPORT_SUPPORT | FUSE_POSIX_LOCKS |
-                    FUSE_FLOCK_LOCKS | FUSE_MAX_PAGES | FUSE_CACHE_SYMLINKS;
+                    FUSE_ATOMIC_O_TRUNC | FUSE_POSIX_LOCKS | FUSE_FLOCK_LOCKS |
+                    FUSE_MAX_PAGES | FUSE_CACHE_SYMLINKS;
 
     if (fs->readdirplus)
         want |= FUSE_DO_READDIRPLUS | FUSE_READDIRPLUS_AUTO;
