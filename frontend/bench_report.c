@@ -29,7 +29,7 @@ void vb_stats(const double *v, unsigned n, double *median, double *min, double *
     *median = n % 2 ? s[n / 2] : (s[n / 2 - 1] + s[n / 2]) / 2;
 }
 
-enum { F_IOPS, F_MIBS, F_P50, F_P99, F_CPU, F_CPU_OP, F_N };
+enum { F_IOPS, F_MIBS, F_P50, F_P99, F_CPU, F_CPU_OP, F_RSS, F_N };
 
 struct summary {
     double med[F_N], min[F_N], max[F_N];
@@ -55,6 +55,7 @@ static void summarise(const struct vb_series *s, struct summary *out)
             case F_P99: v[i] = r->p99_us; break;
             case F_CPU: v[i] = r->cpu_s; break;
             case F_CPU_OP: v[i] = r->cpu_s >= 0 && ops > 0 ? r->cpu_s * 1e6 / ops : -1; break;
+            case F_RSS: v[i] = (double)r->rss_kib; break;
             }
         }
         vb_stats(v, n, &out->med[f], &out->min[f], &out->max[f]);
@@ -70,9 +71,9 @@ void vb_report(const struct vb_opts *o, const struct vb_series *s, FILE *to,
 {
     fprintf(to, "\n%s, bs %u, %u queue(s) x depth %u, %.1f s x %u runs\n", workload, o->bs,
             o->queues, o->depth, o->runtime_s, o->repeat);
-    fprintf(to, "%-12s %5s %5s | %27s | %21s | %21s | %21s | %7s | %9s\n", "backend", "q",
-            "qd", "IOPS median (min-max)", "MiB/s med (min-max)", "p50 us med (min-max)",
-            "p99 us med (min-max)", "ratio", "cpu us/op");
+    fprintf(to, "%-12s %5s %5s | %27s | %21s | %21s | %21s | %7s | %9s | %7s\n", "backend",
+            "q", "qd", "IOPS median (min-max)", "MiB/s med (min-max)", "p50 us med (min-max)",
+            "p99 us med (min-max)", "ratio", "cpu us/op", "rss MiB");
     struct summary first;
     summarise(&s[0], &first);
     for (unsigned b = 0; b < o->nbackends; b++) {
@@ -84,11 +85,11 @@ void vb_report(const struct vb_opts *o, const struct vb_series *s, FILE *to,
             snprintf(cpu, sizeof(cpu), "%.2f", m.med[F_CPU_OP]);
         fprintf(to,
                 "%-12s %5u %5u | %9.0f (%7.0f-%7.0f) | %7.1f (%5.0f-%5.0f) |"
-                " %7.1f (%5.1f-%5.1f) | %7.1f (%5.1f-%5.1f) | %6.2fx | %9s\n",
+                " %7.1f (%5.1f-%5.1f) | %7.1f (%5.1f-%5.1f) | %6.2fx | %9s | %7.1f\n",
                 o->backends[b].name, m.queues, m.depth, m.med[F_IOPS], m.min[F_IOPS],
                 m.max[F_IOPS], m.med[F_MIBS], m.min[F_MIBS], m.max[F_MIBS], m.med[F_P50],
                 m.min[F_P50], m.max[F_P50], m.med[F_P99], m.min[F_P99], m.max[F_P99], ratio,
-                cpu);
+                cpu, m.max[F_RSS] / 1024.0);
         if (m.errors)
             fprintf(to, "%-12s %" PRIu64 " requests failed\n", "", m.errors);
     }
@@ -144,6 +145,7 @@ void vb_report_json(const struct vb_opts *o, const struct vb_series *s, FILE *to
         json_num(to, "p99_us_max", m.max[F_P99], true);
         json_num(to, "cpu_s", m.med[F_CPU], true);
         json_num(to, "cpu_us_per_op", m.med[F_CPU_OP], true);
+        json_num(to, "rss_kib_max", m.max[F_RSS], true);
         fprintf(to, "\"queues_requested\": %u, \"depth_requested\": %u, ", o->queues, o->depth);
         fprintf(to, "\"errors\": %" PRIu64 ", \"runtime_s\": %.3f, \"runs\": %u, ", m.errors,
                 o->runtime_s, s[b].nruns);

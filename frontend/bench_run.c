@@ -35,13 +35,15 @@ static void fill_run(struct vb_run *run, const struct vfe_bench_result *res)
     run->p99_us = (double)vfe_hist_percentile(&res->latency, 99) / 1e3;
 }
 
-double vb_pgrp_cpu_s(pid_t pgid)
+int vb_pgrp_sample(pid_t pgid, double *cpu_s, uint64_t *rss_kib)
 {
     DIR *d = opendir("/proc");
     if (!d)
-        return -1;
+        return -errno;
     long tck = sysconf(_SC_CLK_TCK);
-    uint64_t ticks = 0;
+    long page = sysconf(_SC_PAGESIZE);
+    uint64_t ticks = 0, pages = 0;
+    unsigned found = 0;
     struct dirent *e;
     while ((e = readdir(d))) {
         if (e->d_name[0] < '0' || e->d_name[0] > '9')
@@ -50,22 +52,31 @@ double vb_pgrp_cpu_s(pid_t pgid)
         g_autofree char *text = NULL;
         if (!g_file_get_contents(path, &text, NULL, NULL))
             continue;
-        /* pid (comm) state ppid pgrp session tty tpgid flags minflt cminflt majflt
-         * cmajflt utime stime: after the last ')' come fields 3.. */
+        /* pid (comm) state ppid pgrp ... utime(14) stime(15) ... rss(24): after
+         * the last ')' come fields 3.. */
         const char *p = strrchr(text, ')');
         if (!p)
             continue;
         char state;
         int ppid, pgrp;
-        unsigned long long skip, ut, st;
-        if (sscanf(p + 1, " %c %d %d %*d %*d %*d %*u %llu %llu %llu %llu %llu %llu", &state,
-                   &ppid, &pgrp, &skip, &skip, &skip, &skip, &ut, &st) != 9)
+        unsigned long long ut, st, rss;
+        if (sscanf(p + 1,
+                   " %c %d %d %*d %*d %*d %*u %*u %*u %*u %*u %llu %llu %*d %*d %*d %*d"
+                   " %*d %*d %*u %*u %llu",
+                   &state, &ppid, &pgrp, &ut, &st, &rss) != 6)
             continue;
-        if (pgrp == pgid)
-            ticks += ut + st;
+        if (pgrp != pgid)
+            continue;
+        found++;
+        ticks += ut + st;
+        pages += rss;
     }
     closedir(d);
-    return tck > 0 ? (double)ticks / (double)tck : -1;
+    if (!found || tck <= 0 || page <= 0)
+        return -ESRCH;
+    *cpu_s = (double)ticks / (double)tck;
+    *rss_kib = pages * (uint64_t)page / 1024;
+    return 0;
 }
 
 /* ---- A spawned backend -------------------------------------------------------- */
@@ -280,11 +291,15 @@ int vb_run_backend(const struct vb_opts *o, const struct vb_backend *be, const c
     if (r < 0)
         goto out_session;
     pid_t pgid = vfe_conn_backend_pid(vfe_dev_conn(s.dev));
-    double cpu0 = vb_pgrp_cpu_s(pgid);
+    double cpu0 = -1, cpu1 = -1;
+    uint64_t rss;
+    int sampled = vb_pgrp_sample(pgid, &cpu0, &rss);
     struct vfe_bench_result *res = g_new0(struct vfe_bench_result, 1);
     r = vfe_bench_run(s.fuse, s.dev, &bc, res);
-    double cpu1 = vb_pgrp_cpu_s(pgid);
-    run->cpu_s = cpu0 >= 0 && cpu1 >= 0 ? cpu1 - cpu0 : -1;
+    if (sampled == 0)
+        sampled = vb_pgrp_sample(pgid, &cpu1, &rss);
+    run->cpu_s = sampled == 0 ? cpu1 - cpu0 : -1;
+    run->rss_kib = sampled == 0 ? rss : 0;
     if (r < 0)
         why(run, r, "%s", "the benchmark loop");
     else if (res->ops && res->errors == res->ops)

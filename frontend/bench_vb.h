@@ -59,6 +59,7 @@ struct vb_run {
     double secs;
     double iops, mib_s, p50_us, p99_us;
     double cpu_s;           /* backend process group utime + stime; -1 for host */
+    uint64_t rss_kib;       /* backend process group RSS after the run; 0 for host */
     char *why;              /* on failure, a readable reason (g_free) */
 };
 
@@ -77,8 +78,9 @@ bool vb_workload_writes(enum vb_workload w);
 int vb_run_backend(const struct vb_opts *o, const struct vb_backend *be, const char *sub,
                    const char *log, struct vb_run *run);
 int vb_run_host(const struct vb_opts *o, int dirfd, const char *sub, struct vb_run *run);
-/* utime + stime, in seconds, of every process in process group pgid. */
-double vb_pgrp_cpu_s(pid_t pgid);
+/* utime + stime (seconds) and resident memory (KiB) summed over every process
+ * in process group pgid; -ESRCH when there is none. */
+int vb_pgrp_sample(pid_t pgid, double *cpu_s, uint64_t *rss_kib);
 
 void vb_report(const struct vb_opts *o, const struct vb_series *s, FILE *to,
                const char *workload);

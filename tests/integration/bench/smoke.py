@@ -1,0 +1,110 @@
+#!/usr/bin/env python3
+# vufs-bench smoke test: a short run of each workload against vufsd, the legacy
+# virtiofsd and the host pseudo-backend, checking that it exits 0 and prints a
+# JSON array with one object per backend carrying the documented keys, that
+# every backend completed requests without errors and that the effective queue
+# layout is what the tool documents. No timing is asserted.
+# usage: smoke.py VUFS_BENCH VUFSD LEGACY_VIRTIOFSD
+import json
+import os
+import shutil
+import subprocess
+import sys
+import tempfile
+
+KEYS = ("backend", "workload", "bs", "queues", "depth", "iops", "mib_s", "p50_us",
+        "p99_us", "ratio")
+
+
+def run(bench, args):
+    p = subprocess.run([bench] + args, stdout=subprocess.PIPE, stderr=subprocess.PIPE,
+                       text=True, timeout=240)
+    if p.returncode != 0:
+        sys.stderr.write(p.stderr)
+        raise SystemExit(f"vufs-bench {' '.join(args)} exited {p.returncode}")
+    return p
+
+
+def main():
+    bench, vufsd, legacy = sys.argv[1:4]
+    for exe in (bench, vufsd, legacy):
+        if not os.access(exe, os.X_OK):
+            raise SystemExit(f"{exe}: not executable")
+    env_prefix = os.environ.get("VUFSD_PREFIX", "")
+    vcmd = (f"{env_prefix}{vufsd} --socket-path {{socket}} --shared-dir {{dir}} --cache auto "
+            "--sandbox none --seccomp none --unsafe-no-isolation --log-level error")
+    lcmd = f"{legacy} --socket-path={{socket}} -o source={{dir}} -o cache=auto"
+    d = tempfile.mkdtemp(prefix="vufs-bench-smoke-")
+    try:
+        cases = [
+            ("randread", ["--bs", "4k", "--size", "4M", "--queues", "2", "--depth", "4"]),
+            ("randwrite", ["--bs", "4k", "--size", "4M"]),
+            ("seqread", ["--bs", "128k", "--size", "4M", "--files", "2"]),
+            ("randrw", ["--bs", "4k", "--size", "4M", "--depth", "2"]),
+            ("lookup", ["--files", "50"]),
+            ("stat", ["--files", "50"]),
+            ("create", ["--depth", "2"]),
+        ]
+        for workload, extra in cases:
+            args = ["--backend", f"vufsd={vcmd}", "--backend", f"legacy={lcmd}",
+                    "--backend", "host", "--dir", d, "--workload", workload,
+                    "--runtime", "0.3", "--repeat", "2", "--json"] + extra
+            p = run(bench, args)
+            objs = json.loads(p.stdout)
+            assert isinstance(objs, list) and len(objs) == 3, p.stdout
+            assert [o["backend"] for o in objs] == ["vufsd", "legacy", "host"], objs
+            for o in objs:
+                for k in KEYS:
+                    assert k in o, f"{workload}: key {k} missing in {o}"
+                assert o["workload"] == workload
+                assert o["runs"] == 2, o
+                assert o["errors"] == 0, o
+                assert o["iops"] > 0, o
+                assert all(x > 0 for x in o["iops_runs"]), o
+                assert o["p99_us"] >= o["p50_us"] > 0, o
+                assert "dax_window" not in o
+                if workload in ("randread", "randwrite", "seqread", "randrw"):
+                    assert o["mib_s"] > 0, o
+            assert objs[0]["ratio"] == 1.0, objs[0]
+            # The legacy daemon serves one request queue: it gets one queue with
+            # the same number of requests in flight.
+            if workload == "randread":
+                assert (objs[0]["queues"], objs[0]["depth"]) == (2, 4), objs[0]
+                assert (objs[1]["queues"], objs[1]["depth"]) == (1, 8), objs[1]
+                assert (objs[2]["queues"], objs[2]["depth"]) == (8, 1), objs[2]
+            # A spawned backend's CPU time and RSS are sampled; the host has none.
+            assert objs[0]["cpu_s"] >= 0 and objs[0]["rss_kib_max"] > 0, objs[0]
+            assert objs[2]["cpu_s"] == -1, objs[2]
+            # The per-run progress lines reach stderr.
+            assert p.stderr.count("[run ") >= 6, p.stderr
+            print(f"{workload}: " + ", ".join(f"{o['backend']} {o['iops']:.0f}" for o in objs))
+        # Create runs clean up after themselves.
+        assert os.listdir(os.path.join(d, "vufs-bench", "create")) == []
+
+        # DAX flags: a backend without a window is refused with a clear message,
+        # never measured.
+        p = subprocess.run([bench, "--backend", f"legacy={lcmd}", "--dir", d,
+                            "--workload", "randread", "--size", "4M", "--runtime", "0.2",
+                            "--repeat", "1", "--dax-window", "64M", "--dax-policy", "always",
+                            "--dax-guest", "lru", "--json"],
+                           stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
+                           timeout=120)
+        assert p.returncode != 0 and "offers no DAX window" in p.stderr, p.stderr
+        assert p.stdout == "", p.stdout
+
+        # Bad command lines are refused before anything runs.
+        for bad in (["--dir", d, "--workload", "randread"],
+                    ["--backend", "host", "--dir", d, "--workload", "nosuch"],
+                    ["--backend", "host", "--dir", d, "--bs", "0"],
+                    ["--backend", "host", "--dir", d, "--dax-policy", "always"],
+                    ["--backend", "host", "--dir", d, "--dax-window", "1M", "--dax-guest", "x"]):
+            p = subprocess.run([bench] + bad, stdout=subprocess.PIPE, stderr=subprocess.PIPE,
+                               timeout=30)
+            assert p.returncode == 2, (bad, p.returncode)
+    finally:
+        shutil.rmtree(d, ignore_errors=True)
+    print("vufs-bench smoke: ok")
+
+
+if __name__ == "__main__":
+    main()
