@@ -424,18 +424,28 @@ int main(int argc, char **argv)
 {
     struct vb_opts o;
     if (parse_args(argc, argv, &o) < 0) {
+        for (unsigned b = 0; b < o.nbackends; b++) {
+            g_free(o.backends[b].name);
+            g_free(o.backends[b].cmd);
+        }
         usage(stderr);
         return 2;
     }
     int dirfd = -1;
     int r = prepare_files(&o, &dirfd);
-    if (r < 0) {
-        fprintf(stderr, "vufs-bench: preparing the files in %s: %s\n", o.dir, g_strerror(-r));
-        return 1;
-    }
-    g_autofree char *logdir = g_dir_make_tmp("vufs-bench-XXXXXX", NULL);
-    if (!logdir) {
-        fprintf(stderr, "vufs-bench: no temporary directory for backend logs\n");
+    g_autofree char *logdir = r < 0 ? NULL : g_dir_make_tmp("vufs-bench-XXXXXX", NULL);
+    if (r < 0 || !logdir) {
+        if (r < 0)
+            fprintf(stderr, "vufs-bench: preparing the files in %s: %s\n", o.dir,
+                    g_strerror(-r));
+        else
+            fprintf(stderr, "vufs-bench: no temporary directory for backend logs\n");
+        if (dirfd >= 0)
+            close(dirfd);
+        for (unsigned b = 0; b < o.nbackends; b++) {
+            g_free(o.backends[b].name);
+            g_free(o.backends[b].cmd);
+        }
         return 1;
     }
     struct vb_series *series = g_new0(struct vb_series, o.nbackends);
