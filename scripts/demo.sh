@@ -35,21 +35,21 @@ cleanup() {
 trap cleanup EXIT
 
 say "starting vufsd on $sock, sharing $share"
-./build/vufsd --socket-path "$sock" --shared-dir "$share" --log-level info &
+./build/vufsd --socket-path "$sock" --shared-dir "$share" --log-level info --reconnect &
 daemon_pid=$!
 for _ in $(seq 100); do [ -S "$sock" ] && break; sleep 0.05; done
 [ -S "$sock" ] || { echo "vufsd did not create its socket"; exit 1; }
 
-say "frontend: negotiate, FUSE_INIT, list the share"
-./build/vufs-frontend --socket "$sock" ls /
-say "frontend: read the file the host wrote"
-./build/vufs-frontend --socket "$sock" cat /from-host.txt
-say "frontend: write a file through virtio-fs"
-./build/vufs-frontend --socket "$sock" write /from-guest.txt "written over virtqueues"
+say "frontend: negotiate like QEMU, FUSE_INIT, list the share, read the host's file, write one"
+./build/vufs-frontend --socket "$sock" --queues 2 \
+    ls / \
+    cat from-host.txt \
+    write from-guest.txt "written over virtqueues" \
+    stat from-guest.txt
 say "host: the file the frontend wrote"
 cat "$share/from-guest.txt"; echo
 
-say "stopping vufsd (SIGTERM)"
+say "stopping vufsd (SIGTERM): it finishes in-flight requests and exits 0"
 kill -TERM "$daemon_pid"
 wait "$daemon_pid" && rc=0 || rc=$?
 daemon_pid=
