@@ -120,6 +120,9 @@ struct vdev_config {
     const struct fll_ops *ops;
     void *fs;
     void (*fs_reset)(void *fs); /* forget every inode and handle (pt_fs_reset) */
+    /* Completes every request the fs parked (a SETLKW waiting for its lock) with
+     * EINTR, from the calling thread (pt_fs_cancel_waits); NULL if it never parks. */
+    void (*fs_cancel_waits)(void *fs);
 };
 
 struct vufsd_dev {
@@ -183,7 +186,9 @@ void vqt_init(struct vufsd_queue *q, struct vufsd_dev *dev, unsigned index);
 void vqt_destroy(struct vufsd_queue *q);
 /* Starts the queue if it is IDLE and fully configured. 0, or -errno why not. */
 int vqt_start(struct vufsd_queue *q);
-/* Stops a RUNNING queue: joins its thread and waits for its in-flight requests. */
+/* Stops a RUNNING queue: joins its thread, cancels the requests the fs parked
+ * (fs_cancel_waits, again while a worker may still park one) and waits for its
+ * in-flight requests. */
 void vqt_stop(struct vufsd_queue *q);
 /* Wakes the queue thread (enable flag changed). */
 void vqt_wake(struct vufsd_queue *q);

@@ -213,9 +213,20 @@ static void vmain_fs_reset(void *fs)
     pt_fs_reset(fs);
 }
 
+static void vmain_fs_cancel_waits(void *fs)
+{
+    pt_fs_cancel_waits(fs);
+}
+
 static int vmain_serve(const struct vufsd_config *cfg, int listen_fd, struct pt_fs *fs)
 {
-    struct vdev_config dc = {.cfg = cfg, .ops = pt_fs_ops(), .fs = fs, .fs_reset = vmain_fs_reset};
+    struct vdev_config dc = {
+        .cfg = cfg,
+        .ops = pt_fs_ops(),
+        .fs = fs,
+        .fs_reset = vmain_fs_reset,
+        .fs_cancel_waits = vmain_fs_cancel_waits,
+    };
 
     for (;;) {
         struct pollfd p[2] = {

@@ -15,6 +15,7 @@
 #include <stdlib.h>
 #include <string.h>
 #include <sys/eventfd.h>
+#include <time.h>
 #include <unistd.h>
 
 #include "log.h"
@@ -29,6 +30,9 @@ struct vqt_req {
     uint16_t head;
     struct iovec iov[]; /* fr.in_cnt readable, then fr.out_cnt writable */
 };
+
+/* vqt_stop: how long to wait for a drain before cancelling parked requests again. */
+#define VQT_CANCEL_RETRY_NS (50 * 1000 * 1000L)
 
 /* Set while a queue thread runs a batch: completions on it defer the signal. */
 static __thread struct vufsd_queue *vqt_batch_queue;
@@ -59,7 +63,11 @@ void vqt_init(struct vufsd_queue *q, struct vufsd_dev *dev, unsigned index)
     q->kick_fd = q->call_fd = q->err_fd = -1;
     q->wake_fd = eventfd(0, EFD_CLOEXEC | EFD_NONBLOCK);
     pthread_mutex_init(&q->lock, NULL);
-    pthread_cond_init(&q->drained, NULL);
+    pthread_condattr_t ca;
+    pthread_condattr_init(&ca);
+    pthread_condattr_setclock(&ca, CLOCK_MONOTONIC); /* vqt_stop's timed drain */
+    pthread_cond_init(&q->drained, &ca);
+    pthread_condattr_destroy(&ca);
 }
 
 void vqt_reset(struct vufsd_queue *q)
@@ -406,9 +414,34 @@ void vqt_stop(struct vufsd_queue *q)
     vqt_wake(q);
     pthread_join(q->thread, NULL);
 
+    /*
+     * A parked SETLKW is in flight until its lock comes, which another client may
+     * never release: cancel the parked requests before waiting. A pool worker may
+     * still be running a request of this queue and park a new one after the
+     * cancel, so the wait is timed and cancels again on every round.
+     */
+    void (*cancel)(void *) = q->dev->c.fs_cancel_waits;
     pthread_mutex_lock(&q->lock);
-    while (q->inflight)
-        pthread_cond_wait(&q->drained, &q->lock);
+    while (q->inflight) {
+        if (!cancel) {
+            pthread_cond_wait(&q->drained, &q->lock);
+            continue;
+        }
+        pthread_mutex_unlock(&q->lock); /* completions take q->lock */
+        cancel(q->dev->c.fs);
+        pthread_mutex_lock(&q->lock);
+        if (!q->inflight)
+            break;
+        struct timespec until;
+        clock_gettime(CLOCK_MONOTONIC, &until);
+        until.tv_nsec += VQT_CANCEL_RETRY_NS;
+        if (until.tv_nsec >= 1000000000L) {
+            until.tv_sec++;
+            until.tv_nsec -= 1000000000L;
+        }
+        int r = pthread_cond_timedwait(&q->drained, &q->lock, &until);
+        (void)r; /* ETIMEDOUT: cancel again */
+    }
     pthread_mutex_unlock(&q->lock);
 
     q->base = q->ring.last_avail_idx;
