@@ -85,11 +85,14 @@ void vdev_reset(struct vufsd_dev *dev)
     struct vmem_table *empty = vmem_table_new();
     if (empty)
         vdev_mem_swap(dev, empty);
-    vdev_set_backend_fd(dev, -1);
+    /*
+     * The device is reset, not the connection: the protocol features (REPLY_ACK),
+     * the backend request channel and the ownership stay, since QEMU does not
+     * negotiate or send them again after RESET_OWNER / RESET_DEVICE and would wait
+     * forever for acks. The driver acks its virtio features again.
+     */
     dev->features = 0;
-    dev->protocol_features = 0;
     dev->status = 0;
-    vdev_set_owned(dev, false);
     vdev_clear_broken(dev);
     fll_session_shutdown(dev->se); /* no request runs: every queue is stopped */
     if (dev->c.fs_reset)

@@ -18,10 +18,12 @@
  *         v
  *     +-------+  SET_OWNER   +-------+
  *     |  NEW  |------------->| OWNED |---+ queues start and stop any number of
- *     +-------+<-------------+-------+<--+ times (GET_VRING_BASE / SET_VRING_KICK)
- *         |     RESET_OWNER      |
- *         |   (queues stopped,   |
- *         |    fs reset)         |
+ *     +-------+              +-------+<--+ times (GET_VRING_BASE / SET_VRING_KICK);
+ *         |                      |         RESET_OWNER / RESET_DEVICE stays OWNED:
+ *         |                      |         queues stopped and reset, fs reset,
+ *         |                      |         virtio features and status cleared;
+ *         |                      |         the protocol features and the backend
+ *         |                      |         channel kept (QEMU does not resend them)
  *         +----------+-----------+
  *                    | disconnect / SIGTERM: every queue stopped, in-flight
  *                    v requests completed, fds closed, fs reset
@@ -155,9 +157,10 @@ struct vufsd_dev {
 struct vufsd_dev *vdev_new(const struct vdev_config *c, int *err);
 /* Stops every queue (waiting for in-flight requests), closes all fds, resets the fs. */
 void vdev_free(struct vufsd_dev *dev);
-/* NEW -> OWNED (SET_OWNER; repeated SET_OWNER is tolerated) and back (reset). */
+/* NEW -> OWNED (SET_OWNER; repeated SET_OWNER is tolerated); false: back to NEW. */
 void vdev_set_owned(struct vufsd_dev *dev, bool owned);
-/* RESET_OWNER: back to NEW with clean state; the fs is reset. */
+/* RESET_OWNER / RESET_DEVICE: queues stopped and reset, fs reset; stays OWNED with
+ * its protocol features and backend channel (see the lifecycle above). */
 void vdev_reset(struct vufsd_dev *dev);
 bool vdev_has_feature(const struct vufsd_dev *dev, unsigned bit);
 bool vdev_has_protocol_feature(const struct vufsd_dev *dev, unsigned bit);

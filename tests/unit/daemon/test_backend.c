@@ -140,10 +140,51 @@ static void test_requests(void **state)
     vdev_free(dev);
 }
 
+/*
+ * RESET_OWNER / RESET_DEVICE resets the device, not the connection: QEMU does not
+ * negotiate the protocol features nor send the backend channel again, and keeps
+ * waiting for REPLY_ACK answers.
+ */
+static void test_reset_keeps_connection(void **state)
+{
+    (void)state;
+    struct vufsd_config cfg;
+    struct vufsd_dev *dev = new_dev(&cfg);
+    struct peer p = {0};
+    uint64_t v = 1;
+    int sv[2];
+    pthread_t t;
+
+    vdev_set_owned(dev, true);
+    dev->features = 1ull << VU_F_PROTOCOL_FEATURES;
+    dev->protocol_features = 1ull << VU_PROTOCOL_F_REPLY_ACK;
+    dev->status = 0xf;
+    assert_int_equal(socketpair(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0, sv), 0);
+    vdev_set_backend_fd(dev, sv[0]);
+
+    vdev_reset(dev);
+    assert_int_equal(dev->state, VDEV_OWNED);
+    assert_true(vdev_has_protocol_feature(dev, VU_PROTOCOL_F_REPLY_ACK));
+    assert_int_equal(dev->status, 0);
+    assert_int_equal(dev->features, 0); /* the driver acks them again */
+
+    /* The channel given before the reset still carries requests. */
+    p.fd = sv[1];
+    p.answer = ANSWER_OK;
+    pthread_create(&t, NULL, peer_run, &p);
+    assert_int_equal(vdev_backend_request(dev, 9, NULL, 0, -1, &v), 0);
+    pthread_join(t, NULL);
+    assert_int_equal(p.got.request, 9);
+    assert_int_equal(v, 0);
+    close(sv[1]);
+    vdev_free(dev);
+}
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(test_requests),
+        cmocka_unit_test(test_reset_keeps_connection),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }
