@@ -44,6 +44,7 @@ struct vmain_listener {
     char *sock_name; /* basename of the socket */
     char *pid_name;  /* basename of the pid file */
     int pid_fd;      /* locked with flock for the daemon's lifetime */
+    pid_t pid;       /* what the pid file says: the process an operator signals */
     bool bound;      /* we created the socket file (so we remove it) */
 };
 
@@ -78,7 +79,7 @@ static int vmain_lock_pidfile(struct vmain_listener *l)
         return e == EWOULDBLOCK ? -EADDRINUSE : -e;
     }
     char buf[32];
-    int len = snprintf(buf, sizeof(buf), "%d\n", (int)getpid());
+    int len = snprintf(buf, sizeof(buf), "%d\n", (int)l->pid);
     if (ftruncate(fd, 0) < 0 || pwrite(fd, buf, (size_t)len, 0) != len) {
         int e = errno;
         vlog_err("cannot write the pid file: %s", strerror(e));
@@ -385,6 +386,12 @@ int main(int argc, char **argv)
         vlog_err("sandbox settings refused: %s", why ? why : "invalid");
         goto out;
     }
+    /*
+     * The pid file names the process an operator signals: with a pid namespace,
+     * the parent that stays outside it and forwards signals (the child is pid 1
+     * inside, a number meaningless on the host).
+     */
+    l.pid = getpid();
     if (sbc.mode == SB_MODE_NAMESPACE) {
         int ret = sb_enter_pid_ns(); /* only the child returns */
         if (ret < 0) {

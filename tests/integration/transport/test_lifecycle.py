@@ -35,6 +35,23 @@ def test_pidfile():
     check(rc == 0, "exit status %d after disconnect" % rc)
     shutil.rmtree(d1.dir, ignore_errors=True)
 
+    # With the pid namespace (root only), the pid file names the process outside
+    # the namespace that forwards signals, not the daemon's pid 1 inside it.
+    if os.geteuid() == 0:
+        # LeakSanitizer's exit-time scan cannot run inside the seccomp sandbox.
+        d3 = Daemon(extra=["--sandbox", "namespace"], sandboxed=True,
+                    env={"ASAN_OPTIONS": os.environ.get("ASAN_OPTIONS", "") + ":detect_leaks=0"})
+        d3.wait_log("security:")
+        with open(d3.sock + ".pid") as f:
+            text = f.read().strip()
+        check(text == str(d3.proc.pid),
+              "pid file holds %r, not the host pid %d of the namespace parent" % (text, d3.proc.pid))
+        os.kill(int(text), signal.SIGTERM)
+        rc = d3.wait_exit(30)
+        check(rc == 0, "exit status %d after SIGTERM to the pid file's pid:\n%s" % (rc, d3.text()))
+        check(not os.path.exists(d3.sock + ".pid"), "pid file left behind")
+        shutil.rmtree(d3.dir, ignore_errors=True)
+
 
 def test_stale_socket():
     work = tempfile.mkdtemp(prefix="vufsd-transport-")

@@ -46,7 +46,7 @@ def check_sanitizers(text):
 class Daemon:
     """A vufsd process on a socket in a private temporary directory."""
 
-    def __init__(self, extra=(), sandboxed=False, workdir=None, sock=None):
+    def __init__(self, extra=(), sandboxed=False, workdir=None, sock=None, env=None):
         if not VUFSD:
             fail("VUFSD is not set")
         self.dir = workdir or tempfile.mkdtemp(prefix="vufsd-transport-")
@@ -57,7 +57,8 @@ class Daemon:
         args = [VUFSD, "--socket-path", self.sock, "--shared-dir", self.share,
                 "--log-level", "debug"] + ([] if sandboxed else UNSANDBOXED) + list(extra)
         self.logf = open(self.log, "w")
-        self.proc = subprocess.Popen(args, stdout=self.logf, stderr=subprocess.STDOUT)
+        self.proc = subprocess.Popen(args, stdout=self.logf, stderr=subprocess.STDOUT,
+                                     env=None if env is None else dict(os.environ, **env))
 
     def wait_listening(self, timeout=30):
         self.wait_log("listening on", timeout)
