@@ -93,6 +93,7 @@ struct vufsd_config {
 
     /* Security */
     enum vufsd_sandbox sandbox;
+    bool sandbox_explicit; /* --sandbox (or -o sandbox=) was given */
     enum vufsd_seccomp seccomp;
     char *modcaps;       /* --modcaps=+cap:-cap */
     uint64_t rlimit_nofile; /* 0 = default */

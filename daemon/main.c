@@ -309,8 +309,92 @@ static struct sb_config vmain_sb_config(const struct vufsd_config *cfg)
     };
 }
 
-/* The sandbox, applied after the fs and the socket are open and before any request. */
-static int vmain_enter_sandbox(const struct sb_config *sbc)
+/* ---- --mount ----------------------------------------------------------------------- */
+
+/*
+ * The mount is made after the filesystem is open and before capabilities are
+ * dropped (mount(2) needs CAP_SYS_ADMIN); vmain_sb_config keeps CAP_SYS_ADMIN and
+ * the seccomp /dev/fuse feature allows umount2, so the mount is removed at the
+ * end. SIGTERM/SIGINT/SIGHUP stop the loop; one arriving before the mount
+ * exists is remembered and stops it as soon as it does.
+ */
+static struct fll_devfuse *vmain_devfuse; /* atomic */
+static int vmain_devfuse_stopping;        /* atomic */
+
+static void vmain_on_devfuse_signal(int sig)
+{
+    int saved = errno;
+    (void)sig;
+    __atomic_store_n(&vmain_devfuse_stopping, 1, __ATOMIC_SEQ_CST);
+    fll_devfuse_stop(__atomic_load_n(&vmain_devfuse, __ATOMIC_SEQ_CST));
+    errno = saved;
+}
+
+static int vmain_install_devfuse_signals(void)
+{
+    static const int sigs[] = {SIGTERM, SIGINT, SIGHUP};
+    struct sigaction sa = {.sa_handler = vmain_on_devfuse_signal, .sa_flags = SA_RESTART};
+    sigemptyset(&sa.sa_mask);
+    for (size_t i = 0; i < sizeof(sigs) / sizeof(sigs[0]); i++)
+        if (sigaction(sigs[i], &sa, NULL) < 0)
+            return -errno;
+    return 0;
+}
+
+static int vmain_mount(const struct vufsd_config *cfg, struct pt_fs *fs)
+{
+    struct fll_devfuse_config dc = {
+        .ops = pt_fs_ops(),
+        .fs = fs,
+        .mountpoint = cfg->mountpoint,
+        .fsname = "vufsd",
+        /* Root serves every host user, each checked as its caller (like a guest's). */
+        .mount_opts = geteuid() == 0 ? "allow_other" : NULL,
+        .nthreads = cfg->thread_pool_size ? cfg->thread_pool_size : 1,
+    };
+    struct fll_devfuse *h = NULL;
+    int ret = fll_devfuse_new(&dc, &h);
+    if (ret < 0) {
+        vlog_err("cannot mount %s: %s", cfg->mountpoint, strerror(-ret));
+        return ret;
+    }
+    __atomic_store_n(&vmain_devfuse, h, __ATOMIC_SEQ_CST);
+    if (__atomic_load_n(&vmain_devfuse_stopping, __ATOMIC_SEQ_CST))
+        fll_devfuse_stop(h);
+    vlog_info("mounted %s", cfg->mountpoint);
+    return 0;
+}
+
+/* Serves the mount made by vmain_mount until a signal or an unmount, then unmounts. */
+static int vmain_run_devfuse(const struct vufsd_config *cfg)
+{
+    struct fll_devfuse *h = __atomic_load_n(&vmain_devfuse, __ATOMIC_SEQ_CST);
+    int ret = fll_devfuse_loop(h);
+    __atomic_store_n(&vmain_devfuse, NULL, __ATOMIC_SEQ_CST);
+    fll_devfuse_free(h); /* answers what the fs kept, unmounts */
+    if (ret < 0) {
+        vlog_err("cannot serve %s: %s", cfg->mountpoint, strerror(-ret));
+        return 1;
+    }
+    vlog_info("unmounted %s", cfg->mountpoint);
+    return 0;
+}
+
+/* Unmounts after a start-up failure between vmain_mount and serving. */
+static void vmain_unmount(void)
+{
+    struct fll_devfuse *h = __atomic_exchange_n(&vmain_devfuse, NULL, __ATOMIC_SEQ_CST);
+    fll_devfuse_free(h);
+}
+
+/* ---- Sandbox ----------------------------------------------------------------------- */
+
+/*
+ * The sandbox, applied after the fs and the socket are open and before any
+ * request; --mount mounts between the namespaces and the capability drop.
+ */
+static int vmain_enter_sandbox(const struct sb_config *sbc, const struct vufsd_config *cfg,
+                               struct pt_fs *fs)
 {
     uint64_t nofile = 0;
     char line[512];
@@ -324,6 +408,8 @@ static int vmain_enter_sandbox(const struct sb_config *sbc)
         vlog_err("cannot enter the sandbox (%s): %s", sb_mode_name(sbc->mode), strerror(-ret));
         return ret;
     }
+    if (cfg->mountpoint && (ret = vmain_mount(cfg, fs)) < 0)
+        return ret;
     if ((ret = sb_drop_caps(sbc)) < 0) {
         vlog_err("cannot drop capabilities: %s", strerror(-ret));
         return ret;
@@ -339,23 +425,12 @@ static int vmain_enter_sandbox(const struct sb_config *sbc)
     return 0;
 }
 
-static int vmain_run_devfuse(const struct vufsd_config *cfg, struct pt_fs *fs)
-{
-    unsigned n = cfg->thread_pool_size ? cfg->thread_pool_size : 1;
-    /* fll_devfuse_run handles SIGTERM/SIGINT itself by unmounting and returning. */
-    int ret = fll_devfuse_run(pt_fs_ops(), fs, cfg->mountpoint, "vufsd", n, NULL);
-    if (ret < 0) {
-        vlog_err("cannot serve %s: %s", cfg->mountpoint, strerror(-ret));
-        return 1;
-    }
-    return 0;
-}
-
 int main(int argc, char **argv)
 {
     struct vufsd_config cfg;
     enum vopt_action action;
     g_autofree char *errmsg = NULL;
+    g_autofree char *mount_caps = NULL; /* --mount: the modcaps handed to the sandbox */
     struct vmain_listener l = {.fd = -1, .dir_fd = -1, .pid_fd = -1};
     int status = 1;
 
@@ -381,6 +456,12 @@ int main(int argc, char **argv)
         goto out;
     }
     struct sb_config sbc = vmain_sb_config(&cfg);
+    /* --mount: unmounting at the end needs CAP_SYS_ADMIN (a user's -sys_admin still wins). */
+    if (cfg.mountpoint) {
+        mount_caps = g_strdup_printf("+sys_admin%s%s", cfg.modcaps && *cfg.modcaps ? ":" : "",
+                                     cfg.modcaps ? cfg.modcaps : "");
+        sbc.modcaps = mount_caps;
+    }
     const char *why = NULL;
     if (sb_config_check(&sbc, &why) < 0) {
         vlog_err("sandbox settings refused: %s", why ? why : "invalid");
@@ -401,8 +482,11 @@ int main(int argc, char **argv)
         }
     }
 
-    /* --mount: fll_devfuse_run() installs its own handlers (unmount and return). */
-    if (!cfg.mountpoint && vmain_install_signals() < 0) {
+    if (cfg.mountpoint && !cfg.sandbox_explicit)
+        vlog_warn("--mount: no sandbox (--sandbox none), the mount is made in the host's "
+                  "mount namespace; seccomp still applies");
+    /* --mount: the handlers stop the /dev/fuse loop, which then unmounts. */
+    if ((cfg.mountpoint ? vmain_install_devfuse_signals() : vmain_install_signals()) < 0) {
         vlog_err("cannot install signal handlers: %s", strerror(errno));
         goto out;
     }
@@ -423,11 +507,13 @@ int main(int argc, char **argv)
         goto out;
     }
 
-    if (vmain_enter_sandbox(&sbc) < 0)
+    if (vmain_enter_sandbox(&sbc, &cfg, fs) < 0) {
+        vmain_unmount();
         goto free_fs;
+    }
 
     if (cfg.mountpoint) {
-        status = vmain_run_devfuse(&cfg, fs);
+        status = vmain_run_devfuse(&cfg);
         goto free_fs;
     }
 

@@ -319,6 +319,8 @@ static int vopt_apply(const struct vopt_row *row, const char *value, struct vufs
         for (const struct vopt_enum *e = row->names; e->name; e++) {
             if (strcmp(e->name, value) == 0) {
                 *(int *)base = e->value;
+                if (row->off == offsetof(struct vufsd_config, sandbox))
+                    cfg->sandbox_explicit = true;
                 return 0;
             }
         }
@@ -491,7 +493,9 @@ static const GOptionEntry vopt_entries[] = {
      "Print the vhost-user backend capabilities as JSON and exit", NULL},
     {"version", 'V', 0, G_OPTION_ARG_NONE, NULL, "Print the version and exit", NULL},
     CB_SW("reconnect", "Listen again after the frontend disconnects"),
-    CB_ARG("mount", "Serve a local FUSE mount through /dev/fuse instead of vhost-user",
+    CB_ARG("mount",
+           "Serve a local FUSE mount through /dev/fuse instead of vhost-user "
+           "(implies --sandbox none; namespace and chroot are refused)",
            "MOUNTPOINT"),
     CB_ARG("dax-window", "DAX window size (K/M/G suffixes, page multiple)", "SIZE"),
     CB_ARG("dax-policy", "Which files use the DAX window", "never|always|auto"),
@@ -528,6 +532,13 @@ static int vopt_validate(const struct vufsd_config *cfg, char **errmsg)
     }
     if (cfg->reconnect && cfg->mountpoint) {
         *errmsg = g_strdup("--reconnect makes no sense with --mount");
+        return -EINVAL;
+    }
+    if (cfg->mountpoint && cfg->sandbox != VUFSD_SANDBOX_NONE) {
+        /* Only reached with an explicit --sandbox: vopt_parse defaults it to none. */
+        *errmsg = g_strdup("--mount works only with --sandbox none: the mount must be made, and "
+                           "later removed, in the host's mount namespace, which needs "
+                           "CAP_SYS_ADMIN there (seccomp still applies)");
         return -EINVAL;
     }
     if (cfg->sandbox == VUFSD_SANDBOX_NONE && cfg->seccomp == VUFSD_SECCOMP_NONE &&
@@ -589,6 +600,9 @@ int vopt_parse(int argc, char **argv, struct vufsd_config *cfg, enum vopt_action
         *action = VOPT_PRINT_CAPABILITIES;
         return 0;
     }
+    /* --mount: the mount lives in the host's namespace (see vopt_validate). */
+    if (cfg->mountpoint && !cfg->sandbox_explicit)
+        cfg->sandbox = VUFSD_SANDBOX_NONE;
     int ret = vopt_validate(cfg, errmsg);
     if (ret < 0)
         return ret;

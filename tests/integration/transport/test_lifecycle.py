@@ -11,6 +11,7 @@ import socket
 import subprocess
 import sys
 import tempfile
+import time
 
 from vutest import Daemon, VUFSD, UNSANDBOXED, check, fail
 
@@ -182,8 +183,68 @@ def test_fd_handover():
     shutil.rmtree(work, ignore_errors=True)
 
 
+def mounted(path):
+    """The filesystem type mounted at path, from mountinfo, or None."""
+    with open("/proc/self/mountinfo") as f:
+        for line in f:
+            fields = line.split()
+            if fields[4] == path:
+                return fields[fields.index("-") + 1]
+    return None
+
+
+def test_mount():
+    """--mount with the default sandbox: mounts in the host's namespace (sandbox
+    none, with a warning, seccomp on), serves, and unmounts on SIGTERM; an
+    explicit --sandbox namespace or chroot is refused."""
+    if os.geteuid() != 0 or not os.path.exists("/dev/fuse"):
+        print("SKIP: --mount needs root and /dev/fuse")
+        sys.exit(77)
+    work = tempfile.mkdtemp(prefix="vufsd-transport-")
+    os.chmod(work, 0o755)
+    share, mnt = os.path.join(work, "share"), os.path.join(work, "mnt")
+    os.mkdir(share)
+    os.mkdir(mnt)
+    with open(os.path.join(share, "hello"), "w") as f:
+        f.write("through the mount\n")
+    for mode in ("namespace", "chroot"):
+        r = run(["--mount", mnt, "--shared-dir", share, "--sandbox", mode])
+        check(r.returncode == 1 and "--mount works only with --sandbox none" in r.stderr,
+              "--mount --sandbox %s: %d %r" % (mode, r.returncode, r.stderr))
+        check(mounted(mnt) is None, "refused --mount left a mount")
+    log = os.path.join(work, "vufsd.log")
+    with open(log, "w") as logf:
+        # LeakSanitizer's exit-time scan cannot run under the seccomp filter.
+        env = dict(os.environ, ASAN_OPTIONS=os.environ.get("ASAN_OPTIONS", "") + ":detect_leaks=0")
+        p = subprocess.Popen([VUFSD, "--mount", mnt, "--shared-dir", share, "--log-level", "debug"],
+                             stdout=logf, stderr=subprocess.STDOUT, env=env)
+    text = lambda: open(log).read()
+    try:
+        deadline = time.monotonic() + 30
+        while "security:" not in text():
+            check(p.poll() is None, "vufsd --mount exited %s:\n%s" % (p.returncode, text()))
+            check(time.monotonic() < deadline, "vufsd --mount did not start:\n" + text())
+            time.sleep(0.05)
+        check((mounted(mnt) or "").startswith("fuse"), "no fuse mount on %s:\n%s" % (mnt, text()))
+        with open(os.path.join(mnt, "hello")) as f:
+            check(f.read() == "through the mount\n", "wrong content through the mount")
+        check("--mount: no sandbox" in text(), "implied --sandbox none not logged:\n" + text())
+        check("seccomp=kill" in text(), "seccomp not applied with --mount:\n" + text())
+        p.send_signal(signal.SIGTERM)
+        rc = p.wait(30)
+        check(rc == 0, "vufsd --mount exited %d after SIGTERM:\n%s" % (rc, text()))
+        check(mounted(mnt) is None, "mount left behind after SIGTERM:\n" + text())
+    finally:
+        if p.poll() is None:
+            p.kill()
+            p.wait()
+        if mounted(mnt):
+            subprocess.run(["umount", "-l", mnt])
+    shutil.rmtree(work, ignore_errors=True)
+
+
 if __name__ == "__main__":
     tests = {"pidfile": test_pidfile, "stale": test_stale_socket, "signals": test_signals,
-             "cli": test_command_line, "fd": test_fd_handover, "group": test_socket_group}
+             "cli": test_command_line, "fd": test_fd_handover, "group": test_socket_group, "mount": test_mount}
     tests[sys.argv[1]]()
     print("PASS")
