@@ -143,6 +143,7 @@ struct bench_worker {
     struct vfe_fuse_op **done;
     struct vfe_hist hist;
     uint64_t ops, bytes, errors;
+    int32_t first_error;
     uint64_t quota;      /* ops this worker may start; UINT64_MAX: until the deadline */
     uint64_t started;
     unsigned in_flight;  /* slots BUSY or RELEASING */
@@ -255,6 +256,8 @@ static bool account(struct bench_worker *w, const struct vfe_fuse_op *op)
     w->ops++;
     vfe_hist_add(&w->hist, op->t_done_ns - op->t_submit_ns);
     if (op->error) {
+        if (!w->errors)
+            w->first_error = op->error;
         w->errors++;
         return false;
     }
@@ -428,6 +431,8 @@ int vfe_bench_run(struct vfe_fuse *f, struct vfe_dev *d, const struct vfe_bench_
     for (unsigned q = 0; q < started; q++) {
         res->ops += ws[q].ops;
         res->bytes += ws[q].bytes;
+        if (!res->errors && ws[q].errors)
+            res->first_error = ws[q].first_error;
         res->errors += ws[q].errors;
         vfe_hist_merge(&res->latency, &ws[q].hist);
         if (ws[q].err && r == 0)

@@ -35,6 +35,7 @@ struct summary {
     double med[F_N], min[F_N], max[F_N];
     unsigned queues, depth;
     uint64_t errors;
+    int first_error;
 };
 
 static void summarise(const struct vb_series *s, struct summary *out)
@@ -62,8 +63,11 @@ static void summarise(const struct vb_series *s, struct summary *out)
     }
     out->queues = s->runs[0].queues;
     out->depth = s->runs[0].depth;
-    for (unsigned i = 0; i < n; i++)
+    for (unsigned i = 0; i < n; i++) {
+        if (!out->errors && s->runs[i].errors)
+            out->first_error = s->runs[i].first_error;
         out->errors += s->runs[i].errors;
+    }
 }
 
 void vb_report(const struct vb_opts *o, const struct vb_series *s, FILE *to,
@@ -91,7 +95,8 @@ void vb_report(const struct vb_opts *o, const struct vb_series *s, FILE *to,
                 m.min[F_P50], m.max[F_P50], m.med[F_P99], m.min[F_P99], m.max[F_P99], ratio,
                 cpu, m.max[F_RSS] / 1024.0);
         if (m.errors)
-            fprintf(to, "%-12s %" PRIu64 " requests failed\n", "", m.errors);
+            fprintf(to, "%-12s %" PRIu64 " requests failed (the first: %s)\n", "", m.errors,
+                    g_strerror(-m.first_error));
     }
 }
 
@@ -147,8 +152,8 @@ void vb_report_json(const struct vb_opts *o, const struct vb_series *s, FILE *to
         json_num(to, "cpu_us_per_op", m.med[F_CPU_OP], true);
         json_num(to, "rss_kib_max", m.max[F_RSS], true);
         fprintf(to, "\"queues_requested\": %u, \"depth_requested\": %u, ", o->queues, o->depth);
-        fprintf(to, "\"errors\": %" PRIu64 ", \"runtime_s\": %.3f, \"runs\": %u, ", m.errors,
-                o->runtime_s, s[b].nruns);
+        fprintf(to, "\"errors\": %" PRIu64 ", \"first_errno\": %d, \"runtime_s\": %.3f, "
+                "\"runs\": %u, ", m.errors, -m.first_error, o->runtime_s, s[b].nruns);
         if (o->dax_window) {
             fprintf(to, "\"dax_window\": %" PRIu64 ", ", o->dax_window);
             json_str(to, "dax_policy", o->dax_policy);

@@ -27,6 +27,7 @@ static void fill_run(struct vb_run *run, const struct vfe_bench_result *res)
 {
     run->ops = res->ops;
     run->errors = res->errors;
+    run->first_error = res->first_error;
     run->bytes = res->bytes;
     run->secs = (double)res->elapsed_ns / 1e9;
     run->iops = run->secs > 0 ? (double)(res->ops - res->errors) / run->secs : 0;
@@ -324,6 +325,7 @@ struct host_worker {
     char *buf;
     struct vfe_hist *hist;
     uint64_t ops, errors, bytes;
+    int first_error;
     pthread_t thread;
 };
 
@@ -383,8 +385,8 @@ static void *host_main(void *arg)
         int r = host_op(w);
         vfe_hist_add(w->hist, vfe_now_ns() - t);
         w->ops++;
-        if (r < 0)
-            w->errors++;
+        if (r < 0 && !w->errors++)
+            w->first_error = r;
     }
     return NULL;
 }
@@ -444,6 +446,8 @@ int vb_run_host(const struct vb_opts *o, int dirfd, const char *sub, struct vb_r
     res->elapsed_ns = vfe_now_ns() - t0;
     for (unsigned i = 0; i < nt; i++) {
         res->ops += ws[i].ops;
+        if (!res->errors && ws[i].errors)
+            res->first_error = ws[i].first_error;
         res->errors += ws[i].errors;
         res->bytes += ws[i].bytes;
         if (ws[i].hist)

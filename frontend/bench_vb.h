@@ -56,6 +56,7 @@ struct vb_opts {
 struct vb_run {
     unsigned queues, depth; /* effective */
     uint64_t ops, errors, bytes;
+    int first_error;        /* -errno of the first failed request, 0 when none */
     double secs;
     double iops, mib_s, p50_us, p99_us;
     double cpu_s;           /* backend process group utime + stime; -1 for host */

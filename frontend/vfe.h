@@ -655,6 +655,7 @@ struct vfe_bench_config {
 struct vfe_bench_result {
     uint64_t ops;             /* completed */
     uint64_t errors;          /* completed with an error reply */
+    int32_t first_error;      /* the first error reply's -errno, 0 when none */
     uint64_t bytes;
     uint64_t elapsed_ns;
     struct vfe_hist latency;  /* submit to reap, per request */

@@ -7,8 +7,11 @@
 # usage: scripts/bench.sh [BUILD_DIR] [OUT_DIR]
 #   env: SIZE (data file, default 1G), RUNTIME (s per run, default 3),
 #        REPEAT (runs per backend, default 3), DATA (files, default
-#        /tmp/vufs-bench-data), RSS_FILES (default 100000), BENCH (binary),
-#        PLOT (png path, default docs/bench-qd.png), SWEEP_RUNTIME (s, default 2)
+#        /tmp/vufs-bench-data), RSS_FILES (default 18000), BENCH (binary),
+#        PLOT (png path, default docs/bench-qd.png), SWEEP_RUNTIME (s, default 2),
+#        STEPS (default "data meta sweep rss plot tables")
+# OUT_DIR gets NAME.json, NAME.txt (table) and NAME.cmd per run, bench-qd.png's
+# data, and tables.md (the markdown tables of docs/benchmarks.md).
 set -eu
 here=$(cd "$(dirname "$0")/.." && pwd)
 build=${1:-$here/build}
@@ -17,17 +20,23 @@ size=${SIZE:-1G}
 runtime=${RUNTIME:-3}
 repeat=${REPEAT:-3}
 data=${DATA:-/tmp/vufs-bench-data}
-rss_files=${RSS_FILES:-100000}
+rss_files=${RSS_FILES:-18000}
 plot=${PLOT:-$here/docs/bench-qd.png}
 bench=${BENCH:-$build/vufs-bench}
 [ -x "$bench" ] || bench=$build/frontend/vufs-bench-dev
 legacy=/usr/lib/qemu/virtiofsd
 [ -x "$bench" ] || { echo "no vufs-bench in $build" >&2; exit 1; }
 [ -x "$legacy" ] || { echo "$legacy missing" >&2; exit 1; }
+steps=${STEPS:-data meta sweep rss plot tables}
 mkdir -p "$out" "$data"
+step() { case " $steps " in *" $1 "*) return 0 ;; esac; return 1; }
 
 vufsd="$build/vufsd --socket-path {socket} --shared-dir {dir} --cache auto --sandbox none --seccomp none --unsafe-no-isolation --log-level error"
 legacy_cmd="$legacy --socket-path={socket} -o source={dir} -o cache=auto"
+# Both daemons keep one O_PATH fd per known inode, so RLIMIT_NOFILE bounds the
+# inodes they can know (file handles need CAP_DAC_READ_SEARCH and a filesystem
+# that exports them). Where the hard limit is low and cannot be raised, keep
+# RSS_FILES below it.
 
 # run NAME ARGS...: one vufs-bench invocation, JSON to OUT/NAME.json, the
 # table (stderr) to OUT/NAME.txt; the command line to OUT/NAME.cmd.
@@ -46,6 +55,7 @@ run() {
 tp() { echo "vufsd-tp$1=$vufsd --thread-pool-size $1"; }
 
 # Data path: 4 KiB random reads at QD1 and 4 queues x QD16; 1 MiB sequential.
+if step data; then
 run randread-qd1 --backend "$(tp 0)" --backend "$(tp 2)" --backend "$(tp 4)" \
     --backend "legacy=$legacy_cmd" --backend host \
     --workload randread --bs 4k --size "$size" --queues 1 --depth 1
@@ -57,16 +67,23 @@ run seqread-1m --backend "$(tp 0)" --backend "$(tp 2)" --backend "$(tp 4)" \
     --workload seqread --bs 1M --size "$size" --queues 1 --depth 1
 run randwrite-qd1 --backend "$(tp 0)" --backend "legacy=$legacy_cmd" --backend host \
     --workload randwrite --bs 4k --size "$size" --queues 1 --depth 1
+fi
 
 # Metadata: LOOKUP, GETATTR, CREATE (+RELEASE) at QD1 and 4 x QD16.
+if step meta; then
 for w in lookup stat create; do
-    run "$w-qd1" --backend "$(tp 0)" --backend "$(tp 2)" --backend "legacy=$legacy_cmd" \
+    run "$w-qd1" --backend "$(tp 0)" --backend "$(tp 2)" \
+        --backend "legacy=$legacy_cmd" \
         --backend host --workload "$w" --files 10000 --queues 1 --depth 1
-    run "$w-4x16" --backend "$(tp 0)" --backend "$(tp 2)" --backend "legacy=$legacy_cmd" \
+    run "$w-4x16" --backend "$(tp 0)" --backend "$(tp 2)" \
+        --backend "legacy=$legacy_cmd" \
         --backend host --workload "$w" --files 10000 --queues 4 --depth 16
 done
+fi
 
 # IOPS against queue depth (4 KiB randread), one queue and four.
+if step sweep; then
+runtime_saved=$runtime
 runtime=${SWEEP_RUNTIME:-2}
 for q in 1 4; do
     for d in 1 2 4 8 16 32 64; do
@@ -74,12 +91,19 @@ for q in 1 4; do
             --backend host --workload randread --bs 4k --size "$size" --queues "$q" --depth "$d"
     done
 done
+runtime=$runtime_saved
+fi
 
 # RSS with many inodes known: the stat workload looks every file up first.
+if step rss; then
 repeat=1 runtime=1
+run rss-1000 --backend "vufsd=$vufsd" --backend "legacy=$legacy_cmd" \
+    --workload stat --files 1000 --queues 1 --depth 1
 run rss --backend "vufsd=$vufsd" --backend "legacy=$legacy_cmd" \
     --workload stat --files "$rss_files" --queues 1 --depth 1
+fi
 
+if step plot; then
 /usr/bin/python3 - "$out" "$plot" <<'PY'
 import glob, json, os, sys
 import matplotlib
@@ -113,4 +137,56 @@ fig.tight_layout(rect=(0, 0.03, 1, 1))
 fig.savefig(png, dpi=100)
 print("plot:", png)
 PY
+fi
+
+if step tables; then
+/usr/bin/python3 - "$out" > "$out/tables.md" <<'PY'
+import glob, json, os, sys
+out = sys.argv[1]
+def cell(o, k):
+    return f"{o[k]:.0f} ({o[k+'_min']:.0f}-{o[k+'_max']:.0f})"
+names = sorted(os.path.basename(p)[:-5] for p in glob.glob(os.path.join(out, "*.json")))
+order = ["randread-qd1", "randread-4x16", "seqread-1m", "randwrite-qd1", "lookup-qd1",
+         "lookup-4x16", "stat-qd1", "stat-4x16", "create-qd1", "create-4x16", "rss"]
+names = [n for n in order if n in names] + [n for n in names if n not in order and not n.startswith("qd-")]
+for n in names:
+    objs = json.load(open(os.path.join(out, n + ".json")))
+    cmd = open(os.path.join(out, n + ".cmd")).read().strip()
+    print(f"### {n}\n")
+    print("| backend | queues x depth | IOPS median (min-max) | MiB/s median (min-max) | p50 us | p99 us | ratio | backend CPU us/op | backend RSS MiB |")
+    print("|---|---|---|---|---|---|---|---|---|")
+    for o in objs:
+        cpu = f"{o['cpu_us_per_op']:.2f}" if o["cpu_us_per_op"] >= 0 else "-"
+        rss = f"{o['rss_kib_max']/1024:.1f}" if o["rss_kib_max"] > 0 else "-"
+        print(f"| {o['backend']} | {o['queues']} x {o['depth']} | {cell(o,'iops')} | "
+              f"{o['mib_s']:.1f} ({o['mib_s_min']:.1f}-{o['mib_s_max']:.1f}) | "
+              f"{o['p50_us']:.1f} | {o['p99_us']:.1f} | {o['ratio']:.2f} | {cpu} | {rss} |")
+    print()
+    print("<details><summary>command and JSON</summary>\n")
+    print("```")
+    print(cmd + " --dir DATA --runtime RUNTIME --repeat REPEAT --json")
+    print(open(os.path.join(out, n + ".json")).read().strip())
+    print("```\n</details>\n")
+qd = sorted(glob.glob(os.path.join(out, "qd-*.json")))
+if qd:
+    print("### queue-depth sweep (4 KiB randread, median IOPS)\n")
+    rows = {}
+    backends = []
+    for p in qd:
+        base = os.path.basename(p)[3:-5]
+        q, d = base.split("-")
+        for o in json.load(open(p)):
+            if o["backend"] not in backends:
+                backends.append(o["backend"])
+            rows.setdefault((int(q[1:]), int(d[1:])), {})[o["backend"]] = o["iops"]
+    print("| queues | depth | " + " | ".join(backends) + " | vufsd / legacy |")
+    print("|---|---|" + "---|" * (len(backends) + 1))
+    for (q, d) in sorted(rows):
+        r = rows[(q, d)]
+        ratio = r.get("vufsd", 0) / r["legacy"] if r.get("legacy") else 0
+        print(f"| {q} | {d} | " + " | ".join(f"{r.get(b, 0):.0f}" for b in backends) + f" | {ratio:.2f} |")
+    print()
+PY
+echo "tables: $out/tables.md" >&2
+fi
 echo "results in $out" >&2
