@@ -6,8 +6,9 @@
  * Start-up order (single threaded until the first frontend connects, because the
  * sandbox's unshare, capability and setgroups steps are per thread):
  *   options -> pid namespace (sandbox=namespace) -> signal handlers -> pid file
- *   and listening socket -> filesystem -> rlimit -> namespaces/chroot ->
- *   capabilities -> seccomp -> serve.
+ *   and listening socket -> rlimit -> filesystem (its fd budget follows the
+ *   rlimit) -> namespaces/chroot -> (--mount: mount) -> capabilities -> seccomp
+ *   -> serve.
  *
  * Exit status: 0 after SIGTERM/SIGINT or a frontend disconnect (without
  * --reconnect); 1 for bad options or a start-up failure.
@@ -396,14 +397,9 @@ static void vmain_unmount(void)
 static int vmain_enter_sandbox(const struct sb_config *sbc, const struct vufsd_config *cfg,
                                struct pt_fs *fs)
 {
-    uint64_t nofile = 0;
     char line[512];
     int ret;
 
-    if ((ret = sb_apply_rlimit(sbc, &nofile)) < 0) {
-        vlog_err("cannot set RLIMIT_NOFILE: %s", strerror(-ret));
-        return ret;
-    }
     if ((ret = sb_enter(sbc, NULL)) < 0) {
         vlog_err("cannot enter the sandbox (%s): %s", sb_mode_name(sbc->mode), strerror(-ret));
         return ret;
@@ -500,12 +496,20 @@ int main(int argc, char **argv)
             goto out;
     }
 
-    int err = 0;
+    /* Before the fs: pt_fs_new derives the guest's fd budget from the limit in force. */
+    uint64_t nofile = 0;
+    int err = sb_apply_rlimit(&sbc, &nofile);
+    if (err < 0) {
+        vlog_err("cannot set RLIMIT_NOFILE: %s", strerror(-err));
+        goto out;
+    }
     struct pt_fs *fs = pt_fs_new(&cfg, &err);
     if (!fs) {
         vlog_err("cannot serve %s: %s", cfg.shared_dir, strerror(-err));
         goto out;
     }
+    vlog_debug("fd budget for the guest: %ld (RLIMIT_NOFILE %llu)", pt_fs_fd_budget(fs),
+               (unsigned long long)nofile);
 
     if (vmain_enter_sandbox(&sbc, &cfg, fs) < 0) {
         vmain_unmount();

@@ -48,6 +48,11 @@ void pt_fs_set_fd_budget(struct pt_fs *fs, long fds)
     atomic_store(&fs->fd_budget, fds);
 }
 
+long pt_fs_fd_budget(const struct pt_fs *fs)
+{
+    return atomic_load(&((struct pt_fs *)fs)->fd_budget);
+}
+
 long pt_fs_fds_in_use(const struct pt_fs *fs)
 {
     return atomic_load(&((struct pt_fs *)fs)->fds);

@@ -49,6 +49,7 @@ void pt_fs_cancel_waits(struct pt_fs *fs);
  * fail with EMFILE while everything already open keeps working.
  */
 void pt_fs_set_fd_budget(struct pt_fs *fs, long fds);
+long pt_fs_fd_budget(const struct pt_fs *fs);
 long pt_fs_fds_in_use(const struct pt_fs *fs);
 
 /*

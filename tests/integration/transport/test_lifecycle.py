@@ -5,6 +5,8 @@ stale sockets are replaced, SIGTERM/SIGINT end the daemon with status 0 (idle or
 with a frontend connected), and the command line fails loudly on bad input."""
 import json
 import os
+import re
+import resource
 import shutil
 import signal
 import socket
@@ -243,8 +245,44 @@ def test_mount():
     shutil.rmtree(work, ignore_errors=True)
 
 
+def budget_line(d):
+    """(budget, nofile) from the daemon's debug line."""
+    d.wait_log("fd budget for the guest:")
+    m = re.search(r"fd budget for the guest: (\d+) \(RLIMIT_NOFILE (\d+)\)", d.text())
+    check(m is not None, "fd budget line malformed:\n" + d.text())
+    return int(m.group(1)), int(m.group(2))
+
+
+def test_fd_budget():
+    """The guest's fd budget follows the RLIMIT_NOFILE vufsd sets, not the limit it
+    was started with: about a million by default (as root), below N with
+    --rlimit-nofile N. 64 + 5 % stay with the daemon."""
+    # Start the daemon with a small soft limit: a budget taken from the limit in
+    # force at start-up instead of the one vufsd sets would show.
+    soft, hard = resource.getrlimit(resource.RLIMIT_NOFILE)
+    resource.setrlimit(resource.RLIMIT_NOFILE, (min(1024, soft), hard))
+    with open("/proc/sys/fs/nr_open") as f:
+        default = min(1000000, int(f.read()))
+    with open("/proc/self/status") as f:
+        capeff = int(re.search(r"CapEff:\s*([0-9a-f]+)", f.read()).group(1), 16)
+    if not capeff & (1 << 24) and hard != resource.RLIM_INFINITY and hard < default:
+        default = hard  # without CAP_SYS_RESOURCE the hard limit is the ceiling
+    for extra, want in (([], default), (["--rlimit-nofile", "5000"], 5000)):
+        d = Daemon(extra=extra)
+        budget, nofile = budget_line(d)
+        check(nofile == want, "RLIMIT_NOFILE %d, expected %d" % (nofile, want))
+        check(budget == nofile - 64 - nofile * 5 // 100,
+              "fd budget %d does not follow RLIMIT_NOFILE %d:\n%s" % (budget, nofile, d.text()))
+        check(budget < nofile, "fd budget %d not below the limit %d" % (budget, nofile))
+        d.term()
+        check(d.wait_exit(30) == 0, "exit status after SIGTERM")
+        shutil.rmtree(d.dir, ignore_errors=True)
+    resource.setrlimit(resource.RLIMIT_NOFILE, (soft, hard))
+
+
 if __name__ == "__main__":
     tests = {"pidfile": test_pidfile, "stale": test_stale_socket, "signals": test_signals,
-             "cli": test_command_line, "fd": test_fd_handover, "group": test_socket_group, "mount": test_mount}
+             "cli": test_command_line, "fd": test_fd_handover, "group": test_socket_group, "mount": test_mount,
+             "fd-budget": test_fd_budget}
     tests[sys.argv[1]]()
     print("PASS")
