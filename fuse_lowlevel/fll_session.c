@@ -164,6 +164,21 @@ static size_t init_out_size(uint32_t minor)
 }
 
 /* Called with se->init_lock held and the state NEW. */
+
+/*
+ * Pages per request to offer when the filesystem does not choose: as many as the
+ * transport carries (its max_pages cap, else its max_write). The kernel reads a
+ * FUSE_MAX_PAGES reply with max_pages 0 as ONE page per request, which would cut
+ * every READ and WRITE to 4 KiB.
+ */
+static uint16_t fll_default_max_pages(const struct fll_session_config *cfg)
+{
+    uint32_t pages = cfg->max_pages ? cfg->max_pages : cfg->max_write / 4096;
+    if (pages == 0)
+        pages = 1;
+    return pages > UINT16_MAX ? UINT16_MAX : (uint16_t)pages;
+}
+
 static int init_locked(struct fll_req *r, struct fll_cursor *c)
 {
     struct fll_session *se = r->se;
@@ -209,7 +224,7 @@ static int init_locked(struct fll_req *r, struct fll_cursor *c)
         .capable = capable,
         .want = 0,
         .max_write = se->cfg.max_write,
-        .max_pages = 0,
+        .max_pages = fll_default_max_pages(&se->cfg),
         .map_alignment = 0,
         .max_readahead = in.max_readahead,
         .time_gran = 1,

@@ -283,6 +283,20 @@ static void init_max_pages_capped(void **state)
     fllt_free(h);
 }
 
+/* A filesystem that leaves max_pages alone still gets whole-size requests: a
+ * FUSE_MAX_PAGES reply with max_pages 0 would mean one page per request. */
+static void init_max_pages_defaults_to_transport(void **state)
+{
+    struct fllt_harness *h = *state;
+    h->fs.max_pages = 0;
+    assert_int_equal(fllt_init(h, 41, FUSE_MAX_PAGES), 0);
+    struct fuse_init_out out;
+    memcpy(&out, fllt_body(h), sizeof(out));
+    assert_true(out.flags & FUSE_MAX_PAGES);
+    assert_int_equal(out.max_pages, MAXW / 4096);
+    assert_true(out.max_pages > 1);
+}
+
 static void init_old_minor_is_kept(void **state)
 {
     struct fllt_harness *h = *state;
@@ -1389,6 +1403,7 @@ int main(void)
         cmocka_unit_test_setup_teardown(no_room_for_header, setup_ready, teardown),
         cmocka_unit_test_setup_teardown(init_negotiates, setup, teardown),
         cmocka_unit_test_setup_teardown(init_max_pages_capped, setup, teardown),
+        cmocka_unit_test_setup_teardown(init_max_pages_defaults_to_transport, setup, teardown),
         cmocka_unit_test_setup_teardown(init_old_minor_is_kept, setup, teardown),
         cmocka_unit_test_setup_teardown(init_without_ext, setup, teardown),
         cmocka_unit_test_setup_teardown(init_versions, setup, teardown),
