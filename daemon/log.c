@@ -31,8 +31,13 @@ void vlog_init(enum vufsd_log_level level, bool use_syslog)
 {
     vlog_level = level;
     vlog_syslog = use_syslog;
+    /*
+     * LOG_NDELAY: connect to /dev/log now, before the sandbox; after pivot_root or
+     * chroot /dev/log is out of reach, and a lazy connect on the first message
+     * (which may come after the sandbox, with --log-level warn) would fail.
+     */
     if (use_syslog)
-        openlog("vufsd", LOG_PID, LOG_DAEMON);
+        openlog("vufsd", LOG_PID | LOG_NDELAY, LOG_DAEMON);
 }
 
 bool vlog_enabled(enum vufsd_log_level level)

@@ -280,9 +280,56 @@ def test_fd_budget():
     resource.setrlimit(resource.RLIMIT_NOFILE, (soft, hard))
 
 
+def test_syslog():
+    """--syslog reaches /dev/log from inside the namespace sandbox: the log socket
+    is connected before pivot_root, not on the first message (here a warning sent
+    after the sandbox is in place, with --log-level warn). Runs in a private mount
+    namespace whose /dev holds the test's own /dev/log."""
+    if os.geteuid() != 0:
+        print("SKIP: --syslog in the namespace sandbox needs root")
+        sys.exit(77)
+    if os.environ.get("VUFSD_TEST_PRIVATE_DEV") != "1":
+        env = dict(os.environ, VUFSD_TEST_PRIVATE_DEV="1")
+        os.execvpe("unshare", ["unshare", "--mount", "--propagation", "private", sys.executable,
+                               os.path.abspath(__file__), "syslog"], env)
+    work = tempfile.mkdtemp(prefix="vufsd-transport-")
+    dev = os.path.join(work, "dev")
+    os.mkdir(dev)
+    open(os.path.join(dev, "null"), "w").close()
+    check(subprocess.run(["mount", "--bind", "/dev/null", os.path.join(dev, "null")]).returncode == 0,
+          "cannot bind /dev/null")
+    check(subprocess.run(["mount", "--rbind", dev, "/dev"]).returncode == 0, "cannot cover /dev")
+    logsock = socket.socket(socket.AF_UNIX, socket.SOCK_DGRAM)
+    logsock.bind("/dev/log")
+    logsock.settimeout(30)
+    d = Daemon(extra=["--syslog", "--log-level", "warn", "--sandbox", "namespace"], sandboxed=True,
+               workdir=work, env={"ASAN_OPTIONS": os.environ.get("ASAN_OPTIONS", "") +
+                                  ":detect_leaks=0"})
+    deadline = time.monotonic() + 30
+    while not os.path.exists(d.sock):
+        check(d.alive(), "vufsd --syslog exited %s" % d.proc.returncode)
+        check(time.monotonic() < deadline, "vufsd --syslog did not listen")
+        time.sleep(0.05)
+    c = d.connect()  # accepted only once the sandbox is in place
+    c.handshake()
+    check(c.call(99) != 0, "unknown request acknowledged as success")
+    got = []
+    while not any("unsupported request 99" in m for m in got):
+        try:
+            got.append(logsock.recv(4096).decode(errors="replace"))
+        except socket.timeout:
+            fail("no syslog message from inside the sandbox; got %r" % got)
+    c.close()
+    check(d.wait_exit(30) == 0, "exit status after disconnect")
+    logsock.close()
+    subprocess.run(["umount", "-R", "/dev"])
+    subprocess.run(["umount", os.path.join(dev, "null")])
+    shutil.rmtree(work, ignore_errors=True)
+
+
 if __name__ == "__main__":
     tests = {"pidfile": test_pidfile, "stale": test_stale_socket, "signals": test_signals,
              "cli": test_command_line, "fd": test_fd_handover, "group": test_socket_group, "mount": test_mount,
-             "fd-budget": test_fd_budget}
+             "fd-budget": test_fd_budget, "syslog": test_syslog}
     tests[sys.argv[1]]()
     print("PASS")
