@@ -1,5 +1,6 @@
 # SPDX-License-Identifier: GPL-2.0-or-later
 """Helpers for the transport integration tests: start vufsd, talk raw vhost-user."""
+import atexit
 import os
 import signal
 import socket
@@ -59,6 +60,7 @@ class Daemon:
         self.logf = open(self.log, "w")
         self.proc = subprocess.Popen(args, stdout=self.logf, stderr=subprocess.STDOUT,
                                      env=None if env is None else dict(os.environ, **env))
+        atexit.register(self.kill)  # a failed check must not leave the daemon running
 
     def wait_listening(self, timeout=30):
         self.wait_log("listening on", timeout)
