@@ -624,6 +624,11 @@ const char *vopt_unsupported(const struct vufsd_config *cfg)
 
 char *vopt_capabilities_json(void)
 {
-    /* "separate-options": the long options above exist next to the legacy -o forms. */
+    /*
+     * The "fs" features virtiofsd implementations print, limited to what vufsd
+     * does: "separate-options" (the long options above exist next to the legacy
+     * -o forms). No "migrate-precopy": vufsd offers no dirty logging
+     * (VHOST_F_LOG_ALL, LOG_SHMFD) and no device state transfer.
+     */
     return g_strdup("{\"type\": \"fs\", \"features\": [\"separate-options\"]}");
 }

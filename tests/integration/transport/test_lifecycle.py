@@ -129,6 +129,23 @@ def test_command_line():
     caps = json.loads(r.stdout)
     check(caps.get("type") == "fs", "capabilities: %r" % caps)
     check(isinstance(caps.get("features"), list), "capabilities without a feature list")
+    # Claim only what exists: the features the Rust virtiofsd defines for "fs",
+    # each matching what vufsd really does.
+    feats = set(caps["features"])
+    check(feats <= {"separate-options", "migrate-precopy"}, "unknown capability in %r" % caps)
+    check("separate-options" in feats, "--shared-dir/--socket-path exist: %r" % caps)
+    d = Daemon()
+    d.wait_listening()
+    c = d.connect()
+    vfeats, pfeats = c.handshake()
+    c.close()
+    check(d.wait_exit(30) == 0, "exit status after disconnect")
+    shutil.rmtree(d.dir, ignore_errors=True)
+    # Pre-copy migration needs dirty logging: VHOST_F_LOG_ALL and LOG_SHMFD.
+    migrates = bool(vfeats & (1 << 26)) and bool(pfeats & (1 << 1))
+    check(("migrate-precopy" in feats) == migrates,
+          "migrate-precopy claimed=%s but dirty logging offered=%s" % ("migrate-precopy" in feats,
+                                                                       migrates))
     r = run(["--version"])
     check(r.returncode == 0 and "vufsd" in r.stdout, "--version: %r" % r.stdout)
     r = run(["-V"])
