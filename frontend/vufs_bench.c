@@ -18,7 +18,7 @@
  *
  * `host` (NAME=host, no command) is the pseudo-backend: the same workload with
  * pread/pwrite (fstatat, openat) on the host files, queues x depth threads at
- * queue depth 1 each (capped at VB_HOST_MAX_THREADS).
+ * queue depth 1 each (capped at 256 threads, bench_run.c).
  *
  * A backend that serves fewer request queues than asked (the legacy virtiofsd
  * serves one) gets one queue with queues x depth requests in flight, so every
@@ -43,7 +43,6 @@
 #include "bench_vb.h"
 #include "vfe.h"
 
-#define VB_HOST_MAX_THREADS 256u
 #define VB_DEFAULT_META_FILES 10000u
 
 static const char *const vb_workload_names[] = {
@@ -144,6 +143,7 @@ static int add_backend(struct vb_opts *o, const char *arg)
     return 0;
 }
 
+/* 0, 1 after --help, or -errno on a bad command line. */
 static int parse_args(int argc, char **argv, struct vb_opts *o)
 {
     *o = (struct vb_opts){ .workload = VB_RANDREAD, .bs = 4096, .size = 64ull << 20,
@@ -156,7 +156,7 @@ static int parse_args(int argc, char **argv, struct vb_opts *o)
         int r = 0;
         if (!strcmp(a, "--help")) {
             usage(stdout);
-            exit(0);
+            return 1;
         } else if (!strcmp(a, "--json")) {
             o->json = true;
             continue;
@@ -423,11 +423,14 @@ static void progress_done(struct vb_progress *p, const char *result)
 int main(int argc, char **argv)
 {
     struct vb_opts o;
-    if (parse_args(argc, argv, &o) < 0) {
+    int pr = parse_args(argc, argv, &o);
+    if (pr != 0) {
         for (unsigned b = 0; b < o.nbackends; b++) {
             g_free(o.backends[b].name);
             g_free(o.backends[b].cmd);
         }
+        if (pr > 0)
+            return 0; /* --help */
         usage(stderr);
         return 2;
     }
