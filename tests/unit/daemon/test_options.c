@@ -228,6 +228,32 @@ static void test_sizes_and_unsupported(void **state)
     assert_int_equal(p->ret, -EINVAL);
 }
 
+/* --mount mounts in the host's namespace: it implies --sandbox none and refuses
+ * an explicit namespace or chroot sandbox. */
+static void test_mount_sandbox(void **state)
+{
+    struct parsed *p = *state;
+    parse(p, "--shared-dir /srv --mount /mnt");
+    assert_int_equal(p->ret, 0);
+    assert_int_equal(p->cfg.sandbox, VUFSD_SANDBOX_NONE);
+    assert_false(p->cfg.sandbox_explicit);
+    assert_int_equal(p->cfg.seccomp, VUFSD_SECCOMP_KILL); /* seccomp stays on */
+    parse(p, "--shared-dir /srv --mount /mnt --sandbox none");
+    assert_int_equal(p->ret, 0);
+    assert_true(p->cfg.sandbox_explicit);
+    parse(p, "--shared-dir /srv --mount /mnt --sandbox namespace");
+    assert_int_equal(p->ret, -EINVAL);
+    assert_non_null(strstr(p->err, "--mount works only with --sandbox none"));
+    parse(p, "--shared-dir /srv --mount /mnt --sandbox chroot");
+    assert_int_equal(p->ret, -EINVAL);
+    parse(p, "--shared-dir /srv --mount /mnt -o sandbox=chroot");
+    assert_int_equal(p->ret, -EINVAL);
+    /* Without --mount the default stays the namespace sandbox. */
+    parse(p, "--shared-dir /srv --socket-path /tmp/s");
+    assert_int_equal(p->cfg.sandbox, VUFSD_SANDBOX_NAMESPACE);
+    assert_false(p->cfg.sandbox_explicit);
+}
+
 #define T(fn) cmocka_unit_test_setup_teardown(fn, setup, teardown)
 
 int main(void)
@@ -235,6 +261,7 @@ int main(void)
     const struct CMUnitTest tests[] = {
         T(test_defaults),  T(test_long_options), T(test_legacy_o),
         T(test_bad_input), T(test_actions),      T(test_sizes_and_unsupported),
+        T(test_mount_sandbox),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }
