@@ -107,9 +107,11 @@ uint64_t vfe_hist_percentile(const struct vfe_hist *h, double pct)
  * A slot is one request in flight. Its life:
  *
  *   IDLE --submit--> BUSY --reap--> (accounted) --> IDLE or, after a successful
- *   CREATE, RELEASING --reap--> IDLE
+ *   CREATE, RELEASING --reap--> FORGETTING --reap--> IDLE
  *
- * A RELEASE keeps the backend's open files bounded; it is not an op of the
+ * RELEASE and FORGET (nlookup 1, on the same request queue: no reply, but the
+ * backend returns the buffers) keep the backend's open files and known inodes
+ * bounded, as a guest evicting the new inode would; they are not ops of the
  * benchmark (neither counted nor timed).
  */
 struct bench_slot {
@@ -120,6 +122,7 @@ struct bench_slot {
         struct fuse_getattr_in ga;
         struct fuse_create_in cr;
         struct fuse_release_in rl;
+        struct fuse_forget_in fg;
     } in;
     union {
         struct fuse_write_out wr;
@@ -131,7 +134,7 @@ struct bench_slot {
         } cr;
     } out;
     struct vfe_sg sg;
-    bool releasing;
+    enum { SLOT_OP, SLOT_RELEASING, SLOT_FORGETTING } phase;
     char name[64];
 };
 
@@ -203,7 +206,7 @@ static void prepare(struct bench_worker *w, struct bench_slot *s)
     enum vfe_bench_op kind = c->op;
     if (kind == VFE_BENCH_RW)
         kind = next_rand(&w->rng) % 100 < c->read_pct ? VFE_BENCH_READ : VFE_BENCH_WRITE;
-    s->releasing = false;
+    s->phase = SLOT_OP;
     switch (kind) {
     case VFE_BENCH_READ:
         next_file(w, &nodeid, &fh);
@@ -289,7 +292,24 @@ static int submit_release(struct bench_worker *w, struct bench_slot *s)
     s->op = (struct vfe_fuse_op){ .opcode = FUSE_RELEASE, .nodeid = nodeid, .arg = &s->in.rl,
                                   .arg_len = sizeof(s->in.rl),
                                   .flags = w->cfg->indirect ? VFE_OP_INDIRECT : 0, .user = s };
-    s->releasing = true;
+    s->phase = SLOT_RELEASING;
+    int r = vfe_fuse_submit(w->f, w->queue, &s->op);
+    if (r == 0)
+        w->in_flight++;
+    return r;
+}
+
+/* Drops the lookup a CREATE made, after its RELEASE. */
+static int submit_forget(struct bench_worker *w, struct bench_slot *s)
+{
+    uint64_t nodeid = s->out.cr.e.nodeid;
+    s->in.fg = (struct fuse_forget_in){ .nlookup = 1 };
+    s->op = (struct vfe_fuse_op){ .opcode = FUSE_FORGET, .nodeid = nodeid, .arg = &s->in.fg,
+                                  .arg_len = sizeof(s->in.fg),
+                                  .flags = VFE_OP_NO_REPLY |
+                                           (w->cfg->indirect ? VFE_OP_INDIRECT : 0),
+                                  .user = s };
+    s->phase = SLOT_FORGETTING;
     int r = vfe_fuse_submit(w->f, w->queue, &s->op);
     if (r == 0)
         w->in_flight++;
@@ -324,8 +344,14 @@ static void *worker_main(void *arg)
             struct bench_slot *s = w->done[i]->user;
             w->in_flight--;
             int r = 0;
-            if (s->releasing) {
-                s->releasing = false;
+            if (s->phase == SLOT_RELEASING) {
+                r = submit_forget(w, s);
+                submitted = true;
+                if (r < 0)
+                    w->err = r;
+                continue;
+            } else if (s->phase == SLOT_FORGETTING) {
+                s->phase = SLOT_OP;
             } else if (account(w, w->done[i])) {
                 r = submit_release(w, s);
                 submitted = true;

@@ -622,7 +622,7 @@ enum vfe_bench_op {
     VFE_BENCH_RW,             /* READ or WRITE per request, read_pct % reads */
     VFE_BENCH_LOOKUP,         /* LOOKUP of names[] in parent */
     VFE_BENCH_CREATE,         /* CREATE of fresh names in parent, each followed by
-                                 its RELEASE (not counted as an op) */
+                                 its RELEASE and a FORGET (not counted as ops) */
 };
 
 struct vfe_bench_config {

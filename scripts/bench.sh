@@ -9,7 +9,8 @@
 #        REPEAT (runs per backend, default 3), DATA (files, default
 #        /tmp/vufs-bench-data), RSS_FILES (default 18000), BENCH (binary),
 #        PLOT (png path, default docs/bench-qd.png), SWEEP_RUNTIME (s, default 2),
-#        STEPS (default "data meta sweep rss plot tables")
+#        STEPS (default "data meta create sweep rss plot tables"),
+#        TMPFS_DATA (default /dev/shm/vufs-bench-data)
 # OUT_DIR gets NAME.json, NAME.txt (table) and NAME.cmd per run, bench-qd.png's
 # data, and tables.md (the markdown tables of docs/benchmarks.md).
 set -eu
@@ -27,7 +28,7 @@ bench=${BENCH:-$build/vufs-bench}
 legacy=/usr/lib/qemu/virtiofsd
 [ -x "$bench" ] || { echo "no vufs-bench in $build" >&2; exit 1; }
 [ -x "$legacy" ] || { echo "$legacy missing" >&2; exit 1; }
-steps=${STEPS:-data meta sweep rss plot tables}
+steps=${STEPS:-data meta create sweep rss plot tables}
 mkdir -p "$out" "$data"
 step() { case " $steps " in *" $1 "*) return 0 ;; esac; return 1; }
 
@@ -71,7 +72,7 @@ fi
 
 # Metadata: LOOKUP, GETATTR, CREATE (+RELEASE) at QD1 and 4 x QD16.
 if step meta; then
-for w in lookup stat create; do
+for w in lookup stat; do
     run "$w-qd1" --backend "$(tp 0)" --backend "$(tp 2)" \
         --backend "legacy=$legacy_cmd" \
         --backend host --workload "$w" --files 10000 --queues 1 --depth 1
@@ -79,6 +80,23 @@ for w in lookup stat create; do
         --backend "legacy=$legacy_cmd" \
         --backend host --workload "$w" --files 10000 --queues 4 --depth 16
 done
+fi
+
+# CREATE (+ RELEASE + FORGET, not counted), in DATA and on tmpfs (TMPFS_DATA),
+# where the host filesystem is not the bottleneck.
+if step create; then
+data_saved=$data
+for where in disk tmpfs; do
+    if [ $where = tmpfs ]; then
+        data=${TMPFS_DATA:-/dev/shm/vufs-bench-data}
+        mkdir -p "$data"
+    fi
+    run "create-$where-qd1" --backend "$(tp 0)" --backend "$(tp 2)" \
+        --backend "legacy=$legacy_cmd" --backend host --workload create --queues 1 --depth 1
+    run "create-$where-4x16" --backend "$(tp 0)" --backend "$(tp 2)" \
+        --backend "legacy=$legacy_cmd" --backend host --workload create --queues 4 --depth 16
+done
+data=$data_saved
 fi
 
 # IOPS against queue depth (4 KiB randread), one queue and four.
@@ -147,7 +165,8 @@ def cell(o, k):
     return f"{o[k]:.0f} ({o[k+'_min']:.0f}-{o[k+'_max']:.0f})"
 names = sorted(os.path.basename(p)[:-5] for p in glob.glob(os.path.join(out, "*.json")))
 order = ["randread-qd1", "randread-4x16", "seqread-1m", "randwrite-qd1", "lookup-qd1",
-         "lookup-4x16", "stat-qd1", "stat-4x16", "create-qd1", "create-4x16", "rss"]
+         "lookup-4x16", "stat-qd1", "stat-4x16", "create-disk-qd1", "create-disk-4x16",
+         "create-tmpfs-qd1", "create-tmpfs-4x16", "rss-1000", "rss"]
 names = [n for n in order if n in names] + [n for n in names if n not in order and not n.startswith("qd-")]
 for n in names:
     objs = json.load(open(os.path.join(out, n + ".json")))
