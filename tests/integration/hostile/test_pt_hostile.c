@@ -623,6 +623,48 @@ static void test_hangup_with_parked_setlkw(void **state)
     assert_true(WIFEXITED(status) && WEXITSTATUS(status) == 0);
 }
 
+/*
+ * GET_VRING_BASE (the frontend stopping the rings: VM pause, migration, reset)
+ * while a SETLKW waits for a lock nobody releases, with the worker pool: the
+ * stop must not wait for the lock (the parked request is answered with EINTR
+ * first), and the restarted rings serve the same session.
+ */
+static void test_stop_with_parked_setlkw(void **state)
+{
+    struct env *e = start("--thread-pool-size=2", 0, 0);
+    struct fuse_entry_out eo;
+    struct fuse_open_out o1, o2;
+    struct fuse_lk_in in1, in2;
+
+    host_file(e, "f", "data");
+    assert_int_equal(vfe_fuse_lookup(e->fuse, FUSE_ROOT_ID, "f", &eo), 0);
+    assert_int_equal(vfe_fuse_open(e->fuse, eo.nodeid, O_RDWR, &o1), 0);
+    assert_int_equal(vfe_fuse_open(e->fuse, eo.nodeid, O_RDWR, &o2), 0);
+    struct vfe_fuse_op hold = lk_op(FUSE_SETLK, eo.nodeid, &in1, o1.fh, 1, F_WRLCK, 501);
+    assert_int_equal(vfe_fuse_call(e->fuse, 1, &hold), 0);
+    struct vfe_fuse_op wait = lk_op(FUSE_SETLKW, eo.nodeid, &in2, o2.fh, 2, F_WRLCK, 502);
+    assert_int_equal(vfe_fuse_submit(e->fuse, 1, &wait), 0);
+    vfe_fuse_kick(e->fuse, 1);
+    struct vfe_fuse_op ga = { .opcode = FUSE_GETATTR, .nodeid = FUSE_ROOT_ID,
+                              .arg = &(struct fuse_getattr_in){ 0 },
+                              .arg_len = sizeof(struct fuse_getattr_in),
+                              .out_arg = &(struct fuse_attr_out){ 0 },
+                              .out_arg_len = sizeof(struct fuse_attr_out) };
+    assert_int_equal(vfe_fuse_call(e->fuse, 1, &ga), 0); /* the SETLKW was seen before */
+    assert_false(wait.done);
+
+    /* GET_VRING_BASE answered (the frontend waits 20 s): the stop did not wait for
+     * the lock. This frontend drops what was in flight at a stop. */
+    assert_int_equal(vfe_dev_stop(e->dev), 0);
+    vfe_fuse_abandon_all(e->fuse, 1);
+    assert_int_equal(vfe_dev_start(e->dev), 0);
+    assert_alive(e);
+    /* The holder still holds its lock: the session survived the stop. */
+    struct vfe_fuse_op again = lk_op(FUSE_SETLK, eo.nodeid, &in2, o2.fh, 2, F_WRLCK, 502);
+    assert_int_equal(vfe_fuse_call(e->fuse, 1, &again), -EAGAIN);
+    stop(e);
+}
+
 int main(int argc, char **argv)
 {
     static const struct option lo[] = {
@@ -657,6 +699,7 @@ int main(int argc, char **argv)
         cmocka_unit_test(test_proc_paths_in_sandbox),
         cmocka_unit_test(test_setlkw_does_not_hold_the_queue),
         cmocka_unit_test(test_hangup_with_parked_setlkw),
+        cmocka_unit_test(test_stop_with_parked_setlkw),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }
