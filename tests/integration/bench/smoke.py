@@ -91,6 +91,11 @@ def main():
                            timeout=120)
         assert p.returncode != 0 and "offers no DAX window" in p.stderr, p.stderr
         assert p.stdout == "", p.stdout
+        # A failed run keeps the backend's log and names it; remove it here.
+        logs = [l.split("backend log: ", 1)[1] for l in p.stderr.splitlines()
+                if "backend log: " in l]
+        assert len(logs) == 1 and os.path.isfile(logs[0]), p.stderr
+        shutil.rmtree(os.path.dirname(logs[0]), ignore_errors=True)
 
         # Bad command lines are refused before anything runs.
         for bad in (["--dir", d, "--workload", "randread"],
