@@ -703,6 +703,93 @@ static void test_rename_link_boundary(void **state)
     assert_alive();
 }
 
+/* ---- 3b. ".." in READDIRPLUS: an entry must never be a node for the parent ------------ */
+
+struct dplus_seen {
+    uint64_t base_ino, outside_ino;
+    unsigned entries, nodes;
+};
+
+/* One READDIRPLUS pass over dir (opened here), checking every entry's node. */
+static void readdirplus_check(uint64_t dir, struct dplus_seen *seen)
+{
+    struct fuse_open_out oo;
+    struct vfe_mem *mem = vfe_dev_mem(g->dev);
+    const uint32_t cap = 16384;
+    uint64_t gpa, off = 0;
+    uint8_t *buf = malloc(cap);
+    assert_non_null(buf);
+    assert_int_equal(vfe_mem_alloc(mem, cap, 64, &gpa), 0);
+    assert_int_equal(vfe_fuse_opendir(g->fuse, dir, &oo), 0);
+    for (int rounds = 0; rounds < 64; rounds++) {
+        struct fuse_read_in in = { .fh = oo.fh, .offset = off, .size = cap };
+        struct vfe_sg sg = { gpa, cap };
+        struct vfe_fuse_op op = { .opcode = FUSE_READDIRPLUS, .nodeid = dir, .arg = &in,
+                                  .arg_len = sizeof(in), .out_data = &sg, .out_data_cnt = 1 };
+        assert_int_equal(vfe_fuse_call(g->fuse, 1, &op), 0);
+        if (op.data_len == 0)
+            break;
+        assert_true(op.data_len <= cap);
+        assert_int_equal(vfe_mem_read(mem, gpa, buf, op.data_len), 0);
+        size_t pos = 0;
+        while (pos + FUSE_NAME_OFFSET_DIRENTPLUS <= op.data_len) {
+            struct fuse_direntplus dp;
+            memcpy(&dp, buf + pos, sizeof(dp));
+            size_t rec = FUSE_DIRENTPLUS_SIZE(&dp);
+            assert_true(dp.dirent.namelen > 0 && dp.dirent.namelen <= 255);
+            assert_true(pos + rec <= op.data_len);
+            char name[256];
+            memcpy(name, buf + pos + FUSE_NAME_OFFSET_DIRENTPLUS, dp.dirent.namelen);
+            name[dp.dirent.namelen] = '\0';
+            seen->entries++;
+            /* (The root's ".." may carry the host parent's inode number, as
+             * every passthrough reports it; a number is no access. Its entry
+             * must not come with a node, checked below.) */
+            if (dp.entry_out.nodeid != 0) {
+                struct fuse_entry_out x;
+                seen->nodes++;
+                assert_true(dp.entry_out.attr.ino != seen->base_ino);
+                assert_true(dp.entry_out.attr.ino != seen->outside_ino);
+                /* A node for the share's parent would find "outside" in it. */
+                assert_true(vfe_fuse_lookup(g->fuse, dp.entry_out.nodeid, "outside", &x) < 0);
+                assert_true(vfe_fuse_lookup(g->fuse, dp.entry_out.nodeid, "secret", &x) < 0);
+                if (strcmp(name, ".") && strcmp(name, ".."))
+                    forget(dp.entry_out.nodeid, 1);
+            }
+            off = dp.dirent.off;
+            pos += rec;
+        }
+    }
+    assert_int_equal(vfe_fuse_releasedir(g->fuse, dir, oo.fh), 0);
+    assert_int_equal(vfe_mem_free_block(mem, gpa), 0);
+    free(buf);
+}
+
+static void test_dotdot_in_readdirplus(void **state)
+{
+    (void)state;
+    struct stat st;
+    struct dplus_seen seen = { 0 };
+    struct fuse_entry_out d;
+    assert_int_equal(lstat(g->base, &st), 0);
+    seen.base_ino = st.st_ino;
+    assert_int_equal(lstat(g->outside, &st), 0);
+    seen.outside_ino = st.st_ino;
+    write_file(spath("plus-f"), "x");
+    assert_int_equal(mkdir(spath("plus-d"), 0755), 0);
+    write_file(spath("plus-d/g"), "y");
+    check_outside("setup");
+    readdirplus_check(FUSE_ROOT_ID, &seen);
+    assert_int_equal(vfe_fuse_lookup(g->fuse, FUSE_ROOT_ID, "plus-d", &d), 0);
+    readdirplus_check(d.nodeid, &seen);
+    forget(d.nodeid, 1);
+    /* The entries were there (the check looked at something), with nodes. */
+    assert_true(seen.entries >= 4);
+    assert_true(seen.nodes >= 2);
+    check_outside("end");
+    assert_alive();
+}
+
 /* ---- 4. /proc/self tricks ---------------------------------------------------------------- */
 
 static void test_proc_self_tricks(void **state)
@@ -927,6 +1014,69 @@ static void test_symlink_swap_race(void **state)
     fprintf(stderr, "escape: race: %u swaps, %u successful reads of the original\n",
             atomic_load(&sw.swaps), reads);
     check_outside("race");
+
+    /*
+     * A directory swapped for a symlink to the outside between LOOKUP and the
+     * ops that take it as a parent: they act in the directory LOOKUP found
+     * (renamed away, still held by the daemon) or fail, never outside.
+     */
+    char dold[512];
+    unsigned landed = 0;
+    for (int i = 0; i < 100; i++) {
+        struct fuse_entry_out d, x;
+        struct fuse_mkdir_in md = { .mode = 0755 };
+        struct fuse_create_in ci = { .flags = O_RDWR | O_CREAT, .mode = 0644 };
+        struct create_out co;
+        snprintf(dold, sizeof(dold), "%s/sd.old%d", g->share, i);
+        assert_int_equal(mkdir(spath("sd"), 0755), 0);
+        assert_int_equal(vfe_fuse_lookup(g->fuse, FUSE_ROOT_ID, "sd", &d), 0);
+        assert_int_equal(rename(spath("sd"), dold), 0);
+        assert_int_equal(symlink(i % 2 ? g->outside : "../outside", spath("sd")), 0);
+        assert_true(vfe_fuse_lookup(g->fuse, d.nodeid, "secret", &x) < 0);
+        switch (i % 4) {
+        case 0:
+            if (call(FUSE_CREATE, d.nodeid, &ci, sizeof(ci), "secret", NULL, &co,
+                     sizeof(co)) == 0) {
+                vfe_fuse_release(g->fuse, co.e.nodeid, co.o.fh, O_RDWR);
+                forget(co.e.nodeid, 1);
+                char where[600];
+                snprintf(where, sizeof(where), "%s/secret", dold);
+                assert_int_equal(access(where, F_OK), 0);
+                landed++;
+            }
+            break;
+        case 1:
+            if (call(FUSE_MKDIR, d.nodeid, &md, sizeof(md), "planted", NULL, &x, sizeof(x)) ==
+                0) {
+                forget(x.nodeid, 1);
+                char where[600];
+                snprintf(where, sizeof(where), "%s/planted", dold);
+                assert_int_equal(access(where, F_OK), 0);
+                landed++;
+            }
+            break;
+        case 2:
+            assert_true(call(FUSE_UNLINK, d.nodeid, NULL, 0, "secret", NULL, NULL, 0) < 0);
+            assert_true(call(FUSE_RMDIR, d.nodeid, NULL, 0, "empty", NULL, NULL, 0) < 0);
+            break;
+        case 3: {
+            struct fuse_rename_in rn = { .newdir = FUSE_ROOT_ID };
+            assert_true(call(FUSE_RENAME, d.nodeid, &rn, sizeof(rn), "secret", "stolen", NULL,
+                             0) < 0);
+            assert_false(access(spath("stolen"), F_OK) == 0);
+            break;
+        }
+        }
+        /* A READDIR of the node lists the original directory, not the outside. */
+        struct fuse_open_out oo;
+        if (vfe_fuse_opendir(g->fuse, d.nodeid, &oo) == 0)
+            vfe_fuse_releasedir(g->fuse, d.nodeid, oo.fh);
+        forget(d.nodeid, 1);
+        assert_int_equal(unlink(spath("sd")), 0);
+        check_outside("directory swap");
+    }
+    fprintf(stderr, "escape: directory swap: %u of 50 creations landed in the original\n",
+            landed);
     assert_alive();
 }
 
@@ -977,6 +1127,7 @@ int main(int argc, char **argv)
         cmocka_unit_test_setup(test_bad_names_everywhere, case_setup),
         cmocka_unit_test_setup(test_symlinks_out, case_setup),
         cmocka_unit_test_setup(test_rename_link_boundary, case_setup),
+        cmocka_unit_test_setup(test_dotdot_in_readdirplus, case_setup),
         cmocka_unit_test_setup(test_proc_self_tricks, case_setup),
         cmocka_unit_test_setup(test_symlink_swap_race, case_setup),
         cmocka_unit_test_setup(test_alive_and_clean_exit, case_setup),
