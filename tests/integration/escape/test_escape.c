@@ -40,7 +40,7 @@
 
 #include "vfe.h"
 
-#define SECRET "TOP-SECRET-host-data-0123456789"
+#define SECRET   "TOP-SECRET-host-data-0123456789"
 #define SNAP_MAX 64
 
 static const char *opt_vufsd;
@@ -65,8 +65,8 @@ struct env {
     char outside[96];
     char secret[128];
     char empty[128];
-    char evil[128];     /* an absolute path next to base: must never appear */
-    char evil_up[160];  /* "../../<base name>-up": /tmp/<base name>-up from the share */
+    char evil[128];    /* an absolute path next to base: must never appear */
+    char evil_up[160]; /* "../../<base name>-up": /tmp/<base name>-up from the share */
     char cmd[1024];
     struct vfe_dev *dev;
     struct vfe_fuse *fuse;
@@ -171,7 +171,7 @@ static void snap_take(struct snap *s)
     s->n = 0;
     snap_walk(s, g->base, true);
     for (unsigned k = 0; k < s->n; k++) {
-        struct timespec ts[2] = { { .tv_sec = 1 }, { .tv_nsec = UTIME_OMIT } };
+        struct timespec ts[2] = {{.tv_sec = 1}, {.tv_nsec = UTIME_OMIT}};
         assert_int_equal(utimensat(AT_FDCWD, s->e[k].path, ts, AT_SYMLINK_NOFOLLOW), 0);
         assert_int_equal(lstat(s->e[k].path, &s->e[k].st), 0);
     }
@@ -250,9 +250,14 @@ static void check_outside_(const char *what, int line)
 static int call(uint32_t opcode, uint64_t nodeid, const void *arg, uint32_t arg_len,
                 const char *name, const char *name2, void *out, uint32_t out_len)
 {
-    struct vfe_fuse_op op = { .opcode = opcode, .nodeid = nodeid, .arg = arg, .arg_len = arg_len,
-                              .name = name, .name2 = name2, .out_arg = out,
-                              .out_arg_len = out_len };
+    struct vfe_fuse_op op = {.opcode = opcode,
+                             .nodeid = nodeid,
+                             .arg = arg,
+                             .arg_len = arg_len,
+                             .name = name,
+                             .name2 = name2,
+                             .out_arg = out,
+                             .out_arg_len = out_len};
     return vfe_fuse_call(g->fuse, 1, &op);
 }
 
@@ -322,18 +327,22 @@ static int group_setup(void **state)
     close(fd);
 
     snprintf(g->cmd, sizeof(g->cmd),
-             "%s --socket-path={socket} --shared-dir={dir} --log-level=warn --xattr %s",
-             opt_vufsd, opt_extra);
+             "%s --socket-path={socket} --shared-dir={dir} --log-level=warn --xattr %s", opt_vufsd,
+             opt_extra);
     struct vfe_dev_config cfg = {
-        .conn = { .backend_cmd = g->cmd, .dir = g->share, .backend_log = opt_log,
-                  .timeout_ms = 20000 },
+        .conn = {.backend_cmd = g->cmd,
+                 .dir = g->share,
+                 .backend_log = opt_log,
+                 .timeout_ms = 20000},
         .request_queues = 1,
         .queue_size = 128,
     };
     if (vfe_dev_connect(&cfg, &g->dev) || vfe_dev_start(g->dev))
         return -1;
-    struct vfe_fuse_config fc = { .depth = 16, .timeout_ms = 20000, .pid = 77,
-                                  .init_flags = FUSE_ASYNC_READ | FUSE_DO_READDIRPLUS };
+    struct vfe_fuse_config fc = {.depth = 16,
+                                 .timeout_ms = 20000,
+                                 .pid = 77,
+                                 .init_flags = FUSE_ASYNC_READ | FUSE_DO_READDIRPLUS};
     if (vfe_fuse_new(g->dev, &fc, &g->fuse) || vfe_fuse_init(g->fuse, &g->init))
         return -1;
     return 0;
@@ -394,24 +403,35 @@ static void test_bad_names_everywhere(void **state)
     assert_int_equal(vfe_fuse_lookup(g->fuse, FUSE_ROOT_ID, "d", &dobj), 0);
     check_outside("setup");
 
-    const char *bad[] = { "..", ".", g->evil, g->evil_up, "../outside/evil",
-                          "../outside/secret", "../outside/empty", abs_secret, abs_empty,
-                          "a/b", "d/", "/", "//", "f/..", "../share/f" };
-    const uint64_t parents[] = { FUSE_ROOT_ID, dobj.nodeid };
+    const char *bad[] = {"..",
+                         ".",
+                         g->evil,
+                         g->evil_up,
+                         "../outside/evil",
+                         "../outside/secret",
+                         "../outside/empty",
+                         abs_secret,
+                         abs_empty,
+                         "a/b",
+                         "d/",
+                         "/",
+                         "//",
+                         "f/..",
+                         "../share/f"};
+    const uint64_t parents[] = {FUSE_ROOT_ID, dobj.nodeid};
     for (size_t p = 0; p < 2; p++) {
         uint64_t par = parents[p];
         for (size_t k = 0; k < sizeof(bad) / sizeof(bad[0]); k++) {
             const char *n = bad[k];
-            struct fuse_mknod_in mn = { .mode = S_IFREG | 0644 };
-            struct fuse_mknod_in mf = { .mode = S_IFIFO | 0644 };
-            struct fuse_mkdir_in md = { .mode = 0755 };
-            struct fuse_link_in li = { .oldnodeid = fo.nodeid };
-            struct fuse_rename_in rn = { .newdir = par };
-            struct fuse_rename2_in r2 = { .newdir = par };
-            struct fuse_create_in ci = { .flags = O_RDWR | O_CREAT | O_TRUNC, .mode = 0644 };
+            struct fuse_mknod_in mn = {.mode = S_IFREG | 0644};
+            struct fuse_mknod_in mf = {.mode = S_IFIFO | 0644};
+            struct fuse_mkdir_in md = {.mode = 0755};
+            struct fuse_link_in li = {.oldnodeid = fo.nodeid};
+            struct fuse_rename_in rn = {.newdir = par};
+            struct fuse_rename2_in r2 = {.newdir = par};
+            struct fuse_create_in ci = {.flags = O_RDWR | O_CREAT | O_TRUNC, .mode = 0644};
 
-            assert_int_equal(call(FUSE_LOOKUP, par, NULL, 0, n, NULL, &eo, sizeof(eo)),
-                             -EINVAL);
+            assert_int_equal(call(FUSE_LOOKUP, par, NULL, 0, n, NULL, &eo, sizeof(eo)), -EINVAL);
             assert_int_equal(call(FUSE_CREATE, par, &ci, sizeof(ci), n, NULL, &co, sizeof(co)),
                              -EINVAL);
             assert_int_equal(call(FUSE_MKNOD, par, &mn, sizeof(mn), n, NULL, &eo, sizeof(eo)),
@@ -429,11 +449,11 @@ static void test_bad_names_everywhere(void **state)
             assert_int_equal(call(FUSE_RENAME, FUSE_ROOT_ID, &rn, sizeof(rn), "f", n, NULL, 0),
                              -EINVAL);
             assert_int_equal(call(FUSE_RENAME, par, &rn, sizeof(rn), n, "g", NULL, 0), -EINVAL);
-            const uint32_t r2flags[] = { 0, RENAME_NOREPLACE, RENAME_EXCHANGE };
+            const uint32_t r2flags[] = {0, RENAME_NOREPLACE, RENAME_EXCHANGE};
             for (size_t fl = 0; fl < 3; fl++) {
                 r2.flags = r2flags[fl];
-                assert_int_equal(
-                    call(FUSE_RENAME2, FUSE_ROOT_ID, &r2, sizeof(r2), "f", n, NULL, 0), -EINVAL);
+                assert_int_equal(call(FUSE_RENAME2, FUSE_ROOT_ID, &r2, sizeof(r2), "f", n, NULL, 0),
+                                 -EINVAL);
                 assert_int_equal(call(FUSE_RENAME2, par, &r2, sizeof(r2), n, "g", NULL, 0),
                                  -EINVAL);
             }
@@ -445,7 +465,7 @@ static void test_bad_names_everywhere(void **state)
              * but only as an unnamed file in the parent, so nothing named
              * appears anywhere (the share's listing is checked at the end).
              */
-            struct fuse_create_in ti = { .flags = O_RDWR, .mode = 0644 };
+            struct fuse_create_in ti = {.flags = O_RDWR, .mode = 0644};
             int rc = call(FUSE_TMPFILE, par, &ti, sizeof(ti), n, NULL, &co, sizeof(co));
             if (rc == 0) {
                 assert_true(S_ISREG(co.e.attr.mode));
@@ -464,18 +484,27 @@ static void test_bad_names_everywhere(void **state)
      * daemon answers, nothing outside moves and no such path appears. */
     char absx[192];
     snprintf(absx, sizeof(absx), "%s-xattr", g->base);
-    const char *xn[] = { "user./../../x", "user.../outside/secret", "trusted./../x", absx,
-                         "user./tmp/x", "security./../outside/secret" };
+    const char *xn[] = {"user./../../x", "user.../outside/secret",     "trusted./../x", absx,
+                        "user./tmp/x",   "security./../outside/secret"};
     for (size_t k = 0; k < sizeof(xn) / sizeof(xn[0]); k++) {
-        struct fuse_setxattr_in si = { .size = 3 };
-        struct vfe_fuse_op set = { .opcode = FUSE_SETXATTR, .nodeid = FUSE_ROOT_ID, .arg = &si,
-                                   .arg_len = 8, .name = xn[k], .extra = "val", .extra_len = 3 };
+        struct fuse_setxattr_in si = {.size = 3};
+        struct vfe_fuse_op set = {.opcode = FUSE_SETXATTR,
+                                  .nodeid = FUSE_ROOT_ID,
+                                  .arg = &si,
+                                  .arg_len = 8,
+                                  .name = xn[k],
+                                  .extra = "val",
+                                  .extra_len = 3};
         int rc = vfe_fuse_call(g->fuse, 1, &set);
         char buf[64];
-        struct fuse_getxattr_in gi = { .size = sizeof(buf) };
-        struct vfe_fuse_op get = { .opcode = FUSE_GETXATTR, .nodeid = FUSE_ROOT_ID, .arg = &gi,
-                                   .arg_len = sizeof(gi), .name = xn[k], .out_arg = buf,
-                                   .out_arg_len = sizeof(buf) };
+        struct fuse_getxattr_in gi = {.size = sizeof(buf)};
+        struct vfe_fuse_op get = {.opcode = FUSE_GETXATTR,
+                                  .nodeid = FUSE_ROOT_ID,
+                                  .arg = &gi,
+                                  .arg_len = sizeof(gi),
+                                  .name = xn[k],
+                                  .out_arg = buf,
+                                  .out_arg_len = sizeof(buf)};
         int grc = vfe_fuse_call(g->fuse, 1, &get);
         if (rc == 0) {
             /* Stored as an attribute of the share's root, nowhere else. */
@@ -524,10 +553,13 @@ static void test_symlinks_out(void **state)
     assert_int_equal(symlink("../outside", spath("reldir")), 0);
     check_outside("setup");
 
-    struct { const char *path, *target; bool dir; } links[] = {
-        { "abs", g->secret, false },      { "rel", "../outside/secret", false },
-        { "sub/rel2", rel_dir_secret, false }, { "chain", "rel", false },
-        { "absdir", g->outside, true },   { "reldir", "../outside", true },
+    struct {
+        const char *path, *target;
+        bool dir;
+    } links[] = {
+        {"abs", g->secret, false},           {"rel", "../outside/secret", false},
+        {"sub/rel2", rel_dir_secret, false}, {"chain", "rel", false},
+        {"absdir", g->outside, true},        {"reldir", "../outside", true},
     };
     for (size_t k = 0; k < sizeof(links) / sizeof(links[0]); k++) {
         struct fuse_entry_out eo, x;
@@ -542,8 +574,8 @@ static void test_symlinks_out(void **state)
 
         /* READLINK may tell the target: it is only a string. */
         char tgt[256];
-        struct vfe_fuse_op rl = { .opcode = FUSE_READLINK, .nodeid = n, .out_arg = tgt,
-                                  .out_arg_len = sizeof(tgt) - 1 };
+        struct vfe_fuse_op rl = {
+            .opcode = FUSE_READLINK, .nodeid = n, .out_arg = tgt, .out_arg_len = sizeof(tgt) - 1};
         assert_int_equal(vfe_fuse_call(g->fuse, 1, &rl), 0);
         tgt[rl.out_arg_got] = '\0';
         assert_string_equal(tgt, links[k].target);
@@ -554,48 +586,55 @@ static void test_symlinks_out(void **state)
         assert_true(rc < 0);
         assert_true(vfe_fuse_lookup(g->fuse, n, "secret", &x) < 0);
         assert_true(vfe_fuse_lookup(g->fuse, n, "empty", &x) < 0);
-        struct fuse_create_in ci = { .flags = O_RDWR | O_CREAT, .mode = 0644 };
+        struct fuse_create_in ci = {.flags = O_RDWR | O_CREAT, .mode = 0644};
         struct create_out co;
         assert_true(call(FUSE_CREATE, n, &ci, sizeof(ci), "planted", NULL, &co, sizeof(co)) < 0);
-        struct fuse_mkdir_in md = { .mode = 0755 };
+        struct fuse_mkdir_in md = {.mode = 0755};
         assert_true(call(FUSE_MKDIR, n, &md, sizeof(md), "planted", NULL, &x, sizeof(x)) < 0);
         assert_true(call(FUSE_SYMLINK, n, NULL, 0, "planted", "x", &x, sizeof(x)) < 0);
         assert_true(call(FUSE_UNLINK, n, NULL, 0, "secret", NULL, NULL, 0) < 0);
         assert_true(call(FUSE_RMDIR, n, NULL, 0, "empty", NULL, NULL, 0) < 0);
-        struct fuse_rename_in rn = { .newdir = n };
+        struct fuse_rename_in rn = {.newdir = n};
         write_file(spath("mv"), "moving");
         assert_true(call(FUSE_RENAME, FUSE_ROOT_ID, &rn, sizeof(rn), "mv", "moved", NULL, 0) < 0);
-        assert_true(call(FUSE_RENAME, FUSE_ROOT_ID, &rn, sizeof(rn), "mv", "secret", NULL, 0) <
-                    0);
+        assert_true(call(FUSE_RENAME, FUSE_ROOT_ID, &rn, sizeof(rn), "mv", "secret", NULL, 0) < 0);
         assert_int_equal(unlink(spath("mv")), 0);
-        struct fuse_mknod_in mn = { .mode = S_IFREG | 0644 };
+        struct fuse_mknod_in mn = {.mode = S_IFREG | 0644};
         assert_true(call(FUSE_MKNOD, n, &mn, sizeof(mn), "planted", NULL, &x, sizeof(x)) < 0);
         check_outside(links[k].path);
 
         /* Attribute changes on the link node must not reach the target. */
-        struct fuse_setattr_in sa = { .valid = FATTR_SIZE, .size = 0 };
+        struct fuse_setattr_in sa = {.valid = FATTR_SIZE, .size = 0};
         struct fuse_attr_out ao;
         call(FUSE_SETATTR, n, &sa, sizeof(sa), NULL, NULL, &ao, sizeof(ao));
-        struct fuse_setattr_in sm = { .valid = FATTR_MODE, .mode = 0777 };
+        struct fuse_setattr_in sm = {.valid = FATTR_MODE, .mode = 0777};
         call(FUSE_SETATTR, n, &sm, sizeof(sm), NULL, NULL, &ao, sizeof(ao));
-        struct fuse_setattr_in st = { .valid = FATTR_MTIME | FATTR_ATIME, .mtime = 12345,
-                                      .atime = 12345 };
+        struct fuse_setattr_in st = {
+            .valid = FATTR_MTIME | FATTR_ATIME, .mtime = 12345, .atime = 12345};
         call(FUSE_SETATTR, n, &st, sizeof(st), NULL, NULL, &ao, sizeof(ao));
-        struct fuse_setxattr_in si = { .size = 3 };
-        struct vfe_fuse_op set = { .opcode = FUSE_SETXATTR, .nodeid = n, .arg = &si,
-                                   .arg_len = 8, .name = "user.k", .extra = "val",
-                                   .extra_len = 3 };
+        struct fuse_setxattr_in si = {.size = 3};
+        struct vfe_fuse_op set = {.opcode = FUSE_SETXATTR,
+                                  .nodeid = n,
+                                  .arg = &si,
+                                  .arg_len = 8,
+                                  .name = "user.k",
+                                  .extra = "val",
+                                  .extra_len = 3};
         vfe_fuse_call(g->fuse, 1, &set);
         char xb[64];
-        struct fuse_getxattr_in gi = { .size = sizeof(xb) };
-        struct vfe_fuse_op get = { .opcode = FUSE_GETXATTR, .nodeid = n, .arg = &gi,
-                                   .arg_len = sizeof(gi), .name = "user.k", .out_arg = xb,
-                                   .out_arg_len = sizeof(xb) };
+        struct fuse_getxattr_in gi = {.size = sizeof(xb)};
+        struct vfe_fuse_op get = {.opcode = FUSE_GETXATTR,
+                                  .nodeid = n,
+                                  .arg = &gi,
+                                  .arg_len = sizeof(gi),
+                                  .name = "user.k",
+                                  .out_arg = xb,
+                                  .out_arg_len = sizeof(xb)};
         assert_true(vfe_fuse_call(g->fuse, 1, &get) < 0);
         check_outside(links[k].path);
 
         /* A hard link of the symlink is still only a symlink. */
-        struct fuse_link_in li = { .oldnodeid = n };
+        struct fuse_link_in li = {.oldnodeid = n};
         char hl[32];
         snprintf(hl, sizeof(hl), "hl%zu", k);
         if (call(FUSE_LINK, FUSE_ROOT_ID, &li, sizeof(li), hl, NULL, &x, sizeof(x)) == 0) {
@@ -634,54 +673,48 @@ static void test_rename_link_boundary(void **state)
     assert_int_equal(vfe_fuse_lookup(g->fuse, FUSE_ROOT_ID, "outlink", &sl), 0);
     check_outside("setup");
 
-    const char *up[] = { "../x", "../outside/x", "../outside/secret", g->evil_up, g->evil };
+    const char *up[] = {"../x", "../outside/x", "../outside/secret", g->evil_up, g->evil};
     for (size_t k = 0; k < sizeof(up) / sizeof(up[0]); k++) {
-        struct fuse_link_in li = { .oldnodeid = fo.nodeid };
-        assert_int_equal(call(FUSE_LINK, FUSE_ROOT_ID, &li, sizeof(li), up[k], NULL, &x,
-                              sizeof(x)),
+        struct fuse_link_in li = {.oldnodeid = fo.nodeid};
+        assert_int_equal(call(FUSE_LINK, FUSE_ROOT_ID, &li, sizeof(li), up[k], NULL, &x, sizeof(x)),
                          -EINVAL);
-        struct fuse_rename_in rn = { .newdir = FUSE_ROOT_ID };
+        struct fuse_rename_in rn = {.newdir = FUSE_ROOT_ID};
         assert_int_equal(call(FUSE_RENAME, FUSE_ROOT_ID, &rn, sizeof(rn), "rf", up[k], NULL, 0),
                          -EINVAL);
         assert_int_equal(call(FUSE_RENAME, FUSE_ROOT_ID, &rn, sizeof(rn), "rd", up[k], NULL, 0),
                          -EINVAL);
-        struct fuse_rename2_in r2 = { .newdir = FUSE_ROOT_ID, .flags = RENAME_EXCHANGE };
-        assert_int_equal(
-            call(FUSE_RENAME2, FUSE_ROOT_ID, &r2, sizeof(r2), "rf", up[k], NULL, 0), -EINVAL);
+        struct fuse_rename2_in r2 = {.newdir = FUSE_ROOT_ID, .flags = RENAME_EXCHANGE};
+        assert_int_equal(call(FUSE_RENAME2, FUSE_ROOT_ID, &r2, sizeof(r2), "rf", up[k], NULL, 0),
+                         -EINVAL);
         check_outside(up[k]);
     }
 
     /* The root itself: it has no name in the share, so nothing can name it. */
-    struct fuse_rename_in rn = { .newdir = FUSE_ROOT_ID };
-    assert_int_equal(call(FUSE_RENAME, FUSE_ROOT_ID, &rn, sizeof(rn), ".", "x", NULL, 0),
-                     -EINVAL);
-    assert_int_equal(call(FUSE_RENAME, FUSE_ROOT_ID, &rn, sizeof(rn), "..", "x", NULL, 0),
-                     -EINVAL);
-    assert_int_equal(call(FUSE_RENAME, dobj.nodeid, &rn, sizeof(rn), "..", "x", NULL, 0),
-                     -EINVAL);
-    struct fuse_rename_in rnd = { .newdir = dobj.nodeid };
+    struct fuse_rename_in rn = {.newdir = FUSE_ROOT_ID};
+    assert_int_equal(call(FUSE_RENAME, FUSE_ROOT_ID, &rn, sizeof(rn), ".", "x", NULL, 0), -EINVAL);
+    assert_int_equal(call(FUSE_RENAME, FUSE_ROOT_ID, &rn, sizeof(rn), "..", "x", NULL, 0), -EINVAL);
+    assert_int_equal(call(FUSE_RENAME, dobj.nodeid, &rn, sizeof(rn), "..", "x", NULL, 0), -EINVAL);
+    struct fuse_rename_in rnd = {.newdir = dobj.nodeid};
     assert_int_equal(call(FUSE_RENAME, FUSE_ROOT_ID, &rnd, sizeof(rnd), "..", "x", NULL, 0),
                      -EINVAL);
     /* A directory into itself. */
-    assert_true(call(FUSE_RENAME, FUSE_ROOT_ID, &rnd, sizeof(rnd), "rd", "inside", NULL, 0) <
-                0);
+    assert_true(call(FUSE_RENAME, FUSE_ROOT_ID, &rnd, sizeof(rnd), "rd", "inside", NULL, 0) < 0);
     /* Hard links of the root, or of a directory. */
-    struct fuse_link_in lr = { .oldnodeid = FUSE_ROOT_ID };
-    assert_true(call(FUSE_LINK, dobj.nodeid, &lr, sizeof(lr), "rootlink", NULL, &x, sizeof(x)) <
-                0);
+    struct fuse_link_in lr = {.oldnodeid = FUSE_ROOT_ID};
+    assert_true(call(FUSE_LINK, dobj.nodeid, &lr, sizeof(lr), "rootlink", NULL, &x, sizeof(x)) < 0);
     assert_true(call(FUSE_LINK, FUSE_ROOT_ID, &lr, sizeof(lr), "rootlink", NULL, &x, sizeof(x)) <
                 0);
     /* Into a directory reached through a symlink to the outside. */
-    struct fuse_rename_in ro = { .newdir = sl.nodeid };
+    struct fuse_rename_in ro = {.newdir = sl.nodeid};
     assert_true(call(FUSE_RENAME, FUSE_ROOT_ID, &ro, sizeof(ro), "rf", "x", NULL, 0) < 0);
-    struct fuse_link_in lf = { .oldnodeid = fo.nodeid };
+    struct fuse_link_in lf = {.oldnodeid = fo.nodeid};
     assert_true(call(FUSE_LINK, sl.nodeid, &lf, sizeof(lf), "x", NULL, &x, sizeof(x)) < 0);
     /* Unknown or bogus parents. */
-    struct fuse_rename_in rb = { .newdir = 0xdead0000beefULL };
+    struct fuse_rename_in rb = {.newdir = 0xdead0000beefULL};
     assert_true(call(FUSE_RENAME, FUSE_ROOT_ID, &rb, sizeof(rb), "rf", "x", NULL, 0) < 0);
-    struct fuse_rename_in rz = { .newdir = 0 };
+    struct fuse_rename_in rz = {.newdir = 0};
     assert_true(call(FUSE_RENAME, FUSE_ROOT_ID, &rz, sizeof(rz), "rf", "x", NULL, 0) < 0);
-    struct fuse_link_in lb = { .oldnodeid = 0xdead0000beefULL };
+    struct fuse_link_in lb = {.oldnodeid = 0xdead0000beefULL};
     assert_true(call(FUSE_LINK, FUSE_ROOT_ID, &lb, sizeof(lb), "x", NULL, &x, sizeof(x)) < 0);
     check_outside("root");
 
@@ -722,10 +755,14 @@ static void readdirplus_check(uint64_t dir, struct dplus_seen *seen)
     assert_int_equal(vfe_mem_alloc(mem, cap, 64, &gpa), 0);
     assert_int_equal(vfe_fuse_opendir(g->fuse, dir, &oo), 0);
     for (int rounds = 0; rounds < 64; rounds++) {
-        struct fuse_read_in in = { .fh = oo.fh, .offset = off, .size = cap };
-        struct vfe_sg sg = { gpa, cap };
-        struct vfe_fuse_op op = { .opcode = FUSE_READDIRPLUS, .nodeid = dir, .arg = &in,
-                                  .arg_len = sizeof(in), .out_data = &sg, .out_data_cnt = 1 };
+        struct fuse_read_in in = {.fh = oo.fh, .offset = off, .size = cap};
+        struct vfe_sg sg = {gpa, cap};
+        struct vfe_fuse_op op = {.opcode = FUSE_READDIRPLUS,
+                                 .nodeid = dir,
+                                 .arg = &in,
+                                 .arg_len = sizeof(in),
+                                 .out_data = &sg,
+                                 .out_data_cnt = 1};
         assert_int_equal(vfe_fuse_call(g->fuse, 1, &op), 0);
         if (op.data_len == 0)
             break;
@@ -769,7 +806,7 @@ static void test_dotdot_in_readdirplus(void **state)
 {
     (void)state;
     struct stat st;
-    struct dplus_seen seen = { 0 };
+    struct dplus_seen seen = {0};
     struct fuse_entry_out d;
     assert_int_equal(lstat(g->base, &st), 0);
     seen.base_ino = st.st_ino;
@@ -796,17 +833,14 @@ static void test_proc_self_tricks(void **state)
 {
     (void)state;
     struct fuse_entry_out p, s, fd, x, eo;
-    struct fuse_mkdir_in md = { .mode = 0755 };
+    struct fuse_mkdir_in md = {.mode = 0755};
     char tgt[256];
 
     /* The guest builds a fake proc/self/fd inside the share. */
-    assert_int_equal(call(FUSE_MKDIR, FUSE_ROOT_ID, &md, sizeof(md), "proc", NULL, &p,
-                          sizeof(p)),
+    assert_int_equal(call(FUSE_MKDIR, FUSE_ROOT_ID, &md, sizeof(md), "proc", NULL, &p, sizeof(p)),
                      0);
-    assert_int_equal(call(FUSE_MKDIR, p.nodeid, &md, sizeof(md), "self", NULL, &s, sizeof(s)),
-                     0);
-    assert_int_equal(call(FUSE_MKDIR, s.nodeid, &md, sizeof(md), "fd", NULL, &fd, sizeof(fd)),
-                     0);
+    assert_int_equal(call(FUSE_MKDIR, p.nodeid, &md, sizeof(md), "self", NULL, &s, sizeof(s)), 0);
+    assert_int_equal(call(FUSE_MKDIR, s.nodeid, &md, sizeof(md), "fd", NULL, &fd, sizeof(fd)), 0);
     snprintf(tgt, sizeof(tgt), "/proc/self/root%s", g->secret);
     for (int k = 0; k < 64; k++) {
         char nm[16];
@@ -825,10 +859,9 @@ static void test_proc_self_tricks(void **state)
     check_outside("planted");
 
     /* Ordinary work on ordinary files must go on, and land in the share. */
-    struct fuse_create_in ci = { .flags = O_RDWR | O_CREAT, .mode = 0644 };
+    struct fuse_create_in ci = {.flags = O_RDWR | O_CREAT, .mode = 0644};
     struct create_out co;
-    assert_int_equal(call(FUSE_CREATE, FUSE_ROOT_ID, &ci, sizeof(ci), "w", NULL, &co,
-                          sizeof(co)),
+    assert_int_equal(call(FUSE_CREATE, FUSE_ROOT_ID, &ci, sizeof(ci), "w", NULL, &co, sizeof(co)),
                      0);
     assert_int_equal(vfe_fuse_write(g->fuse, co.e.nodeid, co.o.fh, 0, "guest-data", 10), 10);
     assert_int_equal(vfe_fuse_fsync(g->fuse, co.e.nodeid, co.o.fh, false), 0);
@@ -843,31 +876,38 @@ static void test_proc_self_tricks(void **state)
     assert_memory_equal(buf, "guest-data", 10);
     vfe_fuse_release(g->fuse, co.e.nodeid, oo.fh, O_RDONLY);
     /* SETATTR without a handle (daemons reopen by /proc path for that). */
-    struct fuse_setattr_in sa = { .valid = FATTR_SIZE | FATTR_MODE, .size = 5, .mode = 0600 };
+    struct fuse_setattr_in sa = {.valid = FATTR_SIZE | FATTR_MODE, .size = 5, .mode = 0600};
     struct fuse_attr_out ao;
-    assert_int_equal(call(FUSE_SETATTR, co.e.nodeid, &sa, sizeof(sa), NULL, NULL, &ao,
-                          sizeof(ao)),
+    assert_int_equal(call(FUSE_SETATTR, co.e.nodeid, &sa, sizeof(sa), NULL, NULL, &ao, sizeof(ao)),
                      0);
     assert_int_equal(ao.attr.size, 5);
     assert_int_equal(lstat(spath("w"), &st), 0);
     assert_int_equal(st.st_size, 5);
     assert_int_equal(st.st_mode & 07777, 0600);
     /* Xattrs without a handle. */
-    struct fuse_setxattr_in si = { .size = 3 };
-    struct vfe_fuse_op set = { .opcode = FUSE_SETXATTR, .nodeid = co.e.nodeid, .arg = &si,
-                               .arg_len = 8, .name = "user.k", .extra = "val", .extra_len = 3 };
+    struct fuse_setxattr_in si = {.size = 3};
+    struct vfe_fuse_op set = {.opcode = FUSE_SETXATTR,
+                              .nodeid = co.e.nodeid,
+                              .arg = &si,
+                              .arg_len = 8,
+                              .name = "user.k",
+                              .extra = "val",
+                              .extra_len = 3};
     assert_int_equal(vfe_fuse_call(g->fuse, 1, &set), 0);
     char xb[16];
-    struct fuse_getxattr_in gi = { .size = sizeof(xb) };
-    struct vfe_fuse_op get = { .opcode = FUSE_GETXATTR, .nodeid = co.e.nodeid, .arg = &gi,
-                               .arg_len = sizeof(gi), .name = "user.k", .out_arg = xb,
-                               .out_arg_len = sizeof(xb) };
+    struct fuse_getxattr_in gi = {.size = sizeof(xb)};
+    struct vfe_fuse_op get = {.opcode = FUSE_GETXATTR,
+                              .nodeid = co.e.nodeid,
+                              .arg = &gi,
+                              .arg_len = sizeof(gi),
+                              .name = "user.k",
+                              .out_arg = xb,
+                              .out_arg_len = sizeof(xb)};
     assert_int_equal(vfe_fuse_call(g->fuse, 1, &get), 0);
     assert_memory_equal(xb, "val", 3);
     /* LINK by node (linkat through an fd or /proc). */
-    struct fuse_link_in li = { .oldnodeid = co.e.nodeid };
-    assert_int_equal(call(FUSE_LINK, fd.nodeid, &li, sizeof(li), "linked", NULL, &x, sizeof(x)),
-                     0);
+    struct fuse_link_in li = {.oldnodeid = co.e.nodeid};
+    assert_int_equal(call(FUSE_LINK, fd.nodeid, &li, sizeof(li), "linked", NULL, &x, sizeof(x)), 0);
     assert_int_equal(x.nodeid, co.e.nodeid);
     assert_int_equal(lstat(spath("proc/self/fd/linked"), &st), 0);
     assert_true(S_ISREG(st.st_mode));
@@ -882,8 +922,9 @@ static void test_proc_self_tricks(void **state)
     snprintf(t2, sizeof(t2), "/proc/%d/root%s", (int)getpid(), g->secret);
     assert_int_equal(symlink(t2, spath("ppid")), 0);
     assert_int_equal(symlink("/proc/self/fd", spath("pfd")), 0);
-    const char *paths[] = { "pr", "pcwd", "ppid", "proc/self/fd/3", "proc/self/fd/0",
-                            "proc/self/root", "proc/self/cwd" };
+    const char *paths[] = {
+        "pr",           "pcwd", "ppid", "proc/self/fd/3", "proc/self/fd/0", "proc/self/root",
+        "proc/self/cwd"};
     for (size_t k = 0; k < sizeof(paths) / sizeof(paths[0]); k++) {
         assert_int_equal(vfe_fuse_lookup_path(g->fuse, paths[k], &eo), 0);
         assert_true(S_ISLNK(eo.attr.mode));
@@ -981,7 +1022,7 @@ static void test_symlink_swap_race(void **state)
     check_outside("sequential");
 
     /* Concurrent: a host thread swaps while the guest looks up, opens and reads. */
-    struct swapper sw = { 0 };
+    struct swapper sw = {0};
     pthread_t th;
     write_file(spath("race"), "original");
     assert_int_equal(pthread_create(&th, NULL, swap_thread, &sw), 0);
@@ -1024,8 +1065,8 @@ static void test_symlink_swap_race(void **state)
     unsigned landed = 0;
     for (int i = 0; i < 100; i++) {
         struct fuse_entry_out d, x;
-        struct fuse_mkdir_in md = { .mode = 0755 };
-        struct fuse_create_in ci = { .flags = O_RDWR | O_CREAT, .mode = 0644 };
+        struct fuse_mkdir_in md = {.mode = 0755};
+        struct fuse_create_in ci = {.flags = O_RDWR | O_CREAT, .mode = 0644};
         struct create_out co;
         snprintf(dold, sizeof(dold), "%s/sd.old%d", g->share, i);
         assert_int_equal(mkdir(spath("sd"), 0755), 0);
@@ -1035,8 +1076,8 @@ static void test_symlink_swap_race(void **state)
         assert_true(vfe_fuse_lookup(g->fuse, d.nodeid, "secret", &x) < 0);
         switch (i % 4) {
         case 0:
-            if (call(FUSE_CREATE, d.nodeid, &ci, sizeof(ci), "secret", NULL, &co,
-                     sizeof(co)) == 0) {
+            if (call(FUSE_CREATE, d.nodeid, &ci, sizeof(ci), "secret", NULL, &co, sizeof(co)) ==
+                0) {
                 vfe_fuse_release(g->fuse, co.e.nodeid, co.o.fh, O_RDWR);
                 forget(co.e.nodeid, 1);
                 char where[600];
@@ -1046,8 +1087,7 @@ static void test_symlink_swap_race(void **state)
             }
             break;
         case 1:
-            if (call(FUSE_MKDIR, d.nodeid, &md, sizeof(md), "planted", NULL, &x, sizeof(x)) ==
-                0) {
+            if (call(FUSE_MKDIR, d.nodeid, &md, sizeof(md), "planted", NULL, &x, sizeof(x)) == 0) {
                 forget(x.nodeid, 1);
                 char where[600];
                 snprintf(where, sizeof(where), "%s/planted", dold);
@@ -1060,9 +1100,9 @@ static void test_symlink_swap_race(void **state)
             assert_true(call(FUSE_RMDIR, d.nodeid, NULL, 0, "empty", NULL, NULL, 0) < 0);
             break;
         case 3: {
-            struct fuse_rename_in rn = { .newdir = FUSE_ROOT_ID };
-            assert_true(call(FUSE_RENAME, d.nodeid, &rn, sizeof(rn), "secret", "stolen", NULL,
-                             0) < 0);
+            struct fuse_rename_in rn = {.newdir = FUSE_ROOT_ID};
+            assert_true(call(FUSE_RENAME, d.nodeid, &rn, sizeof(rn), "secret", "stolen", NULL, 0) <
+                        0);
             assert_false(access(spath("stolen"), F_OK) == 0);
             break;
         }
@@ -1075,8 +1115,7 @@ static void test_symlink_swap_race(void **state)
         assert_int_equal(unlink(spath("sd")), 0);
         check_outside("directory swap");
     }
-    fprintf(stderr, "escape: directory swap: %u of 50 creations landed in the original\n",
-            landed);
+    fprintf(stderr, "escape: directory swap: %u of 50 creations landed in the original\n", landed);
     assert_alive();
 }
 
@@ -1101,10 +1140,10 @@ static void test_alive_and_clean_exit(void **state)
 int main(int argc, char **argv)
 {
     static const struct option lo[] = {
-        { "vufsd", required_argument, NULL, 'v' },
-        { "extra", required_argument, NULL, 'x' },
-        { "log", required_argument, NULL, 'l' },
-        { 0 },
+        {"vufsd", required_argument, NULL, 'v'},
+        {"extra", required_argument, NULL, 'x'},
+        {"log", required_argument, NULL, 'l'},
+        {0},
     };
     int c;
     while ((c = getopt_long(argc, argv, "", lo, NULL)) != -1) {
