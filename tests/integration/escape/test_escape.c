@@ -35,6 +35,7 @@
 #include <string.h>
 #include <sys/stat.h>
 #include <sys/wait.h>
+#include <sys/xattr.h>
 #include <unistd.h>
 #include <cmocka.h>
 
@@ -551,6 +552,17 @@ static void test_symlinks_out(void **state)
     assert_int_equal(symlink("rel", spath("chain")), 0);
     assert_int_equal(symlink(g->outside, spath("absdir")), 0);
     assert_int_equal(symlink("../outside", spath("reldir")), 0);
+    /* The same made by the guest (SYMLINK's target is any string). */
+    struct fuse_entry_out gl;
+    assert_int_equal(call(FUSE_SYMLINK, FUSE_ROOT_ID, NULL, 0, "gabs", g->secret, &gl, sizeof(gl)),
+                     0);
+    forget(gl.nodeid, 1);
+    assert_int_equal(
+        call(FUSE_SYMLINK, FUSE_ROOT_ID, NULL, 0, "grel", "../outside/secret", &gl, sizeof(gl)), 0);
+    forget(gl.nodeid, 1);
+    assert_int_equal(
+        call(FUSE_SYMLINK, FUSE_ROOT_ID, NULL, 0, "gdir", "../outside", &gl, sizeof(gl)), 0);
+    forget(gl.nodeid, 1);
     check_outside("setup");
 
     struct {
@@ -560,6 +572,8 @@ static void test_symlinks_out(void **state)
         {"abs", g->secret, false},           {"rel", "../outside/secret", false},
         {"sub/rel2", rel_dir_secret, false}, {"chain", "rel", false},
         {"absdir", g->outside, true},        {"reldir", "../outside", true},
+        {"gabs", g->secret, false},          {"grel", "../outside/secret", false},
+        {"gdir", "../outside", true},
     };
     for (size_t k = 0; k < sizeof(links) / sizeof(links[0]); k++) {
         struct fuse_entry_out eo, x;
@@ -947,6 +961,18 @@ static void test_proc_self_tricks(void **state)
 
 /* ---- 5. A symlink swapped in between LOOKUP and OPEN -------------------------------------- */
 
+/* READDIR callback: sets *opaque when outside/empty shows up (the original
+ * directory may hold a "secret" the guest created in it, never an "empty"). */
+static void dirent_outside(void *opaque, const char *name, size_t namelen, uint64_t ino,
+                           uint32_t type, uint64_t off)
+{
+    (void)ino;
+    (void)type;
+    (void)off;
+    if (namelen == 5 && !memcmp(name, "empty", 5))
+        *(bool *)opaque = true;
+}
+
 struct swapper {
     atomic_bool stop;
     atomic_uint swaps;
@@ -1108,14 +1134,88 @@ static void test_symlink_swap_race(void **state)
         }
         }
         /* A READDIR of the node lists the original directory, not the outside. */
-        struct fuse_open_out oo;
-        if (vfe_fuse_opendir(g->fuse, d.nodeid, &oo) == 0)
-            vfe_fuse_releasedir(g->fuse, d.nodeid, oo.fh);
+        bool outside_seen = false;
+        assert_true(vfe_fuse_readdir_all(g->fuse, d.nodeid, dirent_outside, &outside_seen) >= 2);
+        assert_false(outside_seen);
         forget(d.nodeid, 1);
         assert_int_equal(unlink(spath("sd")), 0);
         check_outside("directory swap");
     }
     fprintf(stderr, "escape: directory swap: %u of 50 creations landed in the original\n", landed);
+
+    /*
+     * Handle-less attribute work on a node whose name was swapped for a symlink
+     * to the outside after LOOKUP: SETATTR (truncate, chmod, utimes), xattrs,
+     * LINK. They reach the inode LOOKUP found (we hold it open to check) or
+     * fail; the secret never changes.
+     */
+    unsigned reached = 0;
+    for (int i = 0; i < 60; i++) {
+        struct fuse_entry_out eo, x;
+        struct fuse_attr_out ao;
+        struct stat st;
+        char tmp2[512];
+        snprintf(tmp2, sizeof(tmp2), "%s/a.tmp", g->share);
+        write_file(spath("a"), "original-attr");
+        int hfd = open(spath("a"), O_RDONLY);
+        assert_true(hfd >= 0);
+        assert_int_equal(vfe_fuse_lookup(g->fuse, FUSE_ROOT_ID, "a", &eo), 0);
+        assert_int_equal(symlink(i % 2 ? g->secret : "../outside/secret", tmp2), 0);
+        assert_int_equal(rename(tmp2, spath("a")), 0);
+        switch (i % 3) {
+        case 0: {
+            struct fuse_setattr_in sa = {.valid = FATTR_SIZE | FATTR_MODE | FATTR_MTIME,
+                                         .size = 3,
+                                         .mode = 0600,
+                                         .mtime = 12345};
+            if (call(FUSE_SETATTR, eo.nodeid, &sa, sizeof(sa), NULL, NULL, &ao, sizeof(ao)) == 0) {
+                assert_int_equal(fstat(hfd, &st), 0);
+                assert_int_equal(st.st_size, 3);
+                assert_int_equal(st.st_mode & 07777, 0600);
+                assert_int_equal(st.st_mtime, 12345);
+                reached++;
+            }
+            break;
+        }
+        case 1: {
+            struct fuse_setxattr_in si = {.size = 3};
+            struct vfe_fuse_op set = {.opcode = FUSE_SETXATTR,
+                                      .nodeid = eo.nodeid,
+                                      .arg = &si,
+                                      .arg_len = 8,
+                                      .name = "user.k",
+                                      .extra = "val",
+                                      .extra_len = 3};
+            if (vfe_fuse_call(g->fuse, 1, &set) == 0) {
+                char xb[8];
+                assert_int_equal(fgetxattr(hfd, "user.k", xb, sizeof(xb)), 3);
+                assert_memory_equal(xb, "val", 3);
+                reached++;
+            }
+            break;
+        }
+        case 2: {
+            struct fuse_link_in li = {.oldnodeid = eo.nodeid};
+            if (call(FUSE_LINK, FUSE_ROOT_ID, &li, sizeof(li), "a-link", NULL, &x, sizeof(x)) ==
+                0) {
+                struct stat hs;
+                assert_int_equal(fstat(hfd, &hs), 0);
+                assert_int_equal(lstat(spath("a-link"), &st), 0);
+                assert_true(S_ISREG(st.st_mode));
+                assert_int_equal(st.st_ino, hs.st_ino);
+                assert_int_equal(unlink(spath("a-link")), 0);
+                forget(x.nodeid, 1);
+                reached++;
+            }
+            break;
+        }
+        }
+        close(hfd);
+        forget(eo.nodeid, 1);
+        assert_int_equal(unlink(spath("a")), 0);
+        check_outside("attributes after a swap");
+    }
+    fprintf(stderr, "escape: attribute swap: %u of 60 reached the original inode\n", reached);
     assert_alive();
 }
 
