@@ -235,7 +235,7 @@ static int vdev_send_all(int fd, const void *buf, size_t len, int pass_fd)
     return 0;
 }
 
-static int vdev_recv_all(int fd, void *buf, size_t len)
+int vdev_recv_all(int fd, void *buf, size_t len)
 {
     char *p = buf;
     while (len) {

@@ -174,6 +174,9 @@ bool vdev_is_broken(const struct vufsd_dev *dev);
 void vdev_clear_broken(struct vufsd_dev *dev);
 /* Replaces the backend request channel fd (takes fd; -1 closes it). */
 void vdev_set_backend_fd(struct vufsd_dev *dev, int fd);
+/* Reads exactly len bytes from a stream socket: 0, -ECONNRESET at EOF, or -errno. */
+int vdev_recv_all(int fd, void *buf, size_t len);
+
 /*
  * Sends a backend request (backend -> frontend) with an optional fd and waits for
  * the frontend's REPLY_ACK answer. Returns 0 when the frontend answered 0,

@@ -389,24 +389,6 @@ static vu_handler *const vu_handlers[VU_REQUEST_MAX] = {
 
 /* ---- Socket I/O ------------------------------------------------------------------------ */
 
-static int vu_recv_exact(int fd, void *buf, size_t len)
-{
-    char *p = buf;
-    while (len) {
-        ssize_t n = recv(fd, p, len, 0);
-        if (n < 0) {
-            if (errno == EINTR)
-                continue;
-            return -errno;
-        }
-        if (n == 0)
-            return -ECONNRESET;
-        p += n;
-        len -= (size_t)n;
-    }
-    return 0;
-}
-
 /*
  * Reads one message. Returns 1 with *nfds fds received (-1 when the fds did not
  * fit or arrived malformed: they are closed and the message will be rejected),
@@ -453,14 +435,14 @@ static int vu_read_msg(int fd, struct vu_msg *m, int *fds, int *nfds)
 
     int ret = 0;
     if ((size_t)n < sizeof(m->hdr))
-        ret = vu_recv_exact(fd, (char *)&m->hdr + n, sizeof(m->hdr) - (size_t)n);
+        ret = vdev_recv_all(fd, (char *)&m->hdr + n, sizeof(m->hdr) - (size_t)n);
     if (ret == 0 && m->hdr.size > VU_MAX_PAYLOAD) {
         vlog_err("vhost-user: message %u with a %u-byte payload: stream corrupt", m->hdr.request,
                  m->hdr.size);
         ret = -EBADMSG;
     }
     if (ret == 0 && m->hdr.size)
-        ret = vu_recv_exact(fd, &m->payload, m->hdr.size);
+        ret = vdev_recv_all(fd, &m->payload, m->hdr.size);
     if (ret < 0 || bad_fds) {
         for (int i = 0; i < *nfds; i++)
             close(fds[i]);
