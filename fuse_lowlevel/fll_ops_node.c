@@ -217,6 +217,8 @@ FLL_DECODER(tmpfile)
 FLL_DECODER(readlink)
 {
     size_t room = fll_out_room(r);
+    if (room == 0)
+        return -EIO; /* no byte of the target fits: the reply buffer is too small */
     if (room > FLL_PATH_MAX)
         room = FLL_PATH_MAX;
     struct fll_outbuf ob;

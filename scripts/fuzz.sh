@@ -13,7 +13,7 @@
 # once it is fixed, so it is replayed forever after.
 #
 # Environment:
-#   FUZZ_BUILD_DIR  build directory (default /tmp/vufsd-build-fuzz)
+#   FUZZ_BUILD_DIR  build directory (default build-fuzz in the checkout)
 #   FUZZ_OUT        working corpus, findings, logs (default $FUZZ_BUILD_DIR/fuzz-out)
 #   CC              the clang to use (default clang-14)
 #   FUZZ_ARGS       extra libFuzzer arguments
@@ -32,7 +32,9 @@ case $secs in
 esac
 
 src=$(cd "$(dirname "$0")/.." && pwd)
-build=${FUZZ_BUILD_DIR:-/tmp/vufsd-build-fuzz}
+# Inside the checkout by default, so two checkouts never share (and build each
+# other's sources in) one fuzz build directory.
+build=${FUZZ_BUILD_DIR:-$src/build-fuzz}
 out=${FUZZ_OUT:-$build/fuzz-out}
 cc=${CC:-clang-14}
 

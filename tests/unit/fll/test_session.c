@@ -820,6 +820,12 @@ static void readlink_no_nul(void **state)
     expect_ok(h, strlen("some/target"));
     assert_memory_equal(fllt_body(h), "some/target", strlen("some/target"));
     assert_int_equal(h->fs.buf_size, FLL_PATH_MAX);
+
+    /* Room for the header only: EIO, and the filesystem never sees a buffer of
+     * nothing (found by fuzz_fll: the op got a NULL buffer). */
+    fllt_fake_reset(&h->fs);
+    fllt_send(h, &m, 0, sizeof(struct fuse_out_header), 5);
+    expect_rejected(h, -EIO);
 }
 
 /* ---- FORGET / BATCH_FORGET / INTERRUPT ------------------------------------------------ */
