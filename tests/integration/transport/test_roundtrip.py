@@ -90,8 +90,8 @@ def sigterm_busy(extra):
 
 if __name__ == "__main__":
     if not VFE:
-        print("SKIP: VFE (vufs-frontend) not given")
-        sys.exit(77)
+        print("FAIL: VFE (vufs-frontend) not given")
+        sys.exit(1)
     which = sys.argv[1]
     if which == "sandboxed":
         if os.geteuid() != 0:
