@@ -101,16 +101,22 @@ struct vufsd_queue {
 
     bool enabled; /* atomic: SET_VRING_ENABLE */
     bool stop;    /* atomic: the thread must return */
+    bool poked;   /* atomic: set by vqt_wake before wake_fd; ends a busy-poll */
 
     /* Queue thread only: the avail side of ring, mem, mem_gen, the scratch iovecs. */
     struct vmem_table *mem; /* table the ring pointers point into; ref held */
     unsigned mem_gen;
     struct iovec *scratch; /* 2 * VQT_MAX_IOV */
+    uint32_t poll_cap_ns;  /* --poll-us in ns; 0 on hiprio and without --poll-us */
+    uint32_t poll_ns;      /* the current adaptive window (qpoll.h) */
+    uint64_t poll_hits;    /* requests that arrived while the thread polled */
+    uint64_t poll_sleeps;  /* times the thread slept on its kick fd */
 
     pthread_mutex_t lock;
     /* Protected by lock: the used side of ring (used_idx, signalled_*), and: */
     struct vq_ring ring;
-    unsigned inflight;      /* popped, not completed */
+    unsigned inflight;      /* popped, not completed; atomic increments by the
+                             * queue thread, decrements under lock */
     int call_fd;            /* owned; -1 = no notifications */
     bool notify_pending;    /* a completion inside the thread's batch deferred its signal */
     pthread_cond_t drained; /* inflight dropped to 0 */

@@ -547,6 +547,10 @@ static int vopt_validate(const struct vufsd_config *cfg, char **errmsg)
                            "against the guest; add --unsafe-no-isolation to really do that");
         return -EINVAL;
     }
+    if (cfg->poll_us && cfg->mountpoint) {
+        *errmsg = g_strdup("--poll-us polls virtqueues: it needs a vhost-user frontend, not --mount");
+        return -EINVAL;
+    }
     if (cfg->dax_window && cfg->mountpoint) {
         *errmsg = g_strdup("--dax-window needs a vhost-user frontend, not --mount");
         return -EINVAL;
@@ -617,8 +621,6 @@ const char *vopt_unsupported(const struct vufsd_config *cfg)
         return "--dax-window (no DAX window transport in this build)";
     if (cfg->stats_file)
         return "--stats-file (statistics are not written by this build)";
-    if (cfg->poll_us)
-        return "--poll-us (queue busy-polling is not implemented)";
     return NULL;
 }
 

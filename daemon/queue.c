@@ -9,6 +9,8 @@
 #include <assert.h>
 #include <endian.h>
 #include <errno.h>
+#include <inttypes.h>
+#include <limits.h>
 #include <poll.h>
 #include <stddef.h>
 #include <stdio.h>
@@ -19,6 +21,7 @@
 #include <unistd.h>
 
 #include "log.h"
+#include "qpoll.h"
 #include "vu_msg.h"
 
 struct vqt_req {
@@ -33,6 +36,8 @@ struct vqt_req {
 
 /* vqt_stop: how long to wait for a drain before cancelling parked requests again. */
 #define VQT_CANCEL_RETRY_NS (50 * 1000 * 1000L)
+/* Busy-poll: avail index reads between two looks at the clock (and at stop). */
+#define VQT_POLL_SPINS 32
 
 /* Set while a queue thread runs a batch: completions on it defer the signal. */
 static __thread struct vufsd_queue *vqt_batch_queue;
@@ -100,6 +105,8 @@ void vqt_destroy(struct vufsd_queue *q)
 void vqt_wake(struct vufsd_queue *q)
 {
     uint64_t one = 1;
+    /* Before the eventfd: a thread that busy-polls never reads wake_fd. */
+    __atomic_store_n(&q->poked, true, __ATOMIC_RELEASE);
     ssize_t w = write(q->wake_fd, &one, sizeof(one));
     (void)w;
 }
@@ -172,8 +179,9 @@ static void vqt_complete(struct fll_req *fr, size_t out_len)
         q->notify_pending = true;
     else if (vq_ring_should_notify(&q->ring))
         vqt_signal_locked(q);
-    assert(q->inflight > 0);
-    if (--q->inflight == 0)
+    unsigned left = __atomic_sub_fetch(&q->inflight, 1, __ATOMIC_ACQ_REL);
+    assert(left != UINT_MAX); /* one completion per popped request */
+    if (left == 0)
         pthread_cond_broadcast(&q->drained);
     pthread_mutex_unlock(&q->lock);
     vqt_req_free(req);
@@ -218,9 +226,8 @@ static void vqt_handle(struct vufsd_queue *q, uint16_t head, const struct iovec 
     req->head = head;
     req->mem = vmem_table_ref(q->mem);
 
-    pthread_mutex_lock(&q->lock);
-    q->inflight++;
-    pthread_mutex_unlock(&q->lock);
+    /* No lock: only this thread increments, and vqt_stop reads after joining it. */
+    __atomic_add_fetch(&q->inflight, 1, __ATOMIC_ACQ_REL);
 
     vlog_debug("queue %u: request head %u (%u readable, %u writable iovecs)", q->index, head,
                rd_cnt, wr_cnt);
@@ -315,27 +322,104 @@ static unsigned vqt_batch(struct vufsd_queue *q)
     }
     vqt_batch_queue = NULL;
 
-    pthread_mutex_lock(&q->lock);
-    if (q->notify_pending) {
+    /* Only this thread sets notify_pending (inside its batch): no lock to look. */
+    if (__atomic_load_n(&q->notify_pending, __ATOMIC_RELAXED)) {
+        pthread_mutex_lock(&q->lock);
         q->notify_pending = false;
         if (vq_ring_should_notify(&q->ring))
             vqt_signal_locked(q);
+        pthread_mutex_unlock(&q->lock);
     }
-    pthread_mutex_unlock(&q->lock);
     return done;
+}
+
+static uint64_t vqt_now_ns(void)
+{
+    struct timespec ts;
+    clock_gettime(CLOCK_MONOTONIC, &ts); /* vDSO: no syscall */
+    return (uint64_t)ts.tv_sec * 1000000000u + (uint64_t)ts.tv_nsec;
+}
+
+static inline void vqt_cpu_relax(void)
+{
+#if defined(__x86_64__) || defined(__i386__)
+    __builtin_ia32_pause();
+#elif defined(__aarch64__)
+    __asm__ __volatile__("yield" ::: "memory");
+#else
+    __atomic_signal_fence(__ATOMIC_SEQ_CST);
+#endif
+}
+
+/*
+ * Spins on the avail index until a request arrives (true), window_ns from t0
+ * pass, or the message thread wants the thread (vqt_wake) or the device broke
+ * (false). Notifications stay suppressed meanwhile (vq_ring_disable_notify: with
+ * EVENT_IDX avail_event stays behind, else VRING_USED_F_NO_NOTIFY is set), so
+ * the driver does not kick for what is caught here.
+ */
+static bool vqt_poll(struct vufsd_queue *q, uint64_t t0, uint32_t window_ns)
+{
+    for (;;) {
+        for (unsigned i = 0; i < VQT_POLL_SPINS; i++) {
+            if (vq_ring_has_work(&q->ring))
+                return true;
+            vqt_cpu_relax();
+        }
+        if (__atomic_load_n(&q->poked, __ATOMIC_ACQUIRE) || vdev_is_broken(q->dev))
+            return false;
+        if (vqt_now_ns() - t0 >= window_ns)
+            return false;
+    }
+}
+
+/*
+ * The ring is drained: poll for the current window, then re-arm notifications,
+ * re-check and sleep. The gap until the next request sizes the next window
+ * (qpoll.h); a wake-up for anything else says nothing about the gap.
+ */
+static void vqt_idle(struct vufsd_queue *q)
+{
+    if (!q->poll_cap_ns) {
+        if (!vq_ring_enable_notify(&q->ring))
+            vqt_wait(q);
+        return; /* else work arrived between the last pop and the avail_event store */
+    }
+    uint64_t t0 = vqt_now_ns();
+    if (q->poll_ns && vqt_poll(q, t0, q->poll_ns)) {
+        q->poll_hits++;
+        q->poll_ns = vqt_poll_next(q->poll_ns, q->poll_cap_ns, 0);
+        return;
+    }
+    if (__atomic_load_n(&q->poked, __ATOMIC_ACQUIRE))
+        return; /* the loop takes the message thread's change up first */
+    if (!vq_ring_enable_notify(&q->ring)) {
+        vqt_wait(q);
+        q->poll_sleeps++;
+        if (__atomic_load_n(&q->poked, __ATOMIC_ACQUIRE) || !vq_ring_has_work(&q->ring)) {
+            q->poll_ns = vqt_poll_next(q->poll_ns, q->poll_cap_ns, UINT64_MAX);
+            return;
+        }
+    }
+    q->poll_ns = vqt_poll_next(q->poll_ns, q->poll_cap_ns, vqt_now_ns() - t0);
 }
 
 static void *vqt_thread(void *arg)
 {
     struct vufsd_queue *q = arg;
     char name[16];
+    bool stale = true; /* q->mem may predate the current table */
 
     snprintf(name, sizeof(name), "vufsd-q%u", q->index);
     pthread_setname_np(pthread_self(), name);
 
     while (!__atomic_load_n(&q->stop, __ATOMIC_ACQUIRE)) {
-        if (!vqt_refresh_mem(q) || vdev_is_broken(q->dev) ||
-            !__atomic_load_n(&q->enabled, __ATOMIC_ACQUIRE)) {
+        /* The message thread pokes after every table swap: look only then. */
+        if (__atomic_exchange_n(&q->poked, false, __ATOMIC_ACQ_REL))
+            stale = true;
+        if (stale && vqt_refresh_mem(q))
+            stale = false;
+        if (stale || vdev_is_broken(q->dev) || !__atomic_load_n(&q->enabled, __ATOMIC_ACQUIRE)) {
             vqt_wait(q);
             continue;
         }
@@ -344,10 +428,12 @@ static void *vqt_thread(void *arg)
             continue; /* a full batch: there may be more, and stop gets a look in */
         if (vdev_is_broken(q->dev))
             continue;
-        if (vq_ring_enable_notify(&q->ring))
-            continue; /* work arrived between the last pop and the avail_event store */
-        vqt_wait(q);
+        vqt_idle(q);
     }
+    if (q->poll_cap_ns)
+        vlog_info("queue %u: %" PRIu64 " requests caught by polling, %" PRIu64
+                  " sleeps, poll window %u ns at exit",
+                  q->index, q->poll_hits, q->poll_sleeps, q->poll_ns);
     return NULL;
 }
 
@@ -393,6 +479,14 @@ int vqt_start(struct vufsd_queue *q)
         __atomic_store_n(&q->enabled, true, __ATOMIC_RELEASE);
     __atomic_store_n(&q->stop, false, __ATOMIC_RELEASE);
     (void)vqt_drain(q->wake_fd);
+    /* hiprio (FORGET, INTERRUPT) is rare and latency-insensitive: never polled. */
+    unsigned poll_us = dev->c.cfg ? dev->c.cfg->poll_us : 0;
+    if (poll_us > VQT_POLL_MAX_US)
+        poll_us = VQT_POLL_MAX_US;
+    q->poll_cap_ns = q->index == 0 ? 0 : poll_us * 1000u;
+    q->poll_ns = q->poll_cap_ns;
+    q->poll_hits = q->poll_sleeps = 0;
+    __atomic_store_n(&q->poked, false, __ATOMIC_RELEASE);
     vqt_set_state(q, VQT_RUNNING);
     ret = pthread_create(&q->thread, NULL, vqt_thread, q);
     if (ret) {

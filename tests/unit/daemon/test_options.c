@@ -226,6 +226,16 @@ static void test_sizes_and_unsupported(void **state)
     assert_non_null(vopt_unsupported(&p->cfg));
     parse(p, "--shared-dir /srv --mount /mnt --dax-window 1G");
     assert_int_equal(p->ret, -EINVAL);
+
+    /* --poll-us is served (queue.c), on virtqueues only. */
+    parse(p, "--shared-dir /srv --socket-path /s --poll-us 50");
+    assert_int_equal(p->ret, 0);
+    assert_int_equal(p->cfg.poll_us, 50);
+    assert_null(vopt_unsupported(&p->cfg));
+    parse(p, "--shared-dir /srv --socket-path /s --poll-us 1000001");
+    assert_int_equal(p->ret, -EINVAL);
+    parse(p, "--shared-dir /srv --mount /mnt --poll-us 50");
+    assert_int_equal(p->ret, -EINVAL);
 }
 
 /* --mount mounts in the host's namespace: it implies --sandbox none and refuses
