@@ -107,6 +107,18 @@ int pt_do_lookup(struct pt_fs *fs, struct pt_inode *parent, const char *name,
 
     if (parent->type != S_IFDIR)
         return -ENOTDIR;
+    /*
+     * Most lookups name an inode the client knows already (revalidation) or
+     * nothing: a statx by name settles both without opening and closing an fd.
+     * A known (dev, ino, mnt_id) is pinned by its O_PATH fd, so it cannot be a
+     * reused inode number. Any other answer takes the opening path below.
+     */
+    if (statx(parent->fd, name, AT_SYMLINK_NOFOLLOW | AT_NO_AUTOMOUNT, PT_STATX_MASK, &st) == 0) {
+        if ((st.stx_mask & STATX_MNT_ID) && pt_inode_find(fs, &st, true, &i) == 0)
+            return pt_fill_entry(fs, parent, i, &st, out);
+    } else if (errno == ENOENT) {
+        return -ENOENT;
+    }
     fd = openat(parent->fd, name, O_PATH | O_NOFOLLOW | O_CLOEXEC);
     if (fd < 0)
         return -errno;

@@ -211,6 +211,25 @@ void pt_inode_put(struct pt_inode *i)
     pt_inode_close_fd(fs, fd);
 }
 
+int pt_inode_find(struct pt_fs *fs, const struct statx *st, bool count_lookup,
+                  struct pt_inode **out)
+{
+    struct pt_itab *t = &fs->itab;
+    struct pt_inode *i;
+
+    pthread_mutex_lock(&t->lock);
+    i = pt_hash_find_locked(t, makedev(st->stx_dev_major, st->stx_dev_minor), st->stx_ino,
+                            st->stx_mnt_id);
+    if (i) {
+        i->refs++;
+        if (count_lookup)
+            i->nlookup++;
+    }
+    pthread_mutex_unlock(&t->lock);
+    *out = i;
+    return i ? 0 : -ENOENT;
+}
+
 int pt_inode_intern(struct pt_fs *fs, int fd, const struct statx *st, bool count_lookup,
                     struct pt_inode **out)
 {

@@ -111,6 +111,12 @@ int pt_inode_get(struct pt_fs *fs, uint64_t nodeid, struct pt_inode **out);
 void pt_inode_ref(struct pt_inode *i);
 void pt_inode_put(struct pt_inode *i);
 /*
+ * The known inode st (a statx with STATX_MNT_ID) describes, referenced, and with
+ * count_lookup its client count grown by one; -ENOENT when it is not known.
+ */
+int pt_inode_find(struct pt_fs *fs, const struct statx *st, bool count_lookup,
+                  struct pt_inode **out);
+/*
  * Finds the inode of the object fd (O_PATH, ownership taken) refers to, or adds
  * it. Returns it referenced; with count_lookup, the client's count grows by one.
  * -EMFILE when a new inode would pass the fd budget.

@@ -34,6 +34,50 @@ static void test_lookup_counts_and_forget_clamps(void **state)
     pt_t_down(t);
 }
 
+/* A repeated lookup finds the known inode by a statx of the name (no fd opened);
+ * a name that now names another object, or nothing, must not find the old one. */
+static void test_lookup_known_swapped_missing(void **state)
+{
+    struct pt_t *t = pt_t_up();
+    PT_REQ(t, q);
+    struct fuse_entry_out e;
+    struct fuse_getattr_in gin = { 0 };
+    struct fuse_attr_out out;
+
+    pt_t_write_file(t, "a", "1");
+    pt_t_write_file(t, "b", "22");
+    assert_int_equal(symlink("a", pt_t_path(t, "l")), 0);
+    uint64_t a = pt_t_lookup(t, FUSE_ROOT_ID, "a");
+    uint64_t l = pt_t_lookup(t, FUSE_ROOT_ID, "l");
+    assert_true(l != a); /* the link itself, never its target */
+    assert_int_equal(pt_t_lookup(t, FUSE_ROOT_ID, "l"), l);
+    assert_int_equal(pt_t_lookup(t, FUSE_ROOT_ID, "a"), a);
+    assert_int_equal(pt_fs_inode_count(t->fs), 3);
+
+    /* b renamed over a: the name a is b's inode now; the old a lives on by its id. */
+    char from[512];
+    snprintf(from, sizeof(from), "%s", pt_t_path(t, "b")); /* pt_t_path: one buffer */
+    assert_int_equal(rename(from, pt_t_path(t, "a")), 0);
+    uint64_t a2 = pt_t_lookup(t, FUSE_ROOT_ID, "a");
+    assert_true(a2 != a);
+    assert_int_equal(t->ops->getattr(&q.r, a2, &gin, &out), 0);
+    assert_int_equal(out.attr.size, 2);
+    assert_int_equal(t->ops->getattr(&q.r, a, &gin, &out), 0);
+    assert_int_equal(out.attr.size, 1);
+    assert_int_equal(pt_fs_inode_count(t->fs), 4);
+
+    /* Gone from the host: ENOENT, and the known inode is not handed out again. */
+    assert_int_equal(unlink(pt_t_path(t, "a")), 0);
+    assert_int_equal(t->ops->lookup(&q.r, FUSE_ROOT_ID, "a", &e), -ENOENT);
+    assert_int_equal(pt_fs_inode_count(t->fs), 4);
+    /* The two lookups of a are both counted: one FORGET leaves it known. */
+    pt_t_forget(t, a, 1);
+    assert_int_equal(t->ops->getattr(&q.r, a, &gin, &out), 0);
+    pt_t_forget(t, a, 1);
+    assert_int_equal(t->ops->getattr(&q.r, a, &gin, &out), -ESTALE);
+    pt_t_down(t);
+}
+
 static void test_root_survives_forget(void **state)
 {
     struct pt_t *t = pt_t_up();
@@ -302,6 +346,7 @@ int main(void)
 {
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(test_lookup_counts_and_forget_clamps),
+        cmocka_unit_test(test_lookup_known_swapped_missing),
         cmocka_unit_test(test_root_survives_forget),
         cmocka_unit_test(test_generation_distinguishes_reuse),
         cmocka_unit_test(test_handle_keeps_inode),
