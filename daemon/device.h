@@ -111,6 +111,7 @@ struct vufsd_queue {
     uint32_t poll_ns;      /* the current adaptive window (qpoll.h) */
     uint64_t poll_hits;    /* requests that arrived while the thread polled */
     uint64_t poll_sleeps;  /* times the thread slept on its kick fd */
+    uint64_t poll_preempted; /* polls cut short: the thread lost its CPU */
 
     pthread_mutex_t lock;
     /* Protected by lock: the used side of ring (used_idx, signalled_*), and: */

@@ -21,6 +21,10 @@
  *                           0, and an idle queue then sleeps at once, burning
  *                           nothing. A window of 0 still measures each sleep, so
  *                           the first short gap brings polling back.
+ *   preempted               the poller lost its CPU while spinning (queue.c sees
+ *                           two looks at the clock far apart): the CPU is wanted
+ *                           by others, and the driver may even be waiting for it.
+ *                           Counted as unknown: halve, and sleep now.
  *
  * The cap is a hard bound on CPU spent per gap; a queue that has gone quiet
  * wastes at most cap + cap/2 + ... < 2 x cap before it stops polling.

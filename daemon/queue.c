@@ -12,6 +12,7 @@
 #include <inttypes.h>
 #include <limits.h>
 #include <poll.h>
+#include <sched.h>
 #include <stddef.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -38,6 +39,11 @@ struct vqt_req {
 #define VQT_CANCEL_RETRY_NS (50 * 1000 * 1000L)
 /* Busy-poll: avail index reads between two looks at the clock (and at stop). */
 #define VQT_POLL_SPINS 32
+/* Two looks at the clock this far apart: the poller was descheduled (see qpoll.h). */
+#define VQT_POLL_PREEMPTED_NS 20000u
+/* A poller offers its CPU this often (sched_yield): the driver's thread may be
+ * waiting for it. Yielding is how a busy machine shows: see VQT_POLL_PREEMPTED_NS. */
+#define VQT_POLL_YIELD_NS 8000u
 
 /* Set while a queue thread runs a batch: completions on it defer the signal. */
 static __thread struct vufsd_queue *vqt_batch_queue;
@@ -351,25 +357,43 @@ static inline void vqt_cpu_relax(void)
 #endif
 }
 
+enum vqt_poll_end {
+    VQT_POLL_HIT,       /* a request arrived */
+    VQT_POLL_EXPIRED,   /* the window ran out */
+    VQT_POLL_PREEMPTED, /* the thread lost its CPU meanwhile */
+    VQT_POLL_POKED,     /* the message thread wants the thread, or the device broke */
+};
+
 /*
- * Spins on the avail index until a request arrives (true), window_ns from t0
- * pass, or the message thread wants the thread (vqt_wake) or the device broke
- * (false). Notifications stay suppressed meanwhile (vq_ring_disable_notify: with
- * EVENT_IDX avail_event stays behind, else VRING_USED_F_NO_NOTIFY is set), so
- * the driver does not kick for what is caught here.
+ * Spins on the avail index for up to window_ns from t0. Notifications stay
+ * suppressed meanwhile (vq_ring_disable_notify: with EVENT_IDX avail_event
+ * stays behind, else VRING_USED_F_NO_NOTIFY is set), so the driver does not
+ * kick for what is caught here.
  */
-static bool vqt_poll(struct vufsd_queue *q, uint64_t t0, uint32_t window_ns)
+static enum vqt_poll_end vqt_poll(struct vufsd_queue *q, uint64_t t0, uint32_t window_ns)
 {
+    uint64_t last = t0, yielded = t0;
     for (;;) {
         for (unsigned i = 0; i < VQT_POLL_SPINS; i++) {
             if (vq_ring_has_work(&q->ring))
-                return true;
+                return VQT_POLL_HIT;
             vqt_cpu_relax();
         }
         if (__atomic_load_n(&q->poked, __ATOMIC_ACQUIRE) || vdev_is_broken(q->dev))
-            return false;
-        if (vqt_now_ns() - t0 >= window_ns)
-            return false;
+            return VQT_POLL_POKED;
+        uint64_t now = vqt_now_ns();
+        if (now - last >= VQT_POLL_PREEMPTED_NS)
+            return VQT_POLL_PREEMPTED;
+        if (now - t0 >= window_ns)
+            return VQT_POLL_EXPIRED;
+        if (now - yielded >= VQT_POLL_YIELD_NS) {
+            sched_yield();
+            now = vqt_now_ns();
+            if (now - last >= VQT_POLL_PREEMPTED_NS)
+                return VQT_POLL_PREEMPTED;
+            yielded = now;
+        }
+        last = now;
     }
 }
 
@@ -386,13 +410,22 @@ static void vqt_idle(struct vufsd_queue *q)
         return; /* else work arrived between the last pop and the avail_event store */
     }
     uint64_t t0 = vqt_now_ns();
-    if (q->poll_ns && vqt_poll(q, t0, q->poll_ns)) {
+    enum vqt_poll_end end = q->poll_ns ? vqt_poll(q, t0, q->poll_ns) : VQT_POLL_EXPIRED;
+    if (end == VQT_POLL_HIT) {
         q->poll_hits++;
         q->poll_ns = vqt_poll_next(q->poll_ns, q->poll_cap_ns, 0);
         return;
     }
-    if (__atomic_load_n(&q->poked, __ATOMIC_ACQUIRE))
+    if (end == VQT_POLL_POKED)
         return; /* the loop takes the message thread's change up first */
+    if (end == VQT_POLL_PREEMPTED) {
+        /* Spinning took the CPU from someone: back off whatever comes next. */
+        q->poll_preempted++;
+        q->poll_ns = vqt_poll_next(q->poll_ns, q->poll_cap_ns, UINT64_MAX);
+        if (!vq_ring_enable_notify(&q->ring))
+            vqt_wait(q);
+        return;
+    }
     if (!vq_ring_enable_notify(&q->ring)) {
         vqt_wait(q);
         q->poll_sleeps++;
@@ -432,8 +465,9 @@ static void *vqt_thread(void *arg)
     }
     if (q->poll_cap_ns)
         vlog_info("queue %u: %" PRIu64 " requests caught by polling, %" PRIu64
-                  " sleeps, poll window %u ns at exit",
-                  q->index, q->poll_hits, q->poll_sleeps, q->poll_ns);
+                  " sleeps, %" PRIu64 " polls cut short by preemption, poll window %u ns"
+                  " at exit",
+                  q->index, q->poll_hits, q->poll_sleeps, q->poll_preempted, q->poll_ns);
     return NULL;
 }
 
@@ -485,7 +519,7 @@ int vqt_start(struct vufsd_queue *q)
         poll_us = VQT_POLL_MAX_US;
     q->poll_cap_ns = q->index == 0 ? 0 : poll_us * 1000u;
     q->poll_ns = q->poll_cap_ns;
-    q->poll_hits = q->poll_sleeps = 0;
+    q->poll_hits = q->poll_sleeps = q->poll_preempted = 0;
     __atomic_store_n(&q->poked, false, __ATOMIC_RELEASE);
     vqt_set_state(q, VQT_RUNNING);
     ret = pthread_create(&q->thread, NULL, vqt_thread, q);

@@ -204,7 +204,7 @@ static void poll_counts(uint64_t *hits, uint64_t *sleeps)
     for (const char *p = text; (p = strstr(p, "queue ")); p++) {
         unsigned qi;
         uint64_t h, s;
-        if (sscanf(p, "queue %u: %" SCNu64 " requests caught by polling, %" SCNu64 " sleeps",
+        if (sscanf(p, "queue %u: %" SCNu64 " requests caught by polling, %" SCNu64 " sleeps,",
                    &qi, &h, &s) == 3) {
             assert_true(qi >= 1 && qi <= QUEUES); /* hiprio is never polled */
             *hits += h;
