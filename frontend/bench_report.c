@@ -1,7 +1,8 @@
 /* SPDX-License-Identifier: GPL-2.0-or-later */
 /*
  * vufs-bench's report: per backend the median, min and max over its runs of
- * IOPS, MiB/s, p50 and p99 latency, and its backend CPU time; the ratio of
+ * IOPS, MiB/s, p50 and p99 latency, and its backend CPU time (per request, and
+ * as a share of one CPU over the timed loop: a polling backend shows); the ratio of
  * each backend's median IOPS to the first backend's. As a table, or as JSON
  * (one object per backend and workload, in an array).
  */
@@ -29,7 +30,7 @@ void vb_stats(const double *v, unsigned n, double *median, double *min, double *
     *median = n % 2 ? s[n / 2] : (s[n / 2 - 1] + s[n / 2]) / 2;
 }
 
-enum { F_IOPS, F_MIBS, F_P50, F_P99, F_CPU, F_CPU_OP, F_RSS, F_N };
+enum { F_IOPS, F_MIBS, F_P50, F_P99, F_CPU, F_CPU_OP, F_CPU_PCT, F_RSS, F_N };
 
 struct summary {
     double med[F_N], min[F_N], max[F_N];
@@ -56,6 +57,7 @@ static void summarise(const struct vb_series *s, struct summary *out)
             case F_P99: v[i] = r->p99_us; break;
             case F_CPU: v[i] = r->cpu_s; break;
             case F_CPU_OP: v[i] = r->cpu_s >= 0 && ops > 0 ? r->cpu_s * 1e6 / ops : -1; break;
+            case F_CPU_PCT: v[i] = r->cpu_s >= 0 && r->secs > 0 ? r->cpu_s * 100 / r->secs : -1; break;
             case F_RSS: v[i] = (double)r->rss_kib; break;
             }
         }
@@ -75,25 +77,28 @@ void vb_report(const struct vb_opts *o, const struct vb_series *s, FILE *to,
 {
     fprintf(to, "\n%s, bs %u, %u queue(s) x depth %u, %.1f s x %u runs\n", workload, o->bs,
             o->queues, o->depth, o->runtime_s, o->repeat);
-    fprintf(to, "%-12s %5s %5s | %27s | %21s | %21s | %21s | %7s | %9s | %7s\n", "backend",
-            "q", "qd", "IOPS median (min-max)", "MiB/s med (min-max)", "p50 us med (min-max)",
-            "p99 us med (min-max)", "ratio", "cpu us/op", "rss MiB");
+    fprintf(to, "%-12s %5s %5s | %27s | %21s | %21s | %21s | %7s | %9s | %5s | %7s\n",
+            "backend", "q", "qd", "IOPS median (min-max)", "MiB/s med (min-max)",
+            "p50 us med (min-max)", "p99 us med (min-max)", "ratio", "cpu us/op", "cpu %",
+            "rss MiB");
     struct summary first;
     summarise(&s[0], &first);
     for (unsigned b = 0; b < o->nbackends; b++) {
         struct summary m;
         summarise(&s[b], &m);
         double ratio = first.med[F_IOPS] > 0 ? m.med[F_IOPS] / first.med[F_IOPS] : 0;
-        char cpu[32] = "-";
+        char cpu[32] = "-", pct[32] = "-";
         if (m.med[F_CPU_OP] >= 0)
             snprintf(cpu, sizeof(cpu), "%.2f", m.med[F_CPU_OP]);
+        if (m.med[F_CPU_PCT] >= 0)
+            snprintf(pct, sizeof(pct), "%.0f", m.med[F_CPU_PCT]);
         fprintf(to,
                 "%-12s %5u %5u | %9.0f (%7.0f-%7.0f) | %7.1f (%5.0f-%5.0f) |"
-                " %7.1f (%5.1f-%5.1f) | %7.1f (%5.1f-%5.1f) | %6.2fx | %9s | %7.1f\n",
+                " %7.1f (%5.1f-%5.1f) | %7.1f (%5.1f-%5.1f) | %6.2fx | %9s | %5s | %7.1f\n",
                 o->backends[b].name, m.queues, m.depth, m.med[F_IOPS], m.min[F_IOPS],
                 m.max[F_IOPS], m.med[F_MIBS], m.min[F_MIBS], m.max[F_MIBS], m.med[F_P50],
                 m.min[F_P50], m.max[F_P50], m.med[F_P99], m.min[F_P99], m.max[F_P99], ratio,
-                cpu, m.max[F_RSS] / 1024.0);
+                cpu, pct, m.max[F_RSS] / 1024.0);
         if (m.errors)
             fprintf(to, "%-12s %" PRIu64 " requests failed (the first: %s)\n", "", m.errors,
                     g_strerror(-m.first_error));
@@ -150,6 +155,7 @@ void vb_report_json(const struct vb_opts *o, const struct vb_series *s, FILE *to
         json_num(to, "p99_us_max", m.max[F_P99], true);
         json_num(to, "cpu_s", m.med[F_CPU], true);
         json_num(to, "cpu_us_per_op", m.med[F_CPU_OP], true);
+        json_num(to, "cpu_pct", m.med[F_CPU_PCT], true);
         json_num(to, "rss_kib_max", m.max[F_RSS], true);
         fprintf(to, "\"queues_requested\": %u, \"depth_requested\": %u, ", o->queues, o->depth);
         fprintf(to, "\"errors\": %" PRIu64 ", \"first_errno\": %d, \"runtime_s\": %.3f, "

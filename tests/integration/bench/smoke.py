@@ -75,6 +75,7 @@ def main():
             # A spawned backend's CPU time and RSS are sampled; the host has none.
             assert objs[0]["cpu_s"] >= 0 and objs[0]["rss_kib_max"] > 0, objs[0]
             assert objs[2]["cpu_s"] == -1, objs[2]
+            assert objs[0]["cpu_pct"] >= 0 and objs[2]["cpu_pct"] == -1, objs
             # The per-run progress lines reach stderr.
             assert p.stderr.count("[run ") >= 6, p.stderr
             print(f"{workload}: " + ", ".join(f"{o['backend']} {o['iops']:.0f}" for o in objs))

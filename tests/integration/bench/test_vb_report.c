@@ -58,7 +58,7 @@ static void setup(struct vb_opts *o, struct vb_series *s, struct vb_run runs[2][
         for (int i = 0; i < 3; i++)
             runs[b][i] = (struct vb_run){ .queues = b ? 1 : 4, .depth = b ? 64 : 16,
                                           .ops = 10, .iops = iops[b][i], .mib_s = 1,
-                                          .p50_us = 2, .p99_us = 9, .cpu_s = b ? -1 : 0.5,
+                                          .p50_us = 2, .p99_us = 9, .cpu_s = b ? -1 : 0.5, .secs = 2,
                                           .rss_kib = b ? 0 : 1000 };
         s[b] = (struct vb_series){ .runs = runs[b], .nruns = 3 };
     }
@@ -81,6 +81,7 @@ static void test_json_keys_and_ratio(void **state)
                                         "\"queues\": 1, \"depth\": 64",
                                         "\"ratio\": 0.250", "\"iops_min\": 100.000",
                                         "\"iops_max\": 300.000", "\"cpu_us_per_op\": 50000.000",
+                                        "\"cpu_pct\": 25.000", "\"cpu_pct\": -1.000",
                                         "\"ho\\\"st\"" };
     for (size_t i = 0; i < sizeof(keys) / sizeof(keys[0]); i++)
         assert_non_null(strstr(j, keys[i]));
@@ -109,6 +110,8 @@ static void test_table(void **state)
     char *t = report(&o, s, false);
     assert_non_null(strstr(t, "vufsd"));
     assert_non_null(strstr(t, "0.25x"));
+    assert_non_null(strstr(t, "cpu %"));
+    assert_non_null(strstr(t, "|    25 |")); /* 0.5 s of CPU over 2 s */
     assert_non_null(strstr(t, "4 requests failed"));
     free(t);
 }
