@@ -1,7 +1,8 @@
 #!/bin/sh
-# Reproduces the numbers in docs/benchmarks.md: vufsd (thread-pool variants)
-# against QEMU 7.2's legacy virtiofsd and the host pseudo-backend, cache hot,
-# interleaved run by run; then the queue-depth sweep and its plot
+# Reproduces the numbers in docs/benchmarks.md: vufsd (as it starts by default,
+# and with --poll-us) against QEMU 7.2's legacy virtiofsd and the host
+# pseudo-backend, cache hot, interleaved run by run; the thread-pool and
+# --poll-us variants; then the queue-depth sweep and its plot
 # (docs/bench-qd.png), and vufsd's RSS with many inodes looked up.
 #
 # usage: scripts/bench.sh [BUILD_DIR] [OUT_DIR]
@@ -9,8 +10,10 @@
 #        REPEAT (runs per backend, default 3), DATA (files, default
 #        /tmp/vufs-bench-data), RSS_FILES (default 18000), BENCH (binary),
 #        PLOT (png path, default docs/bench-qd.png), SWEEP_RUNTIME (s, default 2),
-#        STEPS (default "data meta create sweep rss plot tables"),
-#        TMPFS_DATA (default /dev/shm/vufs-bench-data)
+#        STEPS (default "data meta create threadpool poll sweep rss plot tables"),
+#        TMPFS_DATA (default /dev/shm/vufs-bench-data), POLL_US (the polling
+#        variant's --poll-us, default 50), CREATE_DISK (1: create in DATA too),
+#        VARIANT_REPEAT (runs of the threadpool and poll steps, default REPEAT)
 # OUT_DIR gets NAME.json, NAME.txt (table) and NAME.cmd per run, bench-qd.png's
 # data, and tables.md (the markdown tables of docs/benchmarks.md).
 set -eu
@@ -28,7 +31,8 @@ bench=${BENCH:-$build/vufs-bench}
 legacy=/usr/lib/qemu/virtiofsd
 [ -x "$bench" ] || { echo "no vufs-bench in $build" >&2; exit 1; }
 [ -x "$legacy" ] || { echo "$legacy missing" >&2; exit 1; }
-steps=${STEPS:-data meta create sweep rss plot tables}
+steps=${STEPS:-data meta create threadpool poll sweep rss plot tables}
+poll_us=${POLL_US:-50}
 mkdir -p "$out" "$data"
 step() { case " $steps " in *" $1 "*) return 0 ;; esac; return 1; }
 
@@ -54,49 +58,73 @@ run() {
 }
 
 tp() { echo "vufsd-tp$1=$vufsd --thread-pool-size $1"; }
+poll() { echo "vufsd-poll$1=$vufsd --poll-us $1"; }
+# The targets' backends: vufsd as it starts by default, vufsd polling, legacy, host.
+at_qd1() { run "$@" --backend "vufsd=$vufsd" --backend "$(poll "$poll_us")" \
+    --backend "legacy=$legacy_cmd" --backend host; }
+plain() { run "$@" --backend "vufsd=$vufsd" --backend "legacy=$legacy_cmd" --backend host; }
 
 # Data path: 4 KiB random reads at QD1 and 4 queues x QD16; 1 MiB sequential.
 if step data; then
-run randread-qd1 --backend "$(tp 0)" --backend "$(tp 2)" --backend "$(tp 4)" \
-    --backend "legacy=$legacy_cmd" --backend host \
-    --workload randread --bs 4k --size "$size" --queues 1 --depth 1
-run randread-4x16 --backend "$(tp 0)" --backend "$(tp 2)" --backend "$(tp 4)" \
-    --backend "legacy=$legacy_cmd" --backend host \
-    --workload randread --bs 4k --size "$size" --queues 4 --depth 16
-run seqread-1m --backend "$(tp 0)" --backend "$(tp 2)" --backend "$(tp 4)" \
-    --backend "legacy=$legacy_cmd" --backend host \
-    --workload seqread --bs 1M --size "$size" --queues 1 --depth 1
-run randwrite-qd1 --backend "$(tp 0)" --backend "legacy=$legacy_cmd" --backend host \
-    --workload randwrite --bs 4k --size "$size" --queues 1 --depth 1
+at_qd1 randread-qd1 --workload randread --bs 4k --size "$size" --queues 1 --depth 1
+plain randread-4x16 --workload randread --bs 4k --size "$size" --queues 4 --depth 16
+plain seqread-1m --workload seqread --bs 1M --size "$size" --queues 1 --depth 1
+plain randwrite-qd1 --workload randwrite --bs 4k --size "$size" --queues 1 --depth 1
 fi
 
-# Metadata: LOOKUP, GETATTR, CREATE (+RELEASE) at QD1 and 4 x QD16.
+# Metadata: LOOKUP and GETATTR at QD1 and 4 x QD16.
 if step meta; then
 for w in lookup stat; do
-    run "$w-qd1" --backend "$(tp 0)" --backend "$(tp 2)" \
-        --backend "legacy=$legacy_cmd" \
-        --backend host --workload "$w" --files 10000 --queues 1 --depth 1
-    run "$w-4x16" --backend "$(tp 0)" --backend "$(tp 2)" \
-        --backend "legacy=$legacy_cmd" \
-        --backend host --workload "$w" --files 10000 --queues 4 --depth 16
+    at_qd1 "$w-qd1" --workload "$w" --files 10000 --queues 1 --depth 1
+    plain "$w-4x16" --workload "$w" --files 10000 --queues 4 --depth 16
 done
 fi
 
-# CREATE (+ RELEASE + FORGET, not counted), in DATA and on tmpfs (TMPFS_DATA),
-# where the host filesystem is not the bottleneck.
+# CREATE (+ RELEASE + FORGET, not counted) on tmpfs (TMPFS_DATA), where the
+# host filesystem is not the bottleneck; with CREATE_DISK=1 in DATA too.
 if step create; then
 data_saved=$data
-for where in disk tmpfs; do
+wheres=tmpfs
+[ "${CREATE_DISK:-0}" = 1 ] && wheres="disk tmpfs"
+for where in $wheres; do
     if [ $where = tmpfs ]; then
         data=${TMPFS_DATA:-/dev/shm/vufs-bench-data}
         mkdir -p "$data"
     fi
-    run "create-$where-qd1" --backend "$(tp 0)" --backend "$(tp 2)" \
-        --backend "legacy=$legacy_cmd" --backend host --workload create --queues 1 --depth 1
-    run "create-$where-4x16" --backend "$(tp 0)" --backend "$(tp 2)" \
-        --backend "legacy=$legacy_cmd" --backend host --workload create --queues 4 --depth 16
+    at_qd1 "create-$where-qd1" --workload create --queues 1 --depth 1
+    plain "create-$where-4x16" --workload create --queues 4 --depth 16
 done
 data=$data_saved
+fi
+
+# The thread-pool default: --thread-pool-size 0/1/2/4 on reads and creates.
+if step threadpool; then
+repeat_saved=$repeat
+repeat=${VARIANT_REPEAT:-$repeat}
+pool4() { run "$@" --backend "$(tp 0)" --backend "$(tp 1)" --backend "$(tp 2)" \
+    --backend "$(tp 4)" --backend "legacy=$legacy_cmd"; }
+pool4 tp-randread-1x16 --workload randread --bs 4k --size "$size" --queues 1 --depth 16
+pool4 tp-randread-4x16 --workload randread --bs 4k --size "$size" --queues 4 --depth 16
+data_saved=$data
+data=${TMPFS_DATA:-/dev/shm/vufs-bench-data}
+mkdir -p "$data"
+pool4 tp-create-1x16 --workload create --queues 1 --depth 16
+pool4 tp-create-4x16 --workload create --queues 4 --depth 16
+data=$data_saved
+repeat=$repeat_saved
+fi
+
+# --poll-us: QD1 latency against the CPU it burns (vufs-bench's cpu %).
+if step poll; then
+repeat_saved=$repeat
+repeat=${VARIANT_REPEAT:-$repeat}
+run poll-randread-qd1 --backend "$(poll 0)" --backend "$(poll 10)" --backend "$(poll 50)" \
+    --backend "$(poll 200)" --backend "legacy=$legacy_cmd" \
+    --workload randread --bs 4k --size "$size" --queues 1 --depth 1
+run poll-randread-4x1 --backend "$(poll 0)" --backend "$(poll 50)" \
+    --backend "legacy=$legacy_cmd" \
+    --workload randread --bs 4k --size "$size" --queues 4 --depth 1
+repeat=$repeat_saved
 fi
 
 # IOPS against queue depth (4 KiB randread), one queue and four.
@@ -105,8 +133,9 @@ runtime_saved=$runtime
 runtime=${SWEEP_RUNTIME:-2}
 for q in 1 4; do
     for d in 1 2 4 8 16 32 64; do
-        run "qd-q$q-d$d" --backend "vufsd=$vufsd" --backend "legacy=$legacy_cmd" \
-            --backend host --workload randread --bs 4k --size "$size" --queues "$q" --depth "$d"
+        run "qd-q$q-d$d" --backend "vufsd=$vufsd" --backend "$(poll "$poll_us")" \
+            --backend "legacy=$legacy_cmd" --backend host \
+            --workload randread --bs 4k --size "$size" --queues "$q" --depth "$d"
     done
 done
 runtime=$runtime_saved
@@ -166,20 +195,23 @@ def cell(o, k):
 names = sorted(os.path.basename(p)[:-5] for p in glob.glob(os.path.join(out, "*.json")))
 order = ["randread-qd1", "randread-4x16", "seqread-1m", "randwrite-qd1", "lookup-qd1",
          "lookup-4x16", "stat-qd1", "stat-4x16", "create-disk-qd1", "create-disk-4x16",
-         "create-tmpfs-qd1", "create-tmpfs-4x16", "rss-1000", "rss"]
+         "create-tmpfs-qd1", "create-tmpfs-4x16", "tp-randread-1x16", "tp-randread-4x16",
+         "tp-create-1x16", "tp-create-4x16", "poll-randread-qd1", "poll-randread-4x1",
+         "rss-1000", "rss"]
 names = [n for n in order if n in names] + [n for n in names if n not in order and not n.startswith("qd-")]
 for n in names:
     objs = json.load(open(os.path.join(out, n + ".json")))
     cmd = open(os.path.join(out, n + ".cmd")).read().strip()
     print(f"### {n}\n")
-    print("| backend | queues x depth | IOPS median (min-max) | MiB/s median (min-max) | p50 us | p99 us | ratio | backend CPU us/op | backend RSS MiB |")
-    print("|---|---|---|---|---|---|---|---|---|")
+    print("| backend | queues x depth | IOPS median (min-max) | MiB/s median (min-max) | p50 us | p99 us | ratio | backend CPU us/op | backend CPU % | backend RSS MiB |")
+    print("|---|---|---|---|---|---|---|---|---|---|")
     for o in objs:
         cpu = f"{o['cpu_us_per_op']:.2f}" if o["cpu_us_per_op"] >= 0 else "-"
+        pct = f"{o['cpu_pct']:.0f}" if o.get("cpu_pct", -1) >= 0 else "-"
         rss = f"{o['rss_kib_max']/1024:.1f}" if o["rss_kib_max"] > 0 else "-"
         print(f"| {o['backend']} | {o['queues']} x {o['depth']} | {cell(o,'iops')} | "
               f"{o['mib_s']:.1f} ({o['mib_s_min']:.1f}-{o['mib_s_max']:.1f}) | "
-              f"{o['p50_us']:.1f} | {o['p99_us']:.1f} | {o['ratio']:.2f} | {cpu} | {rss} |")
+              f"{o['p50_us']:.1f} | {o['p99_us']:.1f} | {o['ratio']:.2f} | {cpu} | {pct} | {rss} |")
     print()
     print("<details><summary>command and JSON</summary>\n")
     print("```")
