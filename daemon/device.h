@@ -77,6 +77,7 @@
 #define VDEV_MAX_WRITE (1u << 20)
 
 struct vufsd_dev;
+struct vqt_req;
 
 enum vqt_state {
     VQT_IDLE,
@@ -107,6 +108,8 @@ struct vufsd_queue {
     struct vmem_table *mem; /* table the ring pointers point into; ref held */
     unsigned mem_gen;
     struct iovec *scratch; /* 2 * VQT_MAX_IOV */
+    struct vqt_req **req_cache; /* completed requests kept for reuse (queue.c) */
+    unsigned req_cached;
     uint32_t poll_cap_ns;  /* --poll-us in ns; 0 on hiprio and without --poll-us */
     uint32_t poll_ns;      /* the current adaptive window (qpoll.h) */
     uint64_t poll_hits;    /* requests that arrived while the thread polled */

@@ -32,8 +32,18 @@ struct vqt_req {
     struct vmem_table *mem; /* the table the iovecs point into; ref held */
     size_t out_total;       /* bytes of writable buffers */
     uint16_t head;
+    unsigned iov_cap; /* entries iov[] has room for */
     struct iovec iov[]; /* fr.in_cnt readable, then fr.out_cnt writable */
 };
+
+/*
+ * Requests completed on their queue's thread (all of them without a worker
+ * pool) go back to a small per-queue cache that only that thread touches, so
+ * the common request costs no malloc/free. Cached requests have room for
+ * VQT_REQ_IOV iovecs, enough for the header, arguments and a few pages each way.
+ */
+#define VQT_REQ_IOV 16u
+#define VQT_REQ_CACHE 64u
 
 /* vqt_stop: how long to wait for a drain before cancelling parked requests again. */
 #define VQT_CANCEL_RETRY_NS (50 * 1000 * 1000L)
@@ -102,6 +112,10 @@ void vqt_destroy(struct vufsd_queue *q)
     vqt_close(&q->wake_fd);
     free(q->scratch);
     q->scratch = NULL;
+    while (q->req_cached)
+        free(q->req_cache[--q->req_cached]);
+    free(q->req_cache);
+    q->req_cache = NULL;
     vmem_table_unref(q->mem);
     q->mem = NULL;
     pthread_mutex_destroy(&q->lock);
@@ -154,8 +168,31 @@ static int vqt_map_rings_locked(struct vufsd_queue *q, const struct vmem_table *
 
 static void vqt_req_free(struct vqt_req *req)
 {
+    struct vufsd_queue *q = req->q;
+
     vmem_table_unref(req->mem);
+    if (vqt_batch_queue == q && req->iov_cap == VQT_REQ_IOV && q->req_cached < VQT_REQ_CACHE) {
+        q->req_cache[q->req_cached++] = req; /* on q's own thread: see VQT_REQ_CACHE */
+        return;
+    }
     free(req);
+}
+
+static struct vqt_req *vqt_req_alloc(struct vufsd_queue *q, size_t n)
+{
+    struct vqt_req *req;
+
+    if (n <= VQT_REQ_IOV && q->req_cached) {
+        req = q->req_cache[--q->req_cached];
+        memset(req, 0, offsetof(struct vqt_req, iov));
+    } else {
+        size_t cap = n <= VQT_REQ_IOV ? VQT_REQ_IOV : n;
+        req = calloc(1, sizeof(*req) + cap * sizeof(struct iovec));
+        if (!req)
+            return NULL;
+    }
+    req->iov_cap = n <= VQT_REQ_IOV ? VQT_REQ_IOV : (unsigned)n;
+    return req;
 }
 
 /* Publishes one used element; signals unless the queue thread batches it. */
@@ -210,7 +247,7 @@ static void vqt_handle(struct vufsd_queue *q, uint16_t head, const struct iovec 
 {
     struct vufsd_dev *dev = q->dev;
     size_t n = (size_t)rd_cnt + wr_cnt;
-    struct vqt_req *req = calloc(1, sizeof(*req) + n * sizeof(struct iovec));
+    struct vqt_req *req = vqt_req_alloc(q, n);
 
     if (!req) {
         /* No memory for the request: give the buffers back unanswered. */
@@ -483,6 +520,11 @@ int vqt_start(struct vufsd_queue *q)
     if (!q->scratch) {
         q->scratch = calloc(2 * VQT_MAX_IOV, sizeof(struct iovec));
         if (!q->scratch)
+            return -ENOMEM;
+    }
+    if (!q->req_cache) {
+        q->req_cache = calloc(VQT_REQ_CACHE, sizeof(*q->req_cache));
+        if (!q->req_cache)
             return -ENOMEM;
     }
 
