@@ -114,7 +114,7 @@ struct pt_fs *pt_fs_new(const struct vufsd_config *cfg, int *err)
     }
     /* Not implemented yet: refuse rather than silently ignore. */
     if (cfg->translate_uid || cfg->translate_gid || cfg->uid_map || cfg->gid_map ||
-        cfg->inode_file_handles != VUFSD_HANDLES_NEVER || cfg->security_label) {
+        cfg->inode_file_handles != VUFSD_HANDLES_NEVER) {
         *err = -EOPNOTSUPP;
         return NULL;
     }
@@ -142,6 +142,7 @@ struct pt_fs *pt_fs_new(const struct vufsd_config *cfg, int *err)
     fs->killpriv_v2_opt = cfg->killpriv_v2;
     fs->announce_submounts = cfg->announce_submounts;
     fs->readonly = cfg->readonly;
+    fs->security_label = cfg->security_label;
     ret = pt_fs_setup_xattr(fs, cfg);
     if (ret < 0)
         goto fail;
@@ -245,6 +246,8 @@ static int pt_init(void *opaque, struct fll_conn *conn)
         want |= FUSE_SETXATTR_EXT;
     if (fs->allow_mmap)
         want |= FUSE_DIRECT_IO_ALLOW_MMAP;
+    if (fs->security_label)
+        want |= FUSE_SECURITY_CTX;
     conn->want |= want & conn->capable;
 
     atomic_store(&fs->writeback, (conn->want & FUSE_WRITEBACK_CACHE) != 0);

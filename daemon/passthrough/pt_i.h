@@ -206,6 +206,22 @@ void pt_cred_leave(struct pt_cred *c);
 /* The mode to create with, given the client's umask (FUSE_DONT_MASK). */
 mode_t pt_create_mode(struct pt_fs *fs, struct pt_inode *parent, mode_t mode, uint32_t umask);
 
+/* ---- Security labels of new inodes (secctx.c) -------------------------------- */
+
+/*
+ * Sets the request's security context (if any, and --security-label) on the
+ * new object i, through fd when the caller has it open (CREATE, TMPFILE),
+ * else through pt_xattr_call. 0 or the host's -errno.
+ */
+int pt_secctx_apply(struct pt_fs *fs, const struct fll_req *r, struct pt_inode *i, int fd);
+/*
+ * MKDIR, MKNOD, SYMLINK: labels the entry name of parent that e was just
+ * filled for; on failure removes it again (unlinkat with unlink_flags), drops
+ * the lookup e counted and returns the error.
+ */
+int pt_secctx_finish(struct pt_fs *fs, const struct fll_req *r, struct pt_inode *parent,
+                     const char *name, struct fuse_entry_out *e, int unlink_flags);
+
 /* ---- xattr mapping (xattrmap.c) --------------------------------------------- */
 
 enum pt_xmap_type { PT_XMAP_PREFIX, PT_XMAP_OK, PT_XMAP_BAD, PT_XMAP_UNSUPPORTED };
@@ -279,6 +295,7 @@ struct pt_fs {
     bool killpriv_v2_opt;
     bool announce_submounts;
     bool readonly;
+    bool security_label;      /* --security-label: FUSE_SECURITY_CTX */
     bool switch_creds;        /* running as root: creating ops take the caller's ids */
     double timeout;           /* entry/attr timeout, seconds */
     struct pt_xattrmap xmap;

@@ -1,0 +1,355 @@
+/* SPDX-License-Identifier: GPL-2.0-or-later */
+/*
+ * Labels and ids against the real vufsd binary, through the in-tree frontend:
+ *
+ *   test_creds --vufsd PATH
+ *
+ * --security-label: new inodes get the security context the request carries
+ * (both wire forms), through --xattrmap; a host that refuses the xattr fails
+ * the operation and leaves no entry behind; malformed contexts are EINVAL.
+ * --translate-uid/--translate-gid: guest ids become host ids for new files
+ * and chown, host ids are shown translated back.
+ *
+ * Every test checks the host directory, not only the replies.
+ */
+#include <errno.h>
+#include <fcntl.h>
+#include <ftw.h>
+#include <getopt.h>
+#include <setjmp.h>
+#include <stdarg.h>
+#include <stddef.h>
+#include <stdint.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/stat.h>
+#include <sys/xattr.h>
+#include <unistd.h>
+#include <cmocka.h>
+
+#include "vfe.h"
+
+static const char *opt_vufsd;
+static const char *opt_log;
+
+#define ALIGN8(n) (((n) + 7u) & ~(size_t)7u)
+
+struct env {
+    char dir[64];
+    char cmd[1024];
+    struct vfe_dev *dev;
+    struct vfe_fuse *fuse;
+    struct vfe_fuse_init_result init;
+};
+
+static int rm_one(const char *p, const struct stat *st, int flag, struct FTW *f)
+{
+    (void)st;
+    (void)flag;
+    (void)f;
+    return remove(p);
+}
+
+static const char *hpath(struct env *e, const char *name)
+{
+    static char buf[256];
+    snprintf(buf, sizeof(buf), "%s/%s", e->dir, name);
+    return buf;
+}
+
+static struct env *start_minor(const char *extra, uint32_t minor, uint32_t uid, uint32_t gid)
+{
+    struct env *e = calloc(1, sizeof(*e));
+    assert_non_null(e);
+    strcpy(e->dir, "/tmp/vufsd-creds-XXXXXX");
+    assert_non_null(mkdtemp(e->dir));
+    chmod(e->dir, 0777);
+    snprintf(e->cmd, sizeof(e->cmd), "%s --socket-path={socket} --shared-dir={dir} %s",
+             opt_vufsd, extra ? extra : "");
+    struct vfe_dev_config cfg = {
+        .conn = { .backend_cmd = e->cmd, .dir = e->dir, .backend_log = opt_log,
+                  .timeout_ms = 20000 },
+        .request_queues = 1,
+        .queue_size = 64,
+    };
+    assert_int_equal(vfe_dev_connect(&cfg, &e->dev), 0);
+    assert_int_equal(vfe_dev_start(e->dev), 0);
+    struct vfe_fuse_config fc = { .depth = 8, .timeout_ms = 20000, .uid = uid, .gid = gid,
+                                  .pid = 77, .proto_minor = minor,
+                                  .init_flags = FUSE_ASYNC_READ | FUSE_SECURITY_CTX |
+                                                FUSE_DO_READDIRPLUS };
+    assert_int_equal(vfe_fuse_new(e->dev, &fc, &e->fuse), 0);
+    assert_int_equal(vfe_fuse_init(e->fuse, &e->init), 0);
+    return e;
+}
+
+static struct env *start(const char *extra)
+{
+    return start_minor(extra, 41, 0, 0);
+}
+
+static void stop(struct env *e)
+{
+    struct fuse_attr_out ao;
+    int status;
+    assert_int_equal(vfe_fuse_getattr(e->fuse, FUSE_ROOT_ID, &ao), 0);
+    assert_false(vfe_conn_backend_exited(vfe_dev_conn(e->dev), &status));
+    vfe_fuse_free(e->fuse);
+    vfe_dev_close(e->dev);
+    nftw(e->dir, rm_one, 16, FTW_DEPTH | FTW_PHYS);
+    free(e);
+}
+
+static bool host_exists(const char *p)
+{
+    struct stat st;
+    return lstat(p, &st) == 0;
+}
+
+/* ---- Security labels ---------------------------------------------------------------- */
+
+static const char label[] = "system_u:object_r:container_file_t:s0";
+
+/* A fuse_secctx_header blob as Linux builds it (nr 0 when name is NULL). */
+static size_t make_blob(unsigned char *b, const char *name, const void *v, uint32_t vsize)
+{
+    size_t len = sizeof(struct fuse_secctx_header);
+    uint32_t nr = 0;
+    if (name) {
+        struct fuse_secctx one = { .size = vsize };
+        size_t nl = strlen(name) + 1, ent = ALIGN8(sizeof(one) + nl + vsize);
+        memset(b + len, 0, ent);
+        memcpy(b + len, &one, sizeof(one));
+        memcpy(b + len + sizeof(one), name, nl);
+        memcpy(b + len + sizeof(one) + nl, v, vsize);
+        len += ent;
+        nr = 1;
+    }
+    struct fuse_secctx_header h = { .size = (uint32_t)len, .nr_secctx = nr };
+    memcpy(b, &h, sizeof(h));
+    return len;
+}
+
+/*
+ * A creating request with a security context: as an extension (ext) or, for
+ * 7.36/7.37 clients, as a trailing argument.
+ */
+static int create_op(struct env *e, uint32_t opcode, const char *name, const char *name2,
+                     const void *arg, uint32_t arg_len, const void *blob, size_t blen, bool ext)
+{
+    union {
+        struct fuse_entry_out e;
+        unsigned char b[sizeof(struct fuse_entry_out) + sizeof(struct fuse_open_out)];
+    } out;
+    struct vfe_fuse_op op = { .opcode = opcode, .nodeid = FUSE_ROOT_ID, .arg = arg,
+                              .arg_len = arg_len, .name = name, .name2 = name2,
+                              .extra = blob, .extra_len = (uint32_t)blen,
+                              .total_extlen = ext ? (uint16_t)(blen / 8) : 0,
+                              .out_arg = &out,
+                              .out_arg_len = opcode == FUSE_CREATE ? sizeof(out.b)
+                                                                   : sizeof(out.e) };
+    return vfe_fuse_call(e->fuse, 1, &op);
+}
+
+static int create_all(struct env *e, const void *blob, size_t blen, bool ext)
+{
+    struct fuse_create_in ci = { .flags = O_WRONLY | O_CREAT, .mode = 0100640 };
+    struct fuse_mkdir_in mi = { .mode = 0750 };
+    struct fuse_mknod_in mn = { .mode = S_IFIFO | 0640 };
+    int ret = create_op(e, FUSE_CREATE, "f", NULL, &ci, sizeof(ci), blob, blen, ext);
+    if (ret < 0)
+        return ret;
+    ret = create_op(e, FUSE_MKDIR, "d", NULL, &mi, sizeof(mi), blob, blen, ext);
+    if (ret < 0)
+        return ret;
+    ret = create_op(e, FUSE_MKNOD, "p", NULL, &mn, sizeof(mn), blob, blen, ext);
+    if (ret < 0)
+        return ret;
+    return create_op(e, FUSE_SYMLINK, "l", "f", NULL, 0, blob, blen, ext);
+}
+
+static void expect_label(struct env *e, const char *name, const char *xname)
+{
+    char v[256];
+    ssize_t n = lgetxattr(hpath(e, name), xname, v, sizeof(v));
+    if (n < 0)
+        fail_msg("%s: no %s on the host: %s", name, xname, strerror(errno));
+    assert_int_equal(n, sizeof(label));
+    assert_memory_equal(v, label, sizeof(label));
+}
+
+static unsigned char blob[1024];
+
+/* The label lands on the host object, for every creating opcode, in both forms. */
+static void test_label_set(void **state)
+{
+    (void)state;
+    /* security.* needs CAP_SYS_ADMIN on a host without an LSM that owns the name. */
+    struct env *e = start("--security-label --modcaps=+sys_admin");
+    assert_true(e->init.flags & FUSE_SECURITY_CTX);
+    size_t n = make_blob(blob, "security.selinux", label, sizeof(label));
+    assert_int_equal(create_all(e, blob, n, true), 0);
+    const char *names[] = { "f", "d", "p", "l" };
+    for (size_t k = 0; k < 4; k++)
+        expect_label(e, names[k], "security.selinux");
+    /* The symlink's own label, not its target's (which has one anyway). */
+    struct stat st;
+    assert_int_equal(lstat(hpath(e, "l"), &st), 0);
+    assert_true(S_ISLNK(st.st_mode));
+
+    /* nr_secctx 0: created, unlabelled. */
+    size_t z = make_blob(blob, NULL, NULL, 0);
+    struct fuse_mkdir_in mi = { .mode = 0750 };
+    assert_int_equal(create_op(e, FUSE_MKDIR, "plain", NULL, &mi, sizeof(mi), blob, z, true), 0);
+    assert_true(lgetxattr(hpath(e, "plain"), "security.selinux", NULL, 0) < 0);
+    stop(e);
+
+    /* Linux 6.1 (7.37): the context trails the names, no total_extlen. */
+    e = start_minor("--security-label --modcaps=+sys_admin", 37, 0, 0);
+    assert_int_equal(e->init.minor, 37);
+    n = make_blob(blob, "security.selinux", label, sizeof(label));
+    assert_int_equal(create_all(e, blob, n, false), 0);
+    for (size_t k = 0; k < 4; k++)
+        expect_label(e, names[k], "security.selinux");
+    stop(e);
+}
+
+/* The host refuses the xattr: the op fails with its errno and leaves nothing behind. */
+static void test_label_refused(void **state)
+{
+    (void)state;
+    /*
+     * A name the host refuses for sure: trusted.* needs CAP_SYS_ADMIN in the
+     * VFS itself (whatever the host's LSM), which the default capability set
+     * does not have. (Whether security.* needs it depends on the host's LSM.)
+     */
+    struct env *e = start("--security-label --xattrmap=:prefix:all:security.:trusted.vufs.:");
+    size_t n = make_blob(blob, "security.selinux", label, sizeof(label));
+    struct fuse_create_in ci = { .flags = O_WRONLY | O_CREAT, .mode = 0100640 };
+    struct fuse_mkdir_in mi = { .mode = 0750 };
+    struct fuse_mknod_in mn = { .mode = S_IFIFO | 0640 };
+    assert_int_equal(create_op(e, FUSE_CREATE, "f", NULL, &ci, sizeof(ci), blob, n, true), -EPERM);
+    assert_int_equal(create_op(e, FUSE_MKDIR, "d", NULL, &mi, sizeof(mi), blob, n, true), -EPERM);
+    assert_int_equal(create_op(e, FUSE_MKNOD, "p", NULL, &mn, sizeof(mn), blob, n, true), -EPERM);
+    assert_int_equal(create_op(e, FUSE_SYMLINK, "l", "x", NULL, 0, blob, n, true), -EPERM);
+    const char *names[] = { "f", "d", "p", "l" };
+    for (size_t k = 0; k < 4; k++)
+        assert_false(host_exists(hpath(e, names[k])));
+    /* The names are free again, and a request without a label still works. */
+    assert_int_equal(create_op(e, FUSE_MKDIR, "d", NULL, &mi, sizeof(mi), NULL, 0, true), 0);
+    assert_true(host_exists(hpath(e, "d")));
+    /* An xattrmap 'bad' rule refuses the name before the host sees it. */
+    stop(e);
+    e = start("--security-label --modcaps=+sys_admin --xattrmap=:bad:all:security.selinux::");
+    assert_int_equal(create_op(e, FUSE_MKDIR, "d", NULL, &mi, sizeof(mi), blob, n, true), -EPERM);
+    assert_false(host_exists(hpath(e, "d")));
+    stop(e);
+}
+
+/* --xattrmap moves the label out of security.*: no CAP_SYS_ADMIN needed. */
+static void test_label_xattrmap(void **state)
+{
+    (void)state;
+    struct env *e = start("--security-label --xattrmap=:map:security.selinux:user.virtiofs.:");
+    size_t n = make_blob(blob, "security.selinux", label, sizeof(label));
+    struct fuse_create_in ci = { .flags = O_WRONLY | O_CREAT, .mode = 0100640 };
+    struct fuse_mkdir_in mi = { .mode = 0750 };
+    assert_int_equal(create_op(e, FUSE_CREATE, "f", NULL, &ci, sizeof(ci), blob, n, true), 0);
+    assert_int_equal(create_op(e, FUSE_MKDIR, "d", NULL, &mi, sizeof(mi), blob, n, true), 0);
+    expect_label(e, "f", "user.virtiofs.security.selinux");
+    expect_label(e, "d", "user.virtiofs.security.selinux");
+    assert_true(lgetxattr(hpath(e, "f"), "security.selinux", NULL, 0) < 0);
+    stop(e);
+}
+
+/* Without --security-label the flag is not granted and nothing is labelled. */
+static void test_label_not_negotiated(void **state)
+{
+    (void)state;
+    struct env *e = start("--modcaps=+sys_admin");
+    assert_false(e->init.flags & FUSE_SECURITY_CTX);
+    size_t n = make_blob(blob, "security.selinux", label, sizeof(label));
+    struct fuse_mkdir_in mi = { .mode = 0750 };
+    assert_int_equal(create_op(e, FUSE_MKDIR, "d", NULL, &mi, sizeof(mi), blob, n, true), 0);
+    assert_true(host_exists(hpath(e, "d")));
+    assert_true(lgetxattr(hpath(e, "d"), "security.selinux", NULL, 0) < 0);
+    stop(e);
+}
+
+/* Malformed contexts: EINVAL, nothing created, the daemon keeps serving. */
+static void test_label_hostile(void **state)
+{
+    (void)state;
+    struct env *e = start("--security-label --modcaps=+sys_admin");
+    struct fuse_mkdir_in mi = { .mode = 0750 };
+    size_t n = make_blob(blob, "security.selinux", label, sizeof(label));
+    struct fuse_secctx_header *h = (struct fuse_secctx_header *)blob;
+    struct fuse_secctx *one = (struct fuse_secctx *)(blob + sizeof(*h));
+
+    h->size = (uint32_t)n + 64; /* past the request */
+    assert_int_equal(create_op(e, FUSE_MKDIR, "d", NULL, &mi, sizeof(mi), blob, n, true), -EINVAL);
+    h->size = (uint32_t)n;
+    one->size = 0x7fffffff; /* oversized value */
+    assert_int_equal(create_op(e, FUSE_MKDIR, "d", NULL, &mi, sizeof(mi), blob, n, true), -EINVAL);
+    one->size = sizeof(label);
+    h->nr_secctx = 2;
+    assert_int_equal(create_op(e, FUSE_MKDIR, "d", NULL, &mi, sizeof(mi), blob, n, true), -EINVAL);
+    h->nr_secctx = 1;
+    /* no NUL in the name */
+    memset(blob + sizeof(*h) + sizeof(*one), 'a', n - sizeof(*h) - sizeof(*one));
+    assert_int_equal(create_op(e, FUSE_MKDIR, "d", NULL, &mi, sizeof(mi), blob, n, true), -EINVAL);
+    /* not a security.* name: never a way to set trusted.* as root */
+    n = make_blob(blob, "trusted.overlay.opaque", "y", 1);
+    assert_int_equal(create_op(e, FUSE_MKDIR, "d", NULL, &mi, sizeof(mi), blob, n, true), -EINVAL);
+    /* total_extlen beyond the request */
+    n = make_blob(blob, "security.selinux", label, sizeof(label));
+    struct vfe_fuse_op op = { .opcode = FUSE_MKDIR, .nodeid = FUSE_ROOT_ID, .arg = &mi,
+                              .arg_len = sizeof(mi), .name = "d", .extra = blob,
+                              .extra_len = (uint32_t)n, .total_extlen = 4000 };
+    struct fuse_entry_out eo;
+    op.out_arg = &eo;
+    op.out_arg_len = sizeof(eo);
+    assert_int_equal(vfe_fuse_call(e->fuse, 1, &op), -EINVAL);
+    assert_false(host_exists(hpath(e, "d")));
+    stop(e);
+}
+
+/* ---- main ---------------------------------------------------------------------------- */
+
+int main(int argc, char **argv)
+{
+    static const struct option lo[] = {
+        { "vufsd", required_argument, NULL, 'v' },
+        { "log", required_argument, NULL, 'l' },
+        { 0 },
+    };
+    int c;
+    while ((c = getopt_long(argc, argv, "", lo, NULL)) != -1) {
+        if (c == 'v')
+            opt_vufsd = optarg;
+        else if (c == 'l')
+            opt_log = optarg;
+        else
+            return 2;
+    }
+    char exe[512] = "";
+    if (opt_vufsd)
+        snprintf(exe, sizeof(exe), "%.*s", (int)strcspn(opt_vufsd, " "), opt_vufsd);
+    if (!opt_vufsd || access(exe, X_OK) != 0) {
+        fprintf(stderr, "test_creds: --vufsd PATH to an executable vufsd is required\n");
+        return 1;
+    }
+    if (geteuid() != 0) {
+        fprintf(stderr, "test_creds: needs root (security.* xattrs, other uids)\n");
+        return 1;
+    }
+    const struct CMUnitTest tests[] = {
+        cmocka_unit_test(test_label_set),
+        cmocka_unit_test(test_label_refused),
+        cmocka_unit_test(test_label_xattrmap),
+        cmocka_unit_test(test_label_not_negotiated),
+        cmocka_unit_test(test_label_hostile),
+    };
+    return cmocka_run_group_tests(tests, NULL, NULL);
+}
