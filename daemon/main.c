@@ -451,6 +451,11 @@ int main(int argc, char **argv)
         vlog_err("cannot honour %s", unsupported);
         goto out;
     }
+    char ids_err[256] = "";
+    if (pt_fs_check_ids(&cfg, ids_err, sizeof(ids_err)) < 0) {
+        vlog_err("--translate-uid/--translate-gid: %s", ids_err);
+        goto out;
+    }
     struct sb_config sbc = vmain_sb_config(&cfg);
     /* --mount: unmounting at the end needs CAP_SYS_ADMIN (a user's -sys_admin still wins). */
     if (cfg.mountpoint) {

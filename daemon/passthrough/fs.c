@@ -113,8 +113,7 @@ struct pt_fs *pt_fs_new(const struct vufsd_config *cfg, int *err)
         return NULL;
     }
     /* Not implemented yet: refuse rather than silently ignore. */
-    if (cfg->translate_uid || cfg->translate_gid || cfg->uid_map || cfg->gid_map ||
-        cfg->inode_file_handles != VUFSD_HANDLES_NEVER) {
+    if (cfg->inode_file_handles != VUFSD_HANDLES_NEVER) {
         *err = -EOPNOTSUPP;
         return NULL;
     }
@@ -143,6 +142,12 @@ struct pt_fs *pt_fs_new(const struct vufsd_config *cfg, int *err)
     fs->announce_submounts = cfg->announce_submounts;
     fs->readonly = cfg->readonly;
     fs->security_label = cfg->security_label;
+    if (cfg->translate_uid)
+        ret = pt_idmap_parse(&fs->uidmap, cfg->translate_uid, NULL, 0);
+    if (ret == 0 && cfg->translate_gid)
+        ret = pt_idmap_parse(&fs->gidmap, cfg->translate_gid, NULL, 0);
+    if (ret < 0)
+        goto fail;
     ret = pt_fs_setup_xattr(fs, cfg);
     if (ret < 0)
         goto fail;
@@ -200,6 +205,8 @@ void pt_fs_free(struct pt_fs *fs)
     if (fs->proc_self_fd >= 0)
         close(fs->proc_self_fd);
     pt_xattrmap_free(&fs->xmap);
+    pt_idmap_free(&fs->uidmap);
+    pt_idmap_free(&fs->gidmap);
     free(fs->cap_mapped);
     pthread_mutex_destroy(&fs->cwd_lock);
     pthread_mutex_destroy(&fs->locks.lock);

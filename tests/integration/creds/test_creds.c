@@ -24,6 +24,7 @@
 #include <stdlib.h>
 #include <string.h>
 #include <sys/stat.h>
+#include <sys/wait.h>
 #include <sys/xattr.h>
 #include <unistd.h>
 #include <cmocka.h>
@@ -315,6 +316,141 @@ static void test_label_hostile(void **state)
     stop(e);
 }
 
+/* ---- uid/gid translation ----------------------------------------------------------- */
+
+static void host_owner(struct env *e, const char *name, uid_t uid, gid_t gid)
+{
+    struct stat st;
+    assert_int_equal(lstat(hpath(e, name), &st), 0);
+    assert_int_equal(st.st_uid, uid);
+    assert_int_equal(st.st_gid, gid);
+}
+
+static int setattr_owner(struct env *e, uint64_t nodeid, uint32_t uid, uint32_t gid,
+                         struct fuse_attr_out *ao)
+{
+    struct fuse_setattr_in si = { .valid = FATTR_UID | FATTR_GID, .uid = uid, .gid = gid };
+    struct vfe_fuse_op op = { .opcode = FUSE_SETATTR, .nodeid = nodeid, .arg = &si,
+                              .arg_len = sizeof(si), .out_arg = ao,
+                              .out_arg_len = sizeof(*ao) };
+    return vfe_fuse_call(e->fuse, 1, &op);
+}
+
+static void test_translate_map(void **state)
+{
+    (void)state;
+    struct env *e = start_minor("--translate-uid=map:1000:5000:10 --translate-gid map:1000:6000:10",
+                                41, 1000, 1001);
+    struct fuse_entry_out eo;
+    struct fuse_open_out oo;
+    struct fuse_attr_out ao;
+
+    /* Created as guest 1000:1001 -> host 5000:6001; shown back as 1000:1001. */
+    assert_int_equal(vfe_fuse_create(e->fuse, FUSE_ROOT_ID, "f", O_WRONLY, 0644, &eo, &oo), 0);
+    host_owner(e, "f", 5000, 6001);
+    assert_int_equal(eo.attr.uid, 1000);
+    assert_int_equal(eo.attr.gid, 1001);
+    assert_int_equal(vfe_fuse_mkdir(e->fuse, FUSE_ROOT_ID, "d", 0755, &eo), 0);
+    host_owner(e, "d", 5000, 6001);
+    assert_int_equal(vfe_fuse_getattr(e->fuse, eo.nodeid, &ao), 0);
+    assert_int_equal(ao.attr.uid, 1000);
+    assert_int_equal(ao.attr.gid, 1001);
+
+    /* chown by guest root to 1001:1009 -> host 5001:6009. */
+    vfe_fuse_set_ids(e->fuse, 0, 0);
+    assert_int_equal(setattr_owner(e, eo.nodeid, 1001, 1009, &ao), 0);
+    host_owner(e, "d", 5001, 6009);
+    assert_int_equal(ao.attr.uid, 1001);
+    assert_int_equal(ao.attr.gid, 1009);
+    /* Outside the ranges ids pass unchanged, both ways (the Rust daemon's rule). */
+    assert_int_equal(setattr_owner(e, eo.nodeid, 1010, 999, &ao), 0);
+    host_owner(e, "d", 1010, 999);
+    assert_int_equal(ao.attr.uid, 1010);
+    assert_int_equal(ao.attr.gid, 999);
+
+    /* A host file of an unmapped host id, and one inside the host range. */
+    int fd = open(hpath(e, "h"), O_CREAT | O_WRONLY, 0644);
+    assert_true(fd >= 0);
+    assert_int_equal(fchown(fd, 7777, 5005), 0);
+    close(fd);
+    assert_int_equal(vfe_fuse_lookup(e->fuse, FUSE_ROOT_ID, "h", &eo), 0);
+    assert_int_equal(eo.attr.uid, 7777);
+    assert_int_equal(eo.attr.gid, 5005); /* the gid map is 6000-based: 5005 unmapped */
+    assert_int_equal(chown(hpath(e, "h"), 5003, 6004), 0);
+    assert_int_equal(vfe_fuse_getattr(e->fuse, eo.nodeid, &ao), 0);
+    assert_int_equal(ao.attr.uid, 1003);
+    assert_int_equal(ao.attr.gid, 1004);
+    stop(e);
+}
+
+static void test_translate_squash_forbid(void **state)
+{
+    (void)state;
+    struct env *e = start_minor("--translate-uid squash-guest:0:4000:3000 "
+                                "--translate-uid forbid-guest:3000:1 "
+                                "--translate-uid squash-host:7000:65534:1000 "
+                                "--translate-gid squash-guest:0:4000:4294967295",
+                                41, 0, 0);
+    struct fuse_entry_out eo;
+    struct fuse_open_out oo;
+    struct fuse_attr_out ao;
+
+    /* Guest root squashed onto host 4000: root's new files are not root's on the host. */
+    assert_int_equal(vfe_fuse_mkdir(e->fuse, FUSE_ROOT_ID, "d", 0777, &eo), 0);
+    host_owner(e, "d", 4000, 4000);
+    uint64_t d = eo.nodeid;
+    vfe_fuse_set_ids(e->fuse, 2999, 12);
+    assert_int_equal(vfe_fuse_create(e->fuse, d, "f", O_WRONLY, 0644, &eo, &oo), 0);
+    host_owner(e, "d/f", 4000, 4000);
+
+    /* Forbidden guest id: EPERM for creating requests and for chown; nothing made. */
+    vfe_fuse_set_ids(e->fuse, 3000, 0);
+    assert_int_equal(vfe_fuse_create(e->fuse, d, "g", O_WRONLY, 0644, &eo, &oo), -EPERM);
+    assert_int_equal(vfe_fuse_mkdir(e->fuse, d, "g", 0755, &eo), -EPERM);
+    assert_false(host_exists(hpath(e, "d/g")));
+    vfe_fuse_set_ids(e->fuse, 0, 0);
+    assert_int_equal(setattr_owner(e, d, 3000, 0, &ao), -EPERM);
+    host_owner(e, "d", 4000, 4000);
+
+    /* squash-host: host ids 7000..7999 all show as 65534 (the overflow id). */
+    int fd = open(hpath(e, "h"), O_CREAT | O_WRONLY, 0644);
+    assert_true(fd >= 0);
+    assert_int_equal(fchown(fd, 7500, 0), 0);
+    close(fd);
+    assert_int_equal(vfe_fuse_lookup(e->fuse, FUSE_ROOT_ID, "h", &eo), 0);
+    assert_int_equal(eo.attr.uid, 65534);
+    assert_int_equal(eo.attr.gid, 0);
+    stop(e);
+}
+
+/* A rule the grammar refuses: vufsd exits 1 with a message, before serving. */
+static void test_translate_bad_rule(void **state)
+{
+    (void)state;
+    const char *bad[] = { "map:1:2", "map:1:2:3 --translate-uid=guest:2:9:1", "forbid:1:2",
+                          "squash-guest:0:1:0" };
+    for (size_t k = 0; k < sizeof(bad) / sizeof(bad[0]); k++) {
+        char cmd[1024];
+        snprintf(cmd, sizeof(cmd),
+                 "%s --socket-path=/tmp/vufsd-creds-bad.sock --shared-dir=/tmp "
+                 "--translate-uid=%s 2>/tmp/vufsd-creds-bad.err",
+                 opt_vufsd, bad[k]);
+        int st = system(cmd);
+        assert_true(WIFEXITED(st));
+        assert_int_equal(WEXITSTATUS(st), 1);
+        char msg[512] = "";
+        FILE *f = fopen("/tmp/vufsd-creds-bad.err", "r");
+        assert_non_null(f);
+        size_t n = fread(msg, 1, sizeof(msg) - 1, f);
+        msg[n] = '\0';
+        fclose(f);
+        if (!strstr(msg, "translate"))
+            fail_msg("no message for %s: %s", bad[k], msg);
+    }
+    unlink("/tmp/vufsd-creds-bad.err");
+    unlink("/tmp/vufsd-creds-bad.sock");
+}
+
 /* ---- main ---------------------------------------------------------------------------- */
 
 int main(int argc, char **argv)
@@ -350,6 +486,9 @@ int main(int argc, char **argv)
         cmocka_unit_test(test_label_xattrmap),
         cmocka_unit_test(test_label_not_negotiated),
         cmocka_unit_test(test_label_hostile),
+        cmocka_unit_test(test_translate_map),
+        cmocka_unit_test(test_translate_squash_forbid),
+        cmocka_unit_test(test_translate_bad_rule),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }
