@@ -99,6 +99,22 @@ static int pt_fs_setup_xattr(struct pt_fs *fs, const struct vufsd_config *cfg)
     return ret == -ENOMEM ? ret : 0;
 }
 
+/*
+ * In a user namespace whose setgroups is "deny" (--uid-map as an unprivileged
+ * user) the supplementary groups cannot be changed by anyone, so there is
+ * nothing to drop.
+ */
+static bool pt_setgroups_denied(void)
+{
+    char buf[8] = "";
+    int fd = open("/proc/self/setgroups", O_RDONLY | O_CLOEXEC);
+    if (fd < 0)
+        return false;
+    ssize_t n = read(fd, buf, sizeof(buf) - 1);
+    close(fd);
+    return n >= 4 && strncmp(buf, "deny", 4) == 0;
+}
+
 struct pt_fs *pt_fs_new(const struct vufsd_config *cfg, int *err)
 {
     struct pt_fs *fs;
@@ -179,7 +195,7 @@ struct pt_fs *pt_fs_new(const struct vufsd_config *cfg, int *err)
 
     if (geteuid() == 0) {
         /* Creating operations run with the caller's ids and no other group. */
-        if (setgroups(0, NULL) < 0) {
+        if (setgroups(0, NULL) < 0 && !(errno == EPERM && pt_setgroups_denied())) {
             ret = -errno;
             goto fail;
         }

@@ -59,18 +59,26 @@ static const char *hpath(struct env *e, const char *name)
     return buf;
 }
 
-static struct env *start_minor(const char *extra, uint32_t minor, uint32_t uid, uint32_t gid)
+/*
+ * vufsd on a fresh shared directory; prefix (if any) runs it (setpriv ...), and
+ * then its socket goes to sockdir, which that user can write.
+ */
+static struct env *start_as(const char *prefix, const char *sockdir, const char *extra,
+                            uint32_t minor, uint32_t uid, uint32_t gid)
 {
     struct env *e = calloc(1, sizeof(*e));
+    char sock[128] = "";
     assert_non_null(e);
     strcpy(e->dir, "/tmp/vufsd-creds-XXXXXX");
     assert_non_null(mkdtemp(e->dir));
     chmod(e->dir, 0777);
-    snprintf(e->cmd, sizeof(e->cmd), "%s --socket-path={socket} --shared-dir={dir} %s",
-             opt_vufsd, extra ? extra : "");
+    if (sockdir)
+        snprintf(sock, sizeof(sock), "%s/vufsd.sock", sockdir);
+    snprintf(e->cmd, sizeof(e->cmd), "%s %s --socket-path={socket} --shared-dir={dir} %s",
+             prefix ? prefix : "", opt_vufsd, extra ? extra : "");
     struct vfe_dev_config cfg = {
-        .conn = { .backend_cmd = e->cmd, .dir = e->dir, .backend_log = opt_log,
-                  .timeout_ms = 20000 },
+        .conn = { .socket_path = sockdir ? sock : NULL, .backend_cmd = e->cmd, .dir = e->dir,
+                  .backend_log = opt_log, .timeout_ms = 20000 },
         .request_queues = 1,
         .queue_size = 64,
     };
@@ -83,6 +91,11 @@ static struct env *start_minor(const char *extra, uint32_t minor, uint32_t uid, 
     assert_int_equal(vfe_fuse_new(e->dev, &fc, &e->fuse), 0);
     assert_int_equal(vfe_fuse_init(e->fuse, &e->init), 0);
     return e;
+}
+
+static struct env *start_minor(const char *extra, uint32_t minor, uint32_t uid, uint32_t gid)
+{
+    return start_as(NULL, NULL, extra, minor, uid, gid);
 }
 
 static struct env *start(const char *extra)
@@ -451,6 +464,150 @@ static void test_translate_bad_rule(void **state)
     unlink("/tmp/vufsd-creds-bad.sock");
 }
 
+/* ---- --uid-map / --gid-map ------------------------------------------------------------- */
+
+/* The first line of /proc/PID/FILE that starts with key, or "". */
+static void proc_line(pid_t pid, const char *file, const char *key, char *out, size_t size)
+{
+    char path[64], line[256];
+    snprintf(path, sizeof(path), "/proc/%d/%s", (int)pid, file);
+    out[0] = '\0';
+    FILE *f = fopen(path, "r");
+    assert_non_null(f);
+    while (fgets(line, sizeof(line), f))
+        if (strncmp(line, key, strlen(key)) == 0) {
+            snprintf(out, size, "%s", line);
+            break;
+        }
+    fclose(f);
+}
+
+/* Rootless: vufsd run as nobody serves from its own user namespace. */
+static void test_uid_map_rootless(void **state)
+{
+    (void)state;
+    char sockdir[] = "/tmp/vufsd-creds-sock-XXXXXX", buf[256];
+    assert_non_null(mkdtemp(sockdir));
+    chmod(sockdir, 0777);
+    struct env *e = start_as("setpriv --reuid=65534 --regid=65534 --clear-groups", sockdir,
+                             "--uid-map=:0:65534:1: --gid-map=:0:65534:1:", 41, 0, 0);
+    pid_t pid = vfe_conn_backend_pid(vfe_dev_conn(e->dev));
+    assert_true(pid > 0);
+    /* The daemon holds no host privilege: uid nobody, ids mapped as asked. */
+    proc_line(pid, "status", "Uid:", buf, sizeof(buf));
+    assert_string_equal(buf, "Uid:\t65534\t65534\t65534\t65534\n");
+    /* Its capabilities are those of its own user namespace, not of ours. */
+    char ns_self[64] = "", ns_it[64] = "", path[64];
+    snprintf(path, sizeof(path), "/proc/%d/ns/user", (int)pid);
+    assert_true(readlink("/proc/self/ns/user", ns_self, sizeof(ns_self) - 1) > 0);
+    assert_true(readlink(path, ns_it, sizeof(ns_it) - 1) > 0);
+    assert_string_not_equal(ns_self, ns_it);
+    proc_line(pid, "uid_map", "", buf, sizeof(buf));
+    unsigned in, out, cnt;
+    assert_int_equal(sscanf(buf, "%u %u %u", &in, &out, &cnt), 3);
+    assert_int_equal(in, 0);
+    assert_int_equal(out, 65534);
+    assert_int_equal(cnt, 1);
+
+    struct fuse_entry_out eo;
+    struct fuse_open_out oo;
+    struct fuse_attr_out ao;
+    /* Guest root's new file belongs to host nobody, and is root's in the guest. */
+    assert_int_equal(vfe_fuse_create(e->fuse, FUSE_ROOT_ID, "f", O_WRONLY, 0644, &eo, &oo), 0);
+    host_owner(e, "f", 65534, 65534);
+    assert_int_equal(eo.attr.uid, 0);
+    assert_int_equal(vfe_fuse_write(e->fuse, eo.nodeid, oo.fh, 0, "rootless", 8), 8);
+    char data[16] = "";
+    int fd = open(hpath(e, "f"), O_RDONLY);
+    assert_true(fd >= 0);
+    assert_int_equal(read(fd, data, sizeof(data)), 8);
+    close(fd);
+    assert_memory_equal(data, "rootless", 8);
+    /* A host root file: root is not mapped, so it shows as the overflow id. */
+    fd = open(hpath(e, "r"), O_CREAT | O_WRONLY, 0644);
+    assert_true(fd >= 0);
+    close(fd);
+    assert_int_equal(vfe_fuse_lookup(e->fuse, FUSE_ROOT_ID, "r", &eo), 0);
+    assert_int_equal(eo.attr.uid, 65534);
+    assert_int_equal(eo.attr.gid, 65534);
+    /* ... and the daemon cannot take it over. */
+    assert_int_equal(setattr_owner(e, eo.nodeid, 0, 0, &ao), -EPERM);
+    struct stat st;
+    assert_int_equal(stat(hpath(e, "r"), &st), 0);
+    assert_int_equal(st.st_uid, 0);
+    /* A guest uid the namespace does not map cannot create (the host says EINVAL). */
+    vfe_fuse_set_ids(e->fuse, 1000, 1000);
+    assert_int_equal(vfe_fuse_mkdir(e->fuse, FUSE_ROOT_ID, "u", 0755, &eo), -EINVAL);
+    assert_false(host_exists(hpath(e, "u")));
+    stop(e);
+
+    /* With every guest id squashed onto namespace root, any guest user creates. */
+    e = start_as("setpriv --reuid=65534 --regid=65534 --clear-groups", sockdir,
+                 "--uid-map=:0:65534:1: --gid-map=:0:65534:1: "
+                 "--translate-uid=squash-guest:0:0:4294967295 "
+                 "--translate-gid=squash-guest:0:0:4294967295",
+                 41, 1000, 1000);
+    assert_int_equal(vfe_fuse_mkdir(e->fuse, FUSE_ROOT_ID, "u", 0755, &eo), 0);
+    host_owner(e, "u", 65534, 65534);
+    stop(e);
+    char sp[160];
+    snprintf(sp, sizeof(sp), "%s/vufsd.sock", sockdir);
+    unlink(sp);
+    rmdir(sockdir);
+}
+
+/* As root, a map of many ids is written directly: guest ids land shifted on the host. */
+static void test_uid_map_root_range(void **state)
+{
+    (void)state;
+    /* Namespace root is host 100000: the socket goes where that id may write. */
+    char sockdir[] = "/tmp/vufsd-creds-sock-XXXXXX";
+    assert_non_null(mkdtemp(sockdir));
+    chmod(sockdir, 0777);
+    struct env *e = start_as(NULL, sockdir, "--uid-map=:0:100000:65536: --gid-map=:0:200000:65536:",
+                             41, 0, 0);
+    pid_t pid = vfe_conn_backend_pid(vfe_dev_conn(e->dev));
+    char buf[256];
+    unsigned in, out, cnt;
+    proc_line(pid, "gid_map", "", buf, sizeof(buf));
+    assert_int_equal(sscanf(buf, "%u %u %u", &in, &out, &cnt), 3);
+    assert_int_equal(out, 200000);
+    assert_int_equal(cnt, 65536);
+    struct fuse_entry_out eo;
+    assert_int_equal(vfe_fuse_mkdir(e->fuse, FUSE_ROOT_ID, "r", 0777, &eo), 0);
+    host_owner(e, "r", 100000, 200000);
+    assert_int_equal(eo.attr.uid, 0);
+    assert_int_equal(chmod(hpath(e, "r"), 0777), 0);
+    vfe_fuse_set_ids(e->fuse, 1000, 1001);
+    assert_int_equal(vfe_fuse_mkdir(e->fuse, eo.nodeid, "u", 0755, &eo), 0);
+    host_owner(e, "r/u", 101000, 201001);
+    assert_int_equal(eo.attr.uid, 1000);
+    assert_int_equal(eo.attr.gid, 1001);
+    stop(e);
+    char sp[160];
+    snprintf(sp, sizeof(sp), "%s/vufsd.sock", sockdir);
+    unlink(sp);
+    rmdir(sockdir);
+}
+
+static void test_uid_map_refused(void **state)
+{
+    (void)state;
+    const char *bad[] = { "--uid-map=0:1:1", "--uid-map=:0:1:0:", "--uid-map=:0:1:", "--gid-map=:a:1:1:",
+                          "--uid-map=:0:0:1: --sandbox=chroot" };
+    for (size_t k = 0; k < sizeof(bad) / sizeof(bad[0]); k++) {
+        char cmd[1024];
+        snprintf(cmd, sizeof(cmd),
+                 "%s --socket-path=/tmp/vufsd-creds-bad.sock --shared-dir=/tmp %s 2>/dev/null",
+                 opt_vufsd, bad[k]);
+        int st = system(cmd);
+        assert_true(WIFEXITED(st));
+        if (WEXITSTATUS(st) != 1)
+            fail_msg("%s: exit %d", bad[k], WEXITSTATUS(st));
+    }
+    unlink("/tmp/vufsd-creds-bad.sock");
+}
+
 /* ---- main ---------------------------------------------------------------------------- */
 
 int main(int argc, char **argv)
@@ -489,6 +646,9 @@ int main(int argc, char **argv)
         cmocka_unit_test(test_translate_map),
         cmocka_unit_test(test_translate_squash_forbid),
         cmocka_unit_test(test_translate_bad_rule),
+        cmocka_unit_test(test_uid_map_rootless),
+        cmocka_unit_test(test_uid_map_root_range),
+        cmocka_unit_test(test_uid_map_refused),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }
