@@ -133,7 +133,8 @@ struct sb_idmap_line {
 /*
  * Parses space-separated ":INSIDE:OUTSIDE:COUNT:" ranges (the Rust virtiofsd's
  * --uid-map form; repeated options arrive joined with spaces) into out.
- * NULL is no range. -EINVAL on syntax, COUNT 0 or ids past 2^32 - 1; -E2BIG past max.
+ * NULL is no range. -EINVAL on syntax, COUNT 0 or a range past 2^32 - 2 (the
+ * kernel never maps (uid_t)-1); -E2BIG past max.
  */
 int sb_idmap_parse(const char *spec, struct sb_idmap_line *out, unsigned max, unsigned *n);
 

@@ -64,8 +64,8 @@ int sb_idmap_parse(const char *spec, struct sb_idmap_line *out, unsigned max, un
         }
         if (*p != '\0' && *p != ' ')
             return -EINVAL;
-        if (f[2] == 0 || f[0] + f[2] > (uint64_t)UINT32_MAX + 1 ||
-            f[1] + f[2] > (uint64_t)UINT32_MAX + 1)
+        /* As the kernel's map_write(): ranges end at or before 2^32 - 1 ((uid_t)-1). */
+        if (f[2] == 0 || f[0] + f[2] > UINT32_MAX || f[1] + f[2] > UINT32_MAX)
             return -EINVAL;
         if (*n == max)
             return -E2BIG;
