@@ -8,7 +8,9 @@
  * (both wire forms), through --xattrmap; a host that refuses the xattr fails
  * the operation and leaves no entry behind; malformed contexts are EINVAL.
  * --translate-uid/--translate-gid: guest ids become host ids for new files
- * and chown, host ids are shown translated back.
+ * and chown, host ids are shown translated back. --uid-map/--gid-map: vufsd
+ * as nobody in its own user namespace, and root with shifted ids. GETLK names
+ * a holder of identical read locks.
  *
  * Every test checks the host directory, not only the replies.
  */
@@ -87,7 +89,7 @@ static struct env *start_as(const char *prefix, const char *sockdir, const char 
     struct vfe_fuse_config fc = { .depth = 8, .timeout_ms = 20000, .uid = uid, .gid = gid,
                                   .pid = 77, .proto_minor = minor,
                                   .init_flags = FUSE_ASYNC_READ | FUSE_SECURITY_CTX |
-                                                FUSE_DO_READDIRPLUS };
+                                                FUSE_DO_READDIRPLUS | FUSE_POSIX_LOCKS };
     assert_int_equal(vfe_fuse_new(e->dev, &fc, &e->fuse), 0);
     assert_int_equal(vfe_fuse_init(e->fuse, &e->init), 0);
     return e;
@@ -608,6 +610,42 @@ static void test_uid_map_refused(void **state)
     unlink("/tmp/vufsd-creds-bad.sock");
 }
 
+/* ---- GETLK with identical read locks ---------------------------------------------------- */
+
+static int lk_op(struct env *e, uint32_t opcode, uint64_t node, uint64_t fh, uint64_t owner,
+                 uint32_t type, uint32_t pid, struct fuse_lk_out *out)
+{
+    struct fuse_lk_in in = { .fh = fh, .owner = owner,
+                             .lk = { .start = 0, .end = 0x7fffffffffffffffull, .type = type,
+                                     .pid = pid } };
+    struct vfe_fuse_op op = { .opcode = opcode, .nodeid = node, .arg = &in, .arg_len = sizeof(in),
+                              .out_arg = out, .out_arg_len = out ? sizeof(*out) : 0 };
+    return vfe_fuse_call(e->fuse, 1, &op);
+}
+
+/*
+ * Two guest processes hold the same read lock; a third asks who is in its
+ * way: one of the two, by pid, from the daemon inside its namespace sandbox
+ * (the answer comes from /proc/self/fdinfo, reached through the sandbox).
+ */
+static void test_getlk_identical_readers(void **state)
+{
+    (void)state;
+    struct env *e = start("");
+    struct fuse_entry_out eo;
+    struct fuse_open_out oo;
+    struct fuse_lk_out lo;
+    assert_int_equal(vfe_fuse_create(e->fuse, FUSE_ROOT_ID, "f", O_RDWR, 0644, &eo, &oo), 0);
+    assert_int_equal(lk_op(e, FUSE_SETLK, eo.nodeid, oo.fh, 1, F_RDLCK, 4001, NULL), 0);
+    assert_int_equal(lk_op(e, FUSE_SETLK, eo.nodeid, oo.fh, 2, F_RDLCK, 4002, NULL), 0);
+    assert_int_equal(lk_op(e, FUSE_GETLK, eo.nodeid, oo.fh, 3, F_WRLCK, 4003, &lo), 0);
+    assert_int_equal(lo.lk.type, F_RDLCK);
+    if (lo.lk.pid != 4001 && lo.lk.pid != 4002)
+        fail_msg("GETLK named pid %u, not a holder", lo.lk.pid);
+    assert_int_equal(lk_op(e, FUSE_SETLK, eo.nodeid, oo.fh, 3, F_WRLCK, 4003, NULL), -EAGAIN);
+    stop(e);
+}
+
 /* ---- main ---------------------------------------------------------------------------- */
 
 int main(int argc, char **argv)
@@ -649,6 +687,7 @@ int main(int argc, char **argv)
         cmocka_unit_test(test_uid_map_rootless),
         cmocka_unit_test(test_uid_map_root_range),
         cmocka_unit_test(test_uid_map_refused),
+        cmocka_unit_test(test_getlk_identical_readers),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }
