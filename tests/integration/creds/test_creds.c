@@ -182,7 +182,8 @@ static int create_all(struct env *e, const void *blob, size_t blen, bool ext)
     ret = create_op(e, FUSE_MKNOD, "p", NULL, &mn, sizeof(mn), blob, blen, ext);
     if (ret < 0)
         return ret;
-    return create_op(e, FUSE_SYMLINK, "l", "f", NULL, 0, blob, blen, ext);
+    /* A dangling target: a label that followed the link would fail with ENOENT. */
+    return create_op(e, FUSE_SYMLINK, "l", "missing-target", NULL, 0, blob, blen, ext);
 }
 
 static void expect_label(struct env *e, const char *name, const char *xname)
@@ -209,10 +210,11 @@ static void test_label_set(void **state)
     const char *names[] = { "f", "d", "p", "l" };
     for (size_t k = 0; k < 4; k++)
         expect_label(e, names[k], "security.selinux");
-    /* The symlink's own label, not its target's (which has one anyway). */
+    /* The symlink's own label (its target does not exist). */
     struct stat st;
     assert_int_equal(lstat(hpath(e, "l"), &st), 0);
     assert_true(S_ISLNK(st.st_mode));
+    assert_false(host_exists(hpath(e, "missing-target")));
 
     /* nr_secctx 0: created, unlabelled. */
     size_t z = make_blob(blob, NULL, NULL, 0);
