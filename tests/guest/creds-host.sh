@@ -3,7 +3,9 @@
 #
 # A real guest against vufsd with --security-label and uid/gid translation
 # (tests/guest/scripts/creds.sh), then the host side: every object the guest
-# made or chowned must carry the translated ids on the host.
+# made or chowned must carry the translated ids on the host. Then a guest
+# running SELinux (tests/guest/scripts/labels.sh): every object it made must
+# carry the guest's security context as security.selinux on the host.
 #
 #   creds-host.sh VUFSD
 set -uo pipefail
@@ -29,6 +31,27 @@ if [ $rc -eq 0 ]; then
     want p 5000:6000
     want f 6000:7001   # chown 1000:1001 -> 5000+1000 : 6000+1001
     want l 5042:6043
+fi
+rm -rf "$dir"
+
+# Labels: the guest runs SELinux (no policy: contexts are "unlabeled"), vufsd
+# sets what each creating request carries as security.selinux on the host.
+dir=$(mktemp -d /tmp/vufs-creds.XXXXXX)
+"$here/run-guest.sh" --rundir "$rundir/labels" --dir "$dir" --keep --timeout 570 \
+    --append "security=selinux selinux=1 enforcing=0" \
+    --backend "$vufsd --socket-path {socket} --shared-dir {dir} --security-label \
+--modcaps=+sys_admin --log-level info" \
+    --script "$here/scripts/labels.sh"
+lrc=$?
+if [ $lrc -eq 0 ]; then
+    for n in "" f d l p; do
+        got=$(python3 -c 'import os, sys
+print(os.getxattr(sys.argv[1], "security.selinux", follow_symlinks=False))' "$dir/labels/$n" 2>&1)
+        if [ "$got" = "b'unlabeled\x00'" ]; then echo "host ok: labels/$n $got"
+        else echo "host FAIL: labels/$n security.selinux is $got"; fails=$((fails + 1)); fi
+    done
+else
+    rc=$lrc
 fi
 rm -rf "$dir"
 if [ $rc -ne 0 ] || [ $fails -ne 0 ]; then
