@@ -143,18 +143,6 @@ struct fuse_statx_out {
 struct fll_session;
 
 /*
- * A cursor over guest buffers. Every read copies out (the guest may change the
- * memory under us) and fails, returning false/NULL, when fewer bytes remain.
- */
-struct fll_cursor {
-    const struct iovec *iov;
-    unsigned cnt;
-    unsigned idx; /* current iovec */
-    size_t off;   /* offset in iov[idx] */
-    size_t left;  /* bytes left in the whole list (bounded by a limit) */
-};
-
-/*
  * The security context of the inode a CREATE, MKNOD, MKDIR, SYMLINK or TMPFILE
  * makes (FUSE_SECURITY_CTX): the xattr the guest's LSM wants on it, e.g.
  * "security.selinux". Copied out of the request and validated: name is
@@ -183,7 +171,6 @@ struct fll_req {
     struct fuse_in_header hdr; /* copied once out of the client's buffer */
     bool completed;            /* debug check: exactly one completion */
     size_t out_size;           /* total bytes of the writable buffers */
-    struct fll_cursor ext;     /* the request extensions (hdr.total_extlen) */
     const struct fll_secctx *secctx; /* see fll_req_secctx() */
 };
 
@@ -213,6 +200,18 @@ static inline pid_t fll_req_pid(const struct fll_req *r)
 void *fll_req_userdata(const struct fll_req *r);
 
 /* ---- Bounds-checked cursor over an iovec list --------------------------------- */
+
+/*
+ * A cursor over guest buffers. Every read copies out (the guest may change the
+ * memory under us) and fails, returning false/NULL, when fewer bytes remain.
+ */
+struct fll_cursor {
+    const struct iovec *iov;
+    unsigned cnt;
+    unsigned idx; /* current iovec */
+    size_t off;   /* offset in iov[idx] */
+    size_t left;  /* bytes left in the whole list (bounded by a limit) */
+};
 
 void fll_cursor_init(struct fll_cursor *c, const struct iovec *iov, unsigned cnt, size_t limit);
 size_t fll_cursor_left(const struct fll_cursor *c);

@@ -100,8 +100,14 @@ int fll_secctx_parse(struct fll_cursor *c, size_t len, struct fll_secctx_buf *b,
  * failure b->value may hold a copy the caller frees. */
 static int secctx_from_ext(struct fll_req *r, struct fll_secctx_buf *b, bool *found)
 {
-    struct fll_cursor c = r->ext;
+    /* The dispatcher checked hdr.len against the request and extlen against hdr.len. */
+    size_t extlen = (size_t)r->hdr.total_extlen * 8;
+    struct fll_cursor c;
     bool seen = false;
+
+    fll_cursor_init(&c, r->in, r->in_cnt, r->hdr.len);
+    if (extlen > fll_cursor_left(&c) || !fll_cursor_skip(&c, fll_cursor_left(&c) - extlen))
+        return -EINVAL;
 
     while (fll_cursor_left(&c) > 0) {
         struct fuse_ext_header eh;
@@ -136,7 +142,7 @@ int fll_secctx_take(struct fll_req *r, struct fll_cursor *c, struct fll_secctx_b
     r->secctx = NULL;
     if (!fll_secctx_on(r->se))
         return 0;
-    if (fll_cursor_left(&r->ext) > 0)
+    if (r->hdr.total_extlen > 0)
         ret = secctx_from_ext(r, b, &found);
     else if (__atomic_load_n(&r->se->client_minor, __ATOMIC_RELAXED) < 38 &&
              fll_cursor_left(c) > 0)

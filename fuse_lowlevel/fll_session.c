@@ -472,7 +472,6 @@ void fll_session_process(struct fll_session *se, struct fll_req *r)
     r->se = se;
     r->completed = false;
     r->secctx = NULL;
-    memset(&r->ext, 0, sizeof(r->ext));
     fll_cursor_init(&c, r->out, r->out_cnt, SIZE_MAX);
     r->out_size = fll_cursor_left(&c);
 
@@ -502,12 +501,8 @@ void fll_session_process(struct fll_session *se, struct fll_req *r)
         /*
          * Request extensions (security context, supplementary groups) trail
          * the arguments: decoders never parse into them, the creating ones
-         * read them through r->ext (fll_secctx_take).
+         * read them with fll_secctx_take (which finds them at hdr.len - extlen).
          */
-        r->ext = c;
-        bool ok = fll_cursor_skip(&r->ext, fll_cursor_left(&c) - extlen);
-        assert(ok);
-        (void)ok;
         c.left -= extlen;
         err = e->fn(r, &c);
         if (err == 0)
