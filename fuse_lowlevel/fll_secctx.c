@@ -36,7 +36,7 @@
 #include "fll_i.h"
 
 #define SECCTX_ALIGN(n) (((n) + 7u) & ~(size_t)7u)
-#define SECCTX_PREFIX "security."
+#define SECCTX_PREFIX   "security."
 
 int fll_secctx_parse(struct fll_cursor *c, size_t len, struct fll_secctx_buf *b, bool *found)
 {
@@ -144,8 +144,7 @@ int fll_secctx_take(struct fll_req *r, struct fll_cursor *c, struct fll_secctx_b
         return 0;
     if (r->hdr.total_extlen > 0)
         ret = secctx_from_ext(r, b, &found);
-    else if (__atomic_load_n(&r->se->client_minor, __ATOMIC_RELAXED) < 38 &&
-             fll_cursor_left(c) > 0)
+    else if (__atomic_load_n(&r->se->client_minor, __ATOMIC_RELAXED) < 38 && fll_cursor_left(c) > 0)
         ret = fll_secctx_parse(c, fll_cursor_left(c), b, &found);
     if (ret < 0) {
         /* A context may have been copied before a later record failed. */

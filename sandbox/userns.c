@@ -36,6 +36,7 @@
 #include "sandbox_i.h"
 
 static bool sb_read_setgroups_denied(void);
+/* Read once by sb_enter_user_ns(), while /proc is still the host's. */
 static bool sb_groups_denied;
 
 int sb_idmap_parse(const char *spec, struct sb_idmap_line *out, unsigned max, unsigned *n)
@@ -131,13 +132,41 @@ static int sb_run_newidmap(const char *tool, pid_t pid, const struct sb_idmap_li
     return WIFEXITED(st) && WEXITSTATUS(st) == 0 ? 0 : -EPERM;
 }
 
+/* What the helper reports back through the pipe: 0, or which step failed. */
+enum sb_map_step {
+    SB_MAP_OK,
+    SB_MAP_SETGROUPS,
+    SB_MAP_WRITE_UID,
+    SB_MAP_WRITE_GID,
+    SB_MAP_NO_NEWUIDMAP,
+    SB_MAP_NO_NEWGIDMAP,
+    SB_MAP_NEWUIDMAP,
+    SB_MAP_NEWGIDMAP,
+};
+
+static const char *const sb_map_msg[] = {
+    [SB_MAP_OK] = NULL,
+    [SB_MAP_SETGROUPS] = "cannot write setgroups of the user namespace",
+    [SB_MAP_WRITE_UID] = "cannot write uid_map",
+    [SB_MAP_WRITE_GID] = "cannot write gid_map",
+    [SB_MAP_NO_NEWUIDMAP] = "newuidmap(1) is needed for this --uid-map and was not found",
+    [SB_MAP_NO_NEWGIDMAP] = "newgidmap(1) is needed for this --gid-map and was not found",
+    [SB_MAP_NEWUIDMAP] = "newuidmap(1) refused the --uid-map (see /etc/subuid)",
+    [SB_MAP_NEWGIDMAP] = "newgidmap(1) refused the --gid-map (see /etc/subgid)",
+};
+
+struct sb_map_result {
+    int err;  /* 0 or -errno */
+    int step; /* enum sb_map_step */
+};
+
 /*
  * One map for pid, from outside its namespace. Directly when allowed: as host
  * root (CAP_SETUID/CAP_SETGID over the parent namespace), or a single line
  * mapping the writer's own id once; else through the setuid helper.
  */
-static int sb_write_map(pid_t pid, bool gid, const struct sb_idmap_line *l, unsigned n,
-                        uint32_t own, const char **msg)
+static struct sb_map_result sb_write_map(pid_t pid, bool gid, const struct sb_idmap_line *l,
+                                         unsigned n, uint32_t own)
 {
     char path[64], text[SB_IDMAP_MAX * 40];
     bool direct = geteuid() == 0 || (n == 1 && l[0].outside == own && l[0].count == 1);
@@ -147,25 +176,21 @@ static int sb_write_map(pid_t pid, bool gid, const struct sb_idmap_line *l, unsi
             /* An unprivileged gid_map needs setgroups denied first. */
             snprintf(path, sizeof(path), "/proc/%d/setgroups", (int)pid);
             int r = sb_write_file(path, "deny", 4);
-            if (r < 0) {
-                *msg = "cannot write setgroups of the user namespace";
-                return r;
-            }
+            if (r < 0)
+                return (struct sb_map_result){r, SB_MAP_SETGROUPS};
         }
         snprintf(path, sizeof(path), "/proc/%d/%s", (int)pid, gid ? "gid_map" : "uid_map");
         int r = sb_write_file(path, text, sb_idmap_text(l, n, text, sizeof(text)));
-        if (r < 0)
-            *msg = gid ? "cannot write gid_map" : "cannot write uid_map";
-        return r;
+        return (struct sb_map_result){r, r == 0 ? SB_MAP_OK
+                                         : gid  ? SB_MAP_WRITE_GID
+                                                : SB_MAP_WRITE_UID};
     }
     int r = sb_run_newidmap(gid ? "newgidmap" : "newuidmap", pid, l, n);
     if (r == -ENOENT)
-        *msg = gid ? "newgidmap(1) is needed for this --gid-map and was not found"
-                   : "newuidmap(1) is needed for this --uid-map and was not found";
-    else if (r < 0)
-        *msg = gid ? "newgidmap(1) refused the --gid-map (see /etc/subgid)"
-                   : "newuidmap(1) refused the --uid-map (see /etc/subuid)";
-    return r;
+        return (struct sb_map_result){r, gid ? SB_MAP_NO_NEWGIDMAP : SB_MAP_NO_NEWUIDMAP};
+    if (r < 0)
+        return (struct sb_map_result){r, gid ? SB_MAP_NEWGIDMAP : SB_MAP_NEWUIDMAP};
+    return (struct sb_map_result){0, SB_MAP_OK};
 }
 
 int sb_enter_user_ns(const char *uid_map, const char *gid_map, const char **msg)
@@ -211,36 +236,30 @@ int sb_enter_user_ns(const char *uid_map, const char *gid_map, const char **msg)
     }
     if (helper == 0) {
         char c;
-        const char *m = NULL;
         close(go[1]);
         close(done[0]);
         /* Wait for the unshare (or the parent's failure: EOF). */
         if (read(go[0], &c, 1) != 1)
             _exit(1);
-        int r = sb_write_map(parent, false, um, nu, euid, &m);
-        if (r == 0)
-            r = sb_write_map(parent, true, gm, ng, egid, &m);
-        if (r < 0) {
-            char line[256];
-            int len = snprintf(line, sizeof(line), "vufsd: user namespace: %s: %s\n", m,
-                               strerror(-r));
-            if (len > 0 && write(STDERR_FILENO, line, (size_t)len) < 0)
-                _exit(1);
-            _exit(1);
-        }
-        c = 'D';
-        _exit(write(done[1], &c, 1) == 1 ? 0 : 1);
+        struct sb_map_result res = sb_write_map(parent, false, um, nu, euid);
+        if (res.err == 0)
+            res = sb_write_map(parent, true, gm, ng, egid);
+        _exit(write(done[1], &res, sizeof(res)) == (ssize_t)sizeof(res) ? 0 : 1);
     }
     close(go[0]);
     close(done[1]);
     int ret = 0;
     char c = 'G';
+    struct sb_map_result res = {-EPIPE, SB_MAP_OK};
     if (unshare(CLONE_NEWUSER) < 0) {
         ret = -errno;
         *msg = "cannot create a user namespace";
-    } else if (write(go[1], &c, 1) != 1 || read(done[0], &c, 1) != 1) {
-        ret = -EPERM;
-        *msg = "the id maps could not be written (see the message above)";
+    } else if (write(go[1], &c, 1) != 1 || read(done[0], &res, sizeof(res)) != sizeof(res) ||
+               res.err != 0) {
+        ret = res.err < 0 ? res.err : -EIO;
+        *msg = res.step > SB_MAP_OK && res.step <= SB_MAP_NEWGIDMAP
+                   ? sb_map_msg[res.step]
+                   : "the helper writing the id maps failed";
     }
     close(go[1]);
     close(done[0]);
@@ -260,8 +279,6 @@ int sb_enter_user_ns(const char *uid_map, const char *gid_map, const char **msg)
         *msg = "0 is not mapped: the daemon runs without capabilities in its namespace";
     return 0;
 }
-
-/* Read once by sb_enter_user_ns(), while /proc is still the host's. */
 
 static bool sb_read_setgroups_denied(void)
 {

@@ -182,8 +182,7 @@ int pt_idmap_parse(struct pt_idmap *m, const char *specs, char *err, size_t errl
     if (!copy)
         return -ENOMEM;
     /* The option parser joins repeated options with spaces. */
-    for (char *tok = strtok_r(copy, " ", &save); tok && ret == 0;
-         tok = strtok_r(NULL, " ", &save))
+    for (char *tok = strtok_r(copy, " ", &save); tok && ret == 0; tok = strtok_r(NULL, " ", &save))
         ret = pt_idmap_add(m, tok, err, errlen);
     free(copy);
     return ret;

@@ -18,7 +18,7 @@
 #include "fll_fake.h"
 #include "fll_i.h"
 
-#define MAXW (128u * 1024u)
+#define MAXW      (128u * 1024u)
 #define ALIGN8(n) (((n) + 7u) & ~(size_t)7u)
 
 static struct fllt_msg m;
