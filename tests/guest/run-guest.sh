@@ -24,6 +24,8 @@
 #   --expect-exit0       every backend must exit by itself with status 0 once
 #                        QEMU has disconnected (vufsd's documented behaviour)
 #   --live               copy the guest's output to stdout as it arrives
+#   --host-file NAME=TEXT  write TEXT (and a newline) to NAME in the shared
+#                        directory before the backend starts. Repeatable.
 #
 # The guest prints its output on ttyS1 (RUNDIR/output.log), the kernel console is
 # RUNDIR/console.log and the backend's RUNDIR/backend.log. The verdict comes from
@@ -38,9 +40,9 @@ set -uo pipefail
 here=$(cd "$(dirname "$0")" && pwd)
 backend= script= dir= timeout=600 min_sums=0 rundir= keep=0 smp=2 mem=2048
 files=() sets=() live=0 expect_exit0=0
-dev_tags=() dev_dirs=() dev_cmds=()
+dev_tags=() dev_dirs=() dev_cmds=() host_files=()
 
-usage() { sed -n '4,35p' "$0" >&2; exit 2; }
+usage() { sed -n '4,37p' "$0" >&2; exit 2; }
 while [ $# -gt 0 ]; do
     case "$1" in
     --backend) backend=$2; shift 2 ;;
@@ -62,6 +64,12 @@ while [ $# -gt 0 ]; do
         dev_tags+=("$2"); dev_dirs+=("$3"); dev_cmds+=("$4"); shift 4 ;;
     --expect-exit0) expect_exit0=1; shift ;;
     --live) live=1; shift ;;
+    --host-file)
+        case "$2" in
+        [!/.]*=*) case "${2%%=*}" in */*) usage ;; esac ;;
+        *) usage ;;
+        esac
+        host_files+=("$2"); shift 2 ;;
     -h|--help) usage ;;
     *) echo "run-guest: unknown argument $1" >&2; usage ;;
     esac
@@ -83,6 +91,9 @@ if [ -z "$dir" ]; then
 fi
 mkdir -p "$dir"
 dir=$(cd "$dir" && pwd)
+for hf in ${host_files[@]+"${host_files[@]}"}; do
+    printf '%s\n' "${hf#*=}" > "$dir/${hf%%=*}"
+done
 sock=$rundir/vhost.sock
 rm -f "$sock" "$rundir"/{console,output,backend}.log "$rundir"/backend-*.log
 dev_own=() dev_socks=()
