@@ -22,16 +22,26 @@
 #                (a host mount point inside the share must reach the guest as a
 #                submount)
 #   kata-never   the same with --cache=never and --announce-submounts
+#   systemd      the ExecStart line of packaging/vufsd@.service, run by
+#                systemd-socket-activate on a listening socket (as vufsd@.socket)
 #
 #   invocations.sh VUFSD [run-guest options...]
 {
 set -uo pipefail
 here=$(cd "$(dirname "$0")" && pwd)
-[ $# -ge 1 ] || { sed -n '4,25p' "$0" >&2; exit 2; }
+[ $# -ge 1 ] || { sed -n '4,28p' "$0" >&2; exit 2; }
 vufsd=$1
 shift
 [ -x "$vufsd" ] || { echo "invocations: $vufsd is not executable" >&2; exit 1; }
 lfd="python3 $here/listen-fd.py {socket} 3"
+# The unit's own command line: @BINDIR@ and the EnvironmentFile's variables filled in.
+unit=$here/../../packaging/vufsd@.service
+sa=$(command -v systemd-socket-activate) || { echo "invocations: no systemd-socket-activate" >&2; exit 1; }
+exec_start=$(sed -n 's/^ExecStart=//p' "$unit")
+[ -n "$exec_start" ] || { echo "invocations: no ExecStart in $unit" >&2; exit 1; }
+exec_start=${exec_start//@BINDIR@\/vufsd/$vufsd}
+exec_start=${exec_start//\$\{SHARED_DIR\}/\{dir\}}
+exec_start=${exec_start//\$VUFSD_OPTIONS/}
 
 work=$(mktemp -d /tmp/vufs-invocations.XXXXXX)
 sub_mounted=
@@ -41,7 +51,7 @@ cleanup() {
 }
 trap cleanup EXIT
 
-tags="rust libvirt libvirt-old libvirt-new kata kata-never"
+tags="rust libvirt libvirt-old libvirt-new kata kata-never systemd"
 for t in $tags; do
     mkdir -p "$work/$t"
     echo "host file for $t" > "$work/$t/host.txt"
@@ -76,9 +86,10 @@ echo "host file for myfs" > "$work/rust/host.txt"
         "$lfd $vufsd --syslog --cache=auto --shared-dir={dir} --fd=3 --thread-pool-size=1 -o announce_submounts" \
     --device kata-never "$work/kata-never" \
         "$lfd $vufsd --syslog --cache=never --shared-dir={dir} --fd=3 --thread-pool-size=1 --announce-submounts" \
+    --device systemd "$work/systemd" "$sa -l {socket} $exec_start" \
     --set "SUBMOUNT_TAGS=$submount_tags" \
     --script "$here/scripts/share-check.sh" \
-    --min-sums 6 --expect-exit0 --mem 1024 "$@"
+    --min-sums 7 --expect-exit0 --mem 1024 "$@"
 rc=$?
 exit $rc
 }
