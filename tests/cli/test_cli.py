@@ -51,8 +51,10 @@ def test_man():
     check(r.stderr == "", "man -l warned:\n" + r.stderr)
     check("vufsd" in r.stdout and "SYNOPSIS" in r.stdout, "man -l rendered no page")
     # Every groff warning category (-ww), no output (-z).
-    r = run(["groff", "-ww", "-z", "-man", "-Tutf8", MANPAGE])
-    check(r.returncode == 0 and r.stderr == "", "groff -ww: rc %d\n%s" % (r.returncode, r.stderr))
+    for dev in (["-Tutf8"], []):  # the terminal, and the default (PostScript) device
+        r = run(["groff", "-ww", "-z", "-man"] + dev + [MANPAGE])
+        check(r.returncode == 0 and r.stderr == "",
+              "groff -ww %s: rc %d\n%s" % (" ".join(dev), r.returncode, r.stderr))
     r = run(["man", "--warnings=all", "-l", MANPAGE], env=env)
     check(r.stderr == "", "man --warnings=all:\n" + r.stderr)
 
