@@ -81,8 +81,9 @@ rm -f "$work/dax-probe.sock" "$work/dax-probe.sock.pid"
 
 step "5/7 vufsd serves $share; QEMU boots Linux $(basename "$kdir") (TCG) with a vhost-user-fs device"
 if [ -n "$dax_opt" ]; then
-    echo "DAX: vufsd offers a 64 MiB window, but QEMU 7.2's vhost-user-fs-pci cannot map one"
-    echo "     (no cache-size property): the guest gets no window and uses the virtqueues."
+    echo "DAX: vufsd offers a 64 MiB window, but QEMU 7.2's vhost-user-fs-pci has no cache-size"
+    echo "     property and never maps one: the guest's driver finds no window (its dmesg below)"
+    echo "     and all data moves through the virtqueues."
 else
     echo "DAX: not shown. This vufsd refuses --dax-window:"
     sed -n 's/^.* error: /       /p' "$work/dax-probe.log" | head -n 1
