@@ -27,7 +27,7 @@ if [ "$installed" = ${#packages[@]} ]; then
     exit 0
 fi
 echo "vufsd: installing build and test dependencies (apt-get)"
-$sudo apt-get update -q
-DEBIAN_FRONTEND=noninteractive $sudo apt-get install -y -q "${packages[@]}" >/dev/null
+$sudo apt-get -o DPkg::Lock::Timeout=300 update -q
+DEBIAN_FRONTEND=noninteractive $sudo apt-get -o DPkg::Lock::Timeout=300 install -y -q "${packages[@]}" >/dev/null
 exit 0
 }
