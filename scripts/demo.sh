@@ -27,18 +27,29 @@ t0=$(date +%s)
 step() { printf '\n\033[1m[demo %3ds] %s\033[0m\n' "$(($(date +%s) - t0))" "$*"; }
 [ -t 1 ] || step() { printf '\n[demo %3ds] %s\n' "$(($(date +%s) - t0))" "$*"; }
 
-work=
+work= guest_prep= guestlog=
 cleanup() {
     local rc=$?
+    if [ -n "$guest_prep" ] && kill -0 "$guest_prep" 2> /dev/null; then
+        kill -TERM -- "-$guest_prep" 2> /dev/null
+        wait "$guest_prep" 2> /dev/null
+    fi
+    [ -n "$guestlog" ] && rm -f "$guestlog"
     [ -n "$work" ] && rm -rf "$work"
     [ $rc = 0 ] || echo "demo: FAILED (exit status $rc)" >&2
 }
 trap cleanup EXIT
 
-step "1/7 dependencies (scripts/deps.sh)"
+step "1/6 dependencies (scripts/deps.sh)"
 bash scripts/deps.sh
 
-step "2/7 building vufsd in $top/build"
+step "2/6 building vufsd in $top/build; meanwhile the guest kernel and initramfs are prepared"
+# The guest pieces (network, xz, disk) overlap the compiler: Debian's kernel
+# (apt-get download on first use) and an initramfs with busybox, the virtio-fs
+# modules and fio, both cached in tests/guest/cache after the first run.
+guestlog=$(mktemp /tmp/vufsd-demo-guest.XXXXXX)
+setsid tests/guest/mkinitramfs.sh base > "$guestlog" 2>&1 < /dev/null &
+guest_prep=$!
 if [ ! -f build/build.ninja ]; then
     meson setup build > build.setup.log 2>&1 || { cat build.setup.log; exit 1; }
     rm -f build.setup.log
@@ -47,12 +58,16 @@ ninja -C build vufsd | tail -n 1
 vufsd=$top/build/vufsd
 "$vufsd" --version
 
-step "3/7 guest kernel: Debian's linux-image (apt-get download on first use, then cached)"
+step "3/6 guest kernel and initramfs"
+prep_rc=0
+wait $guest_prep || prep_rc=$?
+guest_prep=
+sed 's/^/  /' "$guestlog"
+rm -f "$guestlog"
+guestlog=
+[ $prep_rc = 0 ] || { echo "demo: cannot prepare the guest (see above)" >&2; exit 1; }
 kdir=$(tests/guest/fetch-kernel.sh)
 echo "kernel $(basename "$kdir") in $kdir"
-
-step "4/7 guest initramfs: busybox, the virtio-fs modules, fio (built on first use, then cached)"
-tests/guest/mkinitramfs.sh base
 
 work=$(mktemp -d /tmp/vufsd-demo.XXXXXX)
 share=$work/share
@@ -79,7 +94,7 @@ fi
 wait $probe 2> /dev/null || true
 rm -f "$work/dax-probe.sock" "$work/dax-probe.sock.pid"
 
-step "5/7 vufsd serves $share; QEMU boots Linux $(basename "$kdir") (TCG) with a vhost-user-fs device"
+step "4/6 vufsd serves $share; QEMU boots Linux $(basename "$kdir") (TCG) with a vhost-user-fs device"
 if [ -n "$dax_opt" ]; then
     echo "DAX: vufsd offers a 64 MiB window, but QEMU 7.2's vhost-user-fs-pci has no cache-size"
     echo "     property and never maps one: the guest's driver finds no window (its dmesg below)"
@@ -99,14 +114,14 @@ tests/guest/run-guest.sh --backend "$cmd" --dir "$share" --rundir "$work/run" \
     sed -u '/^run-guest: guest started/d' || rc=$?
 [ $rc = 0 ] || exit 1
 
-step "6/7 back on the host: the file the guest wrote"
+step "5/6 back on the host: the file the guest wrote"
 echo "\$ cat $share/from-guest.txt"
 cat "$share/from-guest.txt"
 echo
 echo "what vufsd logged:"
 sed 's/^/  vufsd | /' "$work/run/backend.log"
 
-step "7/7 shutting down"
+step "6/6 shutting down"
 echo "guest powered off; vufsd exited with status 0 when QEMU disconnected"
 left=$(pgrep -f -- "$work" || true)
 if [ -n "$left" ]; then
