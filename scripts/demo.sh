@@ -66,8 +66,12 @@ sed 's/^/  /' "$guestlog"
 rm -f "$guestlog"
 guestlog=
 [ $prep_rc = 0 ] || { echo "demo: cannot prepare the guest (see above)" >&2; exit 1; }
-kdir=$(tests/guest/fetch-kernel.sh)
-echo "kernel $(basename "$kdir") in $kdir"
+cache=${VUFS_GUEST_CACHE:-$top/tests/guest/cache}
+kver=$(cat "$cache/kernel/current")
+kdir=$cache/kernel/$kver
+# The kernel package is known now: no second apt-cache look-up in run-guest.sh.
+export VUFS_GUEST_KPKG=linux-image-$kver
+echo "kernel $kver in $kdir"
 
 work=$(mktemp -d /tmp/vufsd-demo.XXXXXX)
 share=$work/share
@@ -94,7 +98,7 @@ fi
 wait $probe 2> /dev/null || true
 rm -f "$work/dax-probe.sock" "$work/dax-probe.sock.pid"
 
-step "4/6 vufsd serves $share; QEMU boots Linux $(basename "$kdir") (TCG) with a vhost-user-fs device"
+step "4/6 vufsd serves $share; QEMU boots Linux $kver (TCG) with a vhost-user-fs device"
 if [ -n "$dax_opt" ]; then
     echo "DAX: vufsd offers a 64 MiB window, but QEMU 7.2's vhost-user-fs-pci has no cache-size"
     echo "     property and never maps one: the guest's driver finds no window (its dmesg below)"

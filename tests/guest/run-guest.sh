@@ -167,8 +167,10 @@ verdict() {
 }
 
 # Guest pieces: the kernel and the base initramfs (cached), plus this run's archive.
-base=$("$here/mkinitramfs.sh" base) || verdict FAIL "cannot build the base initramfs (kernel fetch needs Debian's archive)"
-kdir=$("$here/fetch-kernel.sh" 2>/dev/null) || verdict FAIL "no guest kernel"
+kdir=$("$here/fetch-kernel.sh") || verdict FAIL "no guest kernel (the first fetch needs Debian's archive)"
+# One apt-cache look-up per run is enough (seconds on a busy machine).
+export VUFS_GUEST_KPKG=${VUFS_GUEST_KPKG:-linux-image-$(basename "$kdir")}
+base=$("$here/mkinitramfs.sh" base) || verdict FAIL "cannot build the base initramfs"
 [ ${#dev_tags[@]} = 0 ] || sets+=("EXTRA_TAGS=${dev_tags[*]}")
 "$here/mkinitramfs.sh" run "$rundir/run.cpio" "$script" ${sets[@]+"${sets[@]}"} \
     ${files[@]+"${files[@]}"} || verdict FAIL "cannot build the per-run initramfs"
