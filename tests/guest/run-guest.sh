@@ -306,7 +306,6 @@ while read -r _ sum path; do
     fi
 done < <(grep -a -o 'VUFS-SUM [0-9a-f]\{64\} [^[:space:]]*' "$rundir/output.log")
 
-
 [ "$rc" = 0 ] || verdict FAIL "guest test exited with rc=$rc"
 [ ${#exit_errors[@]} = 0 ] || verdict FAIL "${exit_errors[*]}"
 [ -s "$rundir/kernel-errors.log" ] && verdict FAIL "guest kernel reported errors: $(head -n 1 "$rundir/kernel-errors.log")"
