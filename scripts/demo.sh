@@ -50,11 +50,13 @@ step "2/6 building vufsd in $top/build; meanwhile the guest kernel and initramfs
 guestlog=$(mktemp /tmp/vufsd-demo-guest.XXXXXX)
 setsid tests/guest/mkinitramfs.sh base > "$guestlog" 2>&1 < /dev/null &
 guest_prep=$!
+buildlog=$(mktemp /tmp/vufsd-demo-build.XXXXXX)
 if [ ! -f build/build.ninja ]; then
-    meson setup build > build.setup.log 2>&1 || { cat build.setup.log; exit 1; }
-    rm -f build.setup.log
+    meson setup build > "$buildlog" 2>&1 || { cat "$buildlog"; rm -f "$buildlog"; exit 1; }
 fi
-ninja -C build vufsd | tail -n 1
+ninja -C build vufsd > "$buildlog" 2>&1 || { tail -n 40 "$buildlog"; rm -f "$buildlog"; exit 1; }
+tail -n 1 "$buildlog"
+rm -f "$buildlog"
 vufsd=$top/build/vufsd
 "$vufsd" --version
 
