@@ -16,6 +16,7 @@
 #   --rundir DIR         where logs go (default: a new ${VUFS_GUEST_LOGS:-/tmp}/vufs-guest.*)
 #   --keep               keep the shared directory even on PASS
 #   --smp N / --mem MB   guest size (default 2 / 2048)
+#   --append ARGS        extra guest kernel command line (e.g. an LSM choice)
 #   --device TAG DIR CMD another vhost-user-fs device with mount tag TAG, served
 #                        by its own backend CMD ({socket}, {dir} as above) on
 #                        DIR (empty: RUNDIR/shared-TAG, removed on PASS); the
@@ -38,11 +39,11 @@
 set -uo pipefail
 
 here=$(cd "$(dirname "$0")" && pwd)
-backend= script= dir= timeout=600 min_sums=0 rundir= keep=0 smp=2 mem=2048
+backend= script= dir= timeout=600 min_sums=0 rundir= keep=0 smp=2 mem=2048 append=
 files=() sets=() live=0 expect_exit0=0
 dev_tags=() dev_dirs=() dev_cmds=() host_files=()
 
-usage() { sed -n '4,37p' "$0" >&2; exit 2; }
+usage() { sed -n '4,38p' "$0" >&2; exit 2; }
 while [ $# -gt 0 ]; do
     case "$1" in
     --backend) backend=$2; shift 2 ;;
@@ -56,6 +57,7 @@ while [ $# -gt 0 ]; do
     --keep) keep=1; shift ;;
     --smp) smp=$2; shift 2 ;;
     --mem) mem=$2; shift 2 ;;
+    --append) append=$2; shift 2 ;;
     --device)
         [ $# -ge 4 ] || usage
         case "$2" in
@@ -215,7 +217,7 @@ qemu=(qemu-system-x86_64 -machine q35 -accel tcg,thread=multi -cpu max
     -chardev "socket,id=vfs,path=$sock"
     -device vhost-user-fs-pci,chardev=vfs,tag=myfs,queue-size=1024
     -kernel "$kdir/vmlinux" -initrd "$rundir/initrd.img"
-    -append "console=ttyS0 rdinit=/init panic=-1 quiet loglevel=4 vufs.tag=myfs"
+    -append "console=ttyS0 rdinit=/init panic=-1 quiet loglevel=4 vufs.tag=myfs${append:+ $append}"
     -nodefaults -no-user-config -display none -no-reboot
     -chardev "file,id=con,path=$rundir/console.log" -serial chardev:con
     -chardev "file,id=out,path=$rundir/output.log" -serial chardev:out)
