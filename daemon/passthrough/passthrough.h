@@ -53,8 +53,21 @@ long pt_fs_fd_budget(const struct pt_fs *fs);
 long pt_fs_fds_in_use(const struct pt_fs *fs);
 
 /*
+ * --inode-file-handles prefer|mandatory: known inodes keep a file handle instead
+ * of an O_PATH fd, so their number is not bounded by RLIMIT_NOFILE. pt_fs_new
+ * fails with mandatory when the share's filesystem makes no handles (prefer
+ * serves with fds). Opening a handle needs CAP_DAC_READ_SEARCH: once the
+ * sandbox has dropped what it drops, pt_fs_check_handles opens the root's
+ * handle; mandatory fails with its errno, prefer goes back to O_PATH fds
+ * (*fell_back). Call it before serving.
+ */
+int pt_fs_check_handles(struct pt_fs *fs, bool *fell_back);
+/* The setting in force (NEVER after a fallback). */
+enum vufsd_inode_handles pt_fs_handles(const struct pt_fs *fs);
+
+/*
  * Not supported yet, refused by pt_fs_new with -EOPNOTSUPP: --translate-uid/gid,
- * --uid-map/--gid-map, --inode-file-handles prefer|mandatory, --security-label.
+ * --uid-map/--gid-map, --security-label.
  * --xattrmap implies --xattr; --posix-acl without xattrs is -EINVAL.
  * pt_fs_new sets the process umask to 0 and, as root, drops supplementary groups.
  */
