@@ -28,6 +28,7 @@
  * directory or a regular file (never a FIFO, socket or device); the mount fd
  * lives while inodes with handles on that mount do.
  */
+#include <assert.h>
 #include <fcntl.h>
 #include <stdlib.h>
 #include <string.h>
@@ -213,20 +214,167 @@ int pt_fh_open(const struct pt_mount *m, const struct pt_fh *fh, int flags)
     return fd < 0 ? -errno : fd;
 }
 
-int pt_inode_fd(struct pt_fs *fs, const struct pt_inode *i, struct pt_ifd *out)
-{
-    int fd;
+/* ---- The fd cache ---------------------------------------------------------------- */
 
-    (void)fs;
+void pt_fdc_init(struct pt_fdc *c)
+{
+    memset(c, 0, sizeof(*c));
+    pthread_mutex_init(&c->lock, NULL);
+}
+
+void pt_fdc_destroy(struct pt_fs *fs)
+{
+    struct pt_fdc *c = &fs->fdc;
+
+    for (unsigned k = 0; k < PT_FDC_SIZE; k++) {
+        if (c->e[k].ino) {
+            close(c->e[k].fd);
+            c->e[k].ino->fdc_slot = 0;
+            c->e[k].ino = NULL;
+            c->count--;
+        }
+    }
+    pthread_mutex_destroy(&c->lock);
+}
+
+int pt_fdc_drop_locked(struct pt_fs *fs, struct pt_inode *i)
+{
+    struct pt_fdc *c = &fs->fdc;
+    int fd = -1;
+
+    pthread_mutex_lock(&c->lock);
+    if (i->fdc_slot) {
+        struct pt_fdc_entry *e = &c->e[i->fdc_slot - 1];
+        assert(e->ino == i && e->users == 0); /* borrowers hold a reference on i */
+        fd = e->fd;
+        e->ino = NULL;
+        e->fd = -1;
+        i->fdc_slot = 0;
+        c->count--;
+    }
+    pthread_mutex_unlock(&c->lock);
+    return fd;
+}
+
+void pt_fdc_unborrow(struct pt_fs *fs, uint8_t slot)
+{
+    struct pt_fdc *c = &fs->fdc;
+
+    pthread_mutex_lock(&c->lock);
+    assert(c->e[slot - 1].users > 0);
+    c->e[slot - 1].users--;
+    pthread_mutex_unlock(&c->lock);
+}
+
+/* Borrows i's cached fd if there is one. */
+static bool pt_fdc_borrow_locked(struct pt_fdc *c, struct pt_inode *i, struct pt_ifd *out)
+{
+    struct pt_fdc_entry *e;
+
+    if (!i->fdc_slot)
+        return false;
+    e = &c->e[i->fdc_slot - 1];
+    e->users++;
+    e->used = ++c->clock;
+    out->fd = e->fd;
+    out->fdc_slot = i->fdc_slot;
+    return true;
+}
+
+/*
+ * Puts fd (just opened from i's handle) in the cache, in a free entry or in
+ * place of the least recently used idle one (whose fd goes to *evicted). false
+ * when every entry is in use or the fd budget is spent: the fd stays the
+ * caller's, to close after the operation.
+ */
+static bool pt_fdc_insert_locked(struct pt_fs *fs, struct pt_inode *i, int fd, int *evicted,
+                                 struct pt_ifd *out)
+{
+    struct pt_fdc *c = &fs->fdc;
+    struct pt_fdc_entry *victim = NULL;
+    long cap = atomic_load(&fs->fd_budget) / PT_FDC_BUDGET_SHARE;
+    bool room = c->count < PT_FDC_SIZE && c->count < cap;
+
+    for (unsigned k = 0; k < PT_FDC_SIZE; k++) {
+        struct pt_fdc_entry *e = &c->e[k];
+        if (!e->ino) {
+            if (room) {
+                victim = e;
+                break;
+            }
+            continue;
+        }
+        if (e->users == 0 && (!victim || e->used < victim->used))
+            victim = e;
+    }
+    if (!victim)
+        return false;
+    if (victim->ino) {
+        *evicted = victim->fd; /* its budget share passes to fd */
+        victim->ino->fdc_slot = 0;
+    } else if (pt_fd_reserve(fs) < 0) {
+        return false;
+    } else {
+        c->count++;
+    }
+    victim->ino = i;
+    victim->fd = fd;
+    victim->users = 1;
+    victim->used = ++c->clock;
+    i->fdc_slot = (uint8_t)(victim - c->e + 1);
+    out->fd = fd;
+    out->fdc_slot = i->fdc_slot;
+    return true;
+}
+
+int pt_inode_fd(struct pt_fs *fs, struct pt_inode *i, struct pt_ifd *out)
+{
+    struct pt_fdc *c = &fs->fdc;
+    int fd, evicted = -1;
+    bool cached;
+
+    out->fs = fs;
+    out->owned = false;
+    out->fdc_slot = 0;
     if (i->fd >= 0) {
         out->fd = i->fd;
-        out->owned = false;
         return 0;
     }
+    pthread_mutex_lock(&c->lock);
+    cached = pt_fdc_borrow_locked(c, i, out);
+    if (cached)
+        c->hits++;
+    else
+        c->misses++;
+    pthread_mutex_unlock(&c->lock);
+    if (cached)
+        return 0;
+
     fd = pt_fh_open(i->mnt, &i->fh, O_PATH | O_NOFOLLOW);
     if (fd < 0)
         return fd;
-    out->fd = fd;
-    out->owned = true;
+    pthread_mutex_lock(&c->lock);
+    if (pt_fdc_borrow_locked(c, i, out)) {
+        /* Another thread cached one meanwhile: use it, drop ours. */
+        evicted = fd;
+    } else if (!pt_fdc_insert_locked(fs, i, fd, &evicted, out)) {
+        out->fd = fd;
+        out->owned = true;
+    }
+    pthread_mutex_unlock(&c->lock);
+    if (evicted >= 0)
+        close(evicted);
     return 0;
+}
+
+void pt_fs_fd_cache_stats(const struct pt_fs *fs, uint64_t *hits, uint64_t *misses,
+                          unsigned *cached)
+{
+    struct pt_fdc *c = (struct pt_fdc *)&fs->fdc;
+
+    pthread_mutex_lock(&c->lock);
+    *hits = c->hits;
+    *misses = c->misses;
+    *cached = c->count;
+    pthread_mutex_unlock(&c->lock);
 }

@@ -168,9 +168,12 @@ struct pt_fs *pt_fs_new(const struct vufsd_config *cfg, int *err)
     }
     fs->proc_self_fd = -1;
     pthread_mutex_init(&fs->cwd_lock, NULL);
+    for (unsigned k = 0; k < PT_INODE_LOCK_STRIPES; k++)
+        pthread_mutex_init(&fs->inode_locks[k], NULL);
     ret = pt_itab_init(&fs->itab);
     if (ret == 0)
         ret = pt_mnts_init(&fs->mnts);
+    pt_fdc_init(&fs->fdc);
     if (ret == 0)
         ret = pt_htab_init(&fs->htab);
     if (ret == 0)
@@ -245,6 +248,7 @@ void pt_fs_free(struct pt_fs *fs)
         return;
     pt_locks_cancel_all(fs, -EINTR, true);
     pt_htab_destroy(fs);
+    pt_fdc_destroy(fs); /* before the inodes it points to */
     pt_itab_destroy(fs);
     pt_fh_free(&fs->root_fh);
     pt_mnts_destroy(fs); /* with the root's mount */
@@ -253,6 +257,8 @@ void pt_fs_free(struct pt_fs *fs)
     pt_xattrmap_free(&fs->xmap);
     free(fs->cap_mapped);
     pthread_mutex_destroy(&fs->cwd_lock);
+    for (unsigned k = 0; k < PT_INODE_LOCK_STRIPES; k++)
+        pthread_mutex_destroy(&fs->inode_locks[k]);
     pthread_mutex_destroy(&fs->locks.lock);
     pthread_cond_destroy(&fs->locks.cond);
     free(fs);

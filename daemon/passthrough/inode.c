@@ -138,7 +138,6 @@ static struct pt_inode *pt_slot_alloc_locked(struct pt_fs *fs)
             chunk[k].fs = fs;
             chunk[k].idx = (c << PT_CHUNK_SHIFT) | k;
             chunk[k].fd = -1;
-            pthread_mutex_init(&chunk[k].lock_mu, NULL);
         }
         t->chunks[c] = chunk;
     }
@@ -148,10 +147,11 @@ static struct pt_inode *pt_slot_alloc_locked(struct pt_fs *fs)
 /* What a freed inode held, released outside the table lock. */
 struct pt_inode_rest {
     int fd;
+    int cached_fd; /* from the fd cache */
     struct pt_mount *mnt;
     struct pt_fh fh;
 };
-#define PT_REST_NONE { .fd = -1, .mnt = NULL }
+#define PT_REST_NONE { .fd = -1, .cached_fd = -1, .mnt = NULL }
 
 /* Unhashes a LIVE inode with no users; its fd or handle goes to rest. */
 static void pt_inode_free_locked(struct pt_itab *t, struct pt_inode *i, struct pt_inode_rest *rest)
@@ -163,6 +163,8 @@ static void pt_inode_free_locked(struct pt_itab *t, struct pt_inode *i, struct p
     rest->fd = i->fd;
     rest->mnt = i->mnt;
     rest->fh = i->fh;
+    if (i->mnt)
+        rest->cached_fd = pt_fdc_drop_locked(i->fs, i);
     i->live = false;
     i->fd = -1;
     i->mnt = NULL;
@@ -179,11 +181,16 @@ static void pt_inode_release_rest(struct pt_fs *fs, struct pt_inode_rest *rest)
         close(rest->fd);
         pt_fd_unreserve(fs);
     }
+    if (rest->cached_fd >= 0) {
+        close(rest->cached_fd);
+        pt_fd_unreserve(fs);
+    }
     if (rest->mnt) {
         pt_fh_free(&rest->fh);
         pt_mnt_put(fs, rest->mnt);
     }
     rest->fd = -1;
+    rest->cached_fd = -1;
     rest->mnt = NULL;
 }
 
@@ -385,7 +392,6 @@ void pt_itab_destroy(struct pt_fs *fs)
                 close(chunk[k].fd);
             if (chunk[k].live && chunk[k].mnt)
                 pt_fh_free(&chunk[k].fh); /* the mount fds go with pt_mnts_destroy */
-            pthread_mutex_destroy(&chunk[k].lock_mu);
         }
         free(chunk);
         t->chunks[c] = NULL;

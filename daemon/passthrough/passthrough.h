@@ -64,6 +64,12 @@ long pt_fs_fds_in_use(const struct pt_fs *fs);
 int pt_fs_check_handles(struct pt_fs *fs, bool *fell_back);
 /* The setting in force (NEVER after a fallback). */
 enum vufsd_inode_handles pt_fs_handles(const struct pt_fs *fs);
+/*
+ * The cache of O_PATH fds opened from handles: operations that found an
+ * inode's fd there, operations that had to open one, fds it holds now.
+ */
+void pt_fs_fd_cache_stats(const struct pt_fs *fs, uint64_t *hits, uint64_t *misses,
+                          unsigned *cached);
 
 /*
  * Not supported yet, refused by pt_fs_new with -EOPNOTSUPP: --translate-uid/gid,

@@ -18,10 +18,11 @@
  * Lock order (take in this order, never the reverse):
  *   1. pt_handle.lock        (per handle: directory stream)
  *   2. pt_locks.lock         (SETLKW waiter list)
- *   3. pt_inode.lock_mu      (per inode: lock owners, open handle count)
+ *   3. pt_inode_lock(i)      (per inode, striped: lock owners, open handle count)
  *   4. pt_itab.lock          (inode table)
  *   5. pt_mnts.lock          (mount fds of inode file handles)
- *   6. pt_htab.lock          (handle table free list; allocation only)
+ *   6. pt_fdc.lock           (cache of O_PATH fds opened from handles)
+ *   7. pt_htab.lock          (handle table free list; allocation only)
  * No lock is held across a blocking syscall on guest-chosen objects except
  * pt_handle.lock around a directory's getdents.
  */
@@ -49,6 +50,9 @@
 /* fds kept back from RLIMIT_NOFILE for the daemon itself: 64 + 5 %. */
 #define PT_FD_HEADROOM_FIXED 64
 #define PT_FD_HEADROOM_PERCENT 5
+
+/* Stripes of the per-inode lock (pt_inode_lock). */
+#define PT_INODE_LOCK_STRIPES 64u
 
 /* Longest path written for /proc/self/fd/N. */
 #define PT_PROC_PATH_MAX 32
@@ -96,6 +100,37 @@ int pt_mnts_init(struct pt_mnts *m);
 void pt_mnts_destroy(struct pt_fs *fs);
 
 /*
+ * A small cache of O_PATH fds opened from inode handles, so that a directory
+ * many LOOKUPs go through, or a file that is looked at again and again, is not
+ * reopened each time (open_by_handle_at costs about as much as the lookup it
+ * serves). Bounded: PT_FDC_SIZE fds and at most 1/PT_FDC_BUDGET_SHARE of the
+ * fd budget (which counts them); an entry in use is never evicted, the least
+ * recently used idle one is.
+ */
+#define PT_FDC_SIZE 128u
+#define PT_FDC_BUDGET_SHARE 8
+
+struct pt_fdc_entry {
+    struct pt_inode *ino; /* NULL: free */
+    int fd;
+    unsigned users;       /* pt_ifd borrowing fd now */
+    uint64_t used;        /* clock of the last use */
+};
+
+struct pt_fdc {
+    pthread_mutex_t lock;
+    struct pt_fdc_entry e[PT_FDC_SIZE]; /* protected by lock */
+    uint64_t clock;                     /* protected by lock */
+    unsigned count;                     /* entries in use; protected by lock */
+    uint64_t hits, misses;              /* protected by lock */
+};
+
+void pt_fdc_init(struct pt_fdc *c);
+void pt_fdc_destroy(struct pt_fs *fs);
+/* Under pt_itab.lock, for an inode being freed (no users): its cached fd, or -1. */
+int pt_fdc_drop_locked(struct pt_fs *fs, struct pt_inode *i);
+
+/*
  * The handle of the object behind fd (O_PATH is fine) and a referenced mount fd
  * for its mount, created on first use from fd itself when fd is a directory or
  * a regular file. -EOPNOTSUPP when the filesystem makes no handles, or when
@@ -138,19 +173,19 @@ struct pt_inode {
     struct pt_fh fh;
     /* Protected by pt_itab.lock: */
     uint64_t nlookup;
-    uint64_t refs;
+    uint32_t refs;       /* in-flight operations and open handles: bounded by the fd budget */
     uint32_t gen;
     uint32_t hnext;      /* hash chain, 0 = end */
     uint32_t fnext;      /* free list, 0 = end */
     uint16_t type;       /* S_IFMT bits (immutable while LIVE): the type never changes */
     bool live;
     bool hashed;         /* findable by its key */
+    uint8_t fdc_slot;    /* pt_fdc entry + 1, 0 = none; protected by pt_fdc.lock */
     /* Lock-free: the remapped security.capability is known to be absent. */
     atomic_bool cap_clean;
-    /* Protected by lock_mu (initialised with the chunk, never destroyed before it): */
+    /* Protected by pt_inode_lock(i): */
     unsigned nhandles;            /* open handles on this inode */
     struct pt_lock_owner *owners; /* POSIX lock owners' open file descriptions */
-    pthread_mutex_t lock_mu;
 };
 
 struct pt_itab {
@@ -198,10 +233,13 @@ void pt_itab_reset(struct pt_fs *fs);
  */
 struct pt_ifd {
     int fd;
-    bool owned;
+    bool owned;           /* a temporary fd to close */
+    uint8_t fdc_slot;     /* borrowed from the fd cache: entry + 1 */
+    struct pt_fs *fs;
 };
-#define PT_IFD_NONE { .fd = -1, .owned = false }
-int pt_inode_fd(struct pt_fs *fs, const struct pt_inode *i, struct pt_ifd *out);
+#define PT_IFD_NONE { .fd = -1, .owned = false, .fdc_slot = 0, .fs = NULL }
+int pt_inode_fd(struct pt_fs *fs, struct pt_inode *i, struct pt_ifd *out);
+void pt_fdc_unborrow(struct pt_fs *fs, uint8_t slot);
 static inline void pt_ifd_close(struct pt_ifd *f)
 {
     if (f->owned && f->fd >= 0) {
@@ -209,8 +247,11 @@ static inline void pt_ifd_close(struct pt_ifd *f)
         close(f->fd);
         errno = saved;
     }
+    if (f->fdc_slot)
+        pt_fdc_unborrow(f->fs, f->fdc_slot);
     f->fd = -1;
     f->owned = false;
+    f->fdc_slot = 0;
 }
 #define _cleanup_ifd_ __attribute__((cleanup(pt_ifd_close)))
 
@@ -389,15 +430,28 @@ struct pt_fs {
     /* Serialises the process-wide working directory for path-form xattr calls. */
     pthread_mutex_t cwd_lock;
 
+    /*
+     * The per-inode lock, striped: a mutex in every inode would be a quarter of
+     * its memory, and it is only taken around lock owner lists and open counts,
+     * one inode at a time (never two stripes at once).
+     */
+    pthread_mutex_t inode_locks[PT_INODE_LOCK_STRIPES];
+
     /* fd budget (lock-free) */
     atomic_long fds;
     atomic_long fd_budget;
 
     struct pt_itab itab;
     struct pt_mnts mnts;
+    struct pt_fdc fdc;
     struct pt_htab htab;
     struct pt_locks locks;
 };
+
+static inline pthread_mutex_t *pt_inode_lock(const struct pt_inode *i)
+{
+    return &i->fs->inode_locks[i->idx % PT_INODE_LOCK_STRIPES];
+}
 
 /* Reserves / returns one fd of the budget; -EMFILE past it. */
 int pt_fd_reserve(struct pt_fs *fs);
@@ -445,7 +499,7 @@ void pt_set_timeout(double t, uint64_t *sec, uint32_t *nsec);
  * with the working directory in proc_self_fd (under pt_fs.cwd_lock).
  */
 enum pt_xop { PT_XGET, PT_XSET, PT_XLIST, PT_XREMOVE };
-ssize_t pt_xattr_call(struct pt_fs *fs, const struct pt_inode *i, enum pt_xop op,
+ssize_t pt_xattr_call(struct pt_fs *fs, struct pt_inode *i, enum pt_xop op,
                       const char *name, void *buf, size_t size, int flags);
 
 /* Clears the remapped security.capability (CVE-2021-20263) on a write, truncate or chown. */

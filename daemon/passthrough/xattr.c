@@ -64,7 +64,7 @@ static ssize_t pt_xattr_path(const char *path, enum pt_xop op, const char *name,
     return n < 0 ? -errno : n;
 }
 
-ssize_t pt_xattr_call(struct pt_fs *fs, const struct pt_inode *i, enum pt_xop op,
+ssize_t pt_xattr_call(struct pt_fs *fs, struct pt_inode *i, enum pt_xop op,
                       const char *name, void *buf, size_t size, int flags)
 {
     _cleanup_ifd_ struct pt_ifd f = PT_IFD_NONE;

