@@ -472,8 +472,9 @@ static inline const char *pt_proc_name(char *buf, int fd)
     snprintf(buf, PT_PROC_PATH_MAX, "%d", fd);
     return buf;
 }
-/* Opens the inode's object for I/O via /proc/self/fd: regular files and
- * directories only (never a FIFO, socket, device or symlink). */
+/* Opens the inode's object for I/O via /proc/self/fd of its O_PATH fd, or from
+ * its file handle: regular files and directories only (never a FIFO, socket,
+ * device or symlink). A new fd (the caller's) or -errno. */
 int pt_reopen(struct pt_fs *fs, const struct pt_inode *i, int flags);
 
 /* Defence in depth: the name rules fll also applies, plus NAME_MAX. */
