@@ -76,8 +76,7 @@ static struct pt_mount *pt_mnt_find_locked(struct pt_mnts *t, uint64_t mnt_id)
  * type) becomes the mount fd when there is none yet. The list lock is held
  * across the reopen: it happens once per mount, on a directory or regular file.
  */
-static int pt_mnt_get(struct pt_fs *fs, uint64_t mnt_id, int fd, mode_t type,
-                      struct pt_mount **out)
+static int pt_mnt_get(struct pt_fs *fs, uint64_t mnt_id, int fd, mode_t type, struct pt_mount **out)
 {
     struct pt_mnts *t = &fs->mnts;
     char num[PT_PROC_PATH_MAX];

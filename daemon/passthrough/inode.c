@@ -151,7 +151,10 @@ struct pt_inode_rest {
     struct pt_mount *mnt;
     struct pt_fh fh;
 };
-#define PT_REST_NONE { .fd = -1, .cached_fd = -1, .mnt = NULL }
+#define PT_REST_NONE                                                                               \
+    {                                                                                              \
+        .fd = -1, .cached_fd = -1, .mnt = NULL                                                     \
+    }
 
 /* Unhashes a LIVE inode with no users; its fd or handle goes to rest. */
 static void pt_inode_free_locked(struct pt_itab *t, struct pt_inode *i, struct pt_inode_rest *rest)
@@ -264,7 +267,7 @@ int pt_inode_intern(struct pt_fs *fs, int fd, const struct statx *st, bool count
     dev_t dev = makedev(st->stx_dev_major, st->stx_dev_minor);
     mode_t type = st->stx_mode & S_IFMT;
     struct pt_inode_rest unused = PT_REST_NONE;
-    struct pt_fh fh = { 0 };
+    struct pt_fh fh = {0};
     struct pt_mount *mnt = NULL;
     struct pt_inode *i;
     int ret;

@@ -173,13 +173,13 @@ static unsigned lookup_all(struct vfe_fuse *f, unsigned depth, unsigned n, const
             struct slot *sl = &slots[s];
             sl->index = next;
             snprintf(sl->name, sizeof(sl->name), "%c%05u", prefix, next % per_parent);
-            sl->op = (struct vfe_fuse_op){ .opcode = FUSE_LOOKUP,
-                                           .nodeid = parents ? parents[next / per_parent]
-                                                             : FUSE_ROOT_ID,
-                                           .name = sl->name,
-                                           .out_arg = &sl->out,
-                                           .out_arg_len = sizeof(sl->out),
-                                           .user = sl };
+            sl->op =
+                (struct vfe_fuse_op){.opcode = FUSE_LOOKUP,
+                                     .nodeid = parents ? parents[next / per_parent] : FUSE_ROOT_ID,
+                                     .name = sl->name,
+                                     .out_arg = &sl->out,
+                                     .out_arg_len = sizeof(sl->out),
+                                     .user = sl};
             int r = vfe_fuse_submit(f, 1, &sl->op);
             if (r == -EAGAIN) {
                 sl->op.opcode = 0;
@@ -225,11 +225,15 @@ out:
 int main(int argc, char **argv)
 {
     static const struct option lo[] = {
-        { "backend", required_argument, NULL, 'b' }, { "files", required_argument, NULL, 'n' },
-        { "dir", required_argument, NULL, 'd' },     { "per-dir", required_argument, NULL, 'p' },
-        { "depth", required_argument, NULL, 'q' },   { "keep", no_argument, NULL, 'k' },
-        { "max-per-inode", required_argument, NULL, 'm' },
-        { "log", required_argument, NULL, 'l' },     { 0 },
+        {"backend", required_argument, NULL, 'b'},
+        {"files", required_argument, NULL, 'n'},
+        {"dir", required_argument, NULL, 'd'},
+        {"per-dir", required_argument, NULL, 'p'},
+        {"depth", required_argument, NULL, 'q'},
+        {"keep", no_argument, NULL, 'k'},
+        {"max-per-inode", required_argument, NULL, 'm'},
+        {"log", required_argument, NULL, 'l'},
+        {0},
     };
     const char *backend = NULL, *dir_opt = NULL, *log = NULL;
     unsigned files = 0, per_dir = 1000, depth = 64;
@@ -239,15 +243,32 @@ int main(int argc, char **argv)
 
     while ((c = getopt_long(argc, argv, "", lo, NULL)) != -1) {
         switch (c) {
-        case 'b': backend = optarg; break;
-        case 'n': files = (unsigned)strtoul(optarg, NULL, 0); break;
-        case 'd': dir_opt = optarg; break;
-        case 'p': per_dir = (unsigned)strtoul(optarg, NULL, 0); break;
-        case 'q': depth = (unsigned)strtoul(optarg, NULL, 0); break;
-        case 'k': keep = true; break;
-        case 'm': max_per_inode = strtod(optarg, NULL); break;
-        case 'l': log = optarg; break;
-        default: return 2;
+        case 'b':
+            backend = optarg;
+            break;
+        case 'n':
+            files = (unsigned)strtoul(optarg, NULL, 0);
+            break;
+        case 'd':
+            dir_opt = optarg;
+            break;
+        case 'p':
+            per_dir = (unsigned)strtoul(optarg, NULL, 0);
+            break;
+        case 'q':
+            depth = (unsigned)strtoul(optarg, NULL, 0);
+            break;
+        case 'k':
+            keep = true;
+            break;
+        case 'm':
+            max_per_inode = strtod(optarg, NULL);
+            break;
+        case 'l':
+            log = optarg;
+            break;
+        default:
+            return 2;
         }
     }
     if (!backend || !files || !per_dir || !depth || depth > 512) {
@@ -283,11 +304,11 @@ int main(int argc, char **argv)
     struct vfe_fuse *fuse = NULL;
     struct vfe_fuse_init_result init;
     struct vfe_dev_config dc = {
-        .conn = { .backend_cmd = backend, .dir = dir, .backend_log = log, .timeout_ms = 60000 },
+        .conn = {.backend_cmd = backend, .dir = dir, .backend_log = log, .timeout_ms = 60000},
         .request_queues = 1,
         .queue_size = 1024,
     };
-    struct vfe_fuse_config fc = { .depth = depth, .timeout_ms = 60000 };
+    struct vfe_fuse_config fc = {.depth = depth, .timeout_ms = 60000};
     int status = 1;
     r = vfe_dev_connect(&dc, &dev);
     if (r == 0)

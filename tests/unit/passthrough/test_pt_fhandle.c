@@ -31,7 +31,7 @@ static struct pt_t *up_with(enum vufsd_inode_handles mode, uint64_t nofile)
 static int getattr(struct pt_t *t, uint64_t node, struct fuse_attr_out *out)
 {
     PT_REQ(t, q);
-    struct fuse_getattr_in in = { 0 };
+    struct fuse_getattr_in in = {0};
     return t->ops->getattr(&q.r, node, &in, out);
 }
 
@@ -64,7 +64,8 @@ static void test_many_inodes_few_fds(void **state)
         nodes[k] = pt_t_lookup(t, FUSE_ROOT_ID, name);
     }
     assert_int_equal(pt_fs_inode_count(t->fs), N + 1);
-    assert_int_equal(pt_fs_fds_in_use(t->fs), 2 + pt_t_fds_cached(t)); /* the root's fd, the share's mount fd */
+    assert_int_equal(pt_fs_fds_in_use(t->fs),
+                     2 + pt_t_fds_cached(t)); /* the root's fd, the share's mount fd */
     /* Every node still reaches its own file. */
     for (int k = 0; k < N; k += 7) {
         struct fuse_attr_out ao;
@@ -149,6 +150,67 @@ static void test_fd_cache_bounded(void **state)
     cache_stats(t, &hits, &misses, &cached);
     assert_int_equal(cached, 3);
     assert_int_equal(pt_fs_fds_in_use(t->fs), 2 + 3);
+    pt_t_down(t);
+}
+
+/* Lookups, GETATTRs and FORGETs from several threads over more inodes than the
+ * cache holds: entries are evicted and dropped while others borrow (run under ASan). */
+struct churn {
+    struct pt_t *t;
+    unsigned seed;
+    int failures; /* __atomic */
+};
+
+static void *churn_thread(void *arg)
+{
+    struct churn *c = arg;
+    struct pt_t *t = c->t;
+    char name[32];
+
+    for (int k = 0; k < 3000; k++) {
+        struct fuse_entry_out d, x;
+        struct fuse_attr_out ao;
+        snprintf(name, sizeof(name), "c%u", rand_r(&c->seed) % 200);
+        if (lookup(t, FUSE_ROOT_ID, name, &d) != 0 || getattr(t, d.nodeid, &ao) != 0 ||
+            lookup(t, d.nodeid, "x", &x) != 0 || getattr(t, x.nodeid, &ao) != 0 ||
+            ao.attr.size != 1) {
+            __atomic_add_fetch(&c->failures, 1, __ATOMIC_RELAXED);
+            continue;
+        }
+        pt_t_forget(t, x.nodeid, 1);
+        pt_t_forget(t, d.nodeid, 1);
+    }
+    return NULL;
+}
+
+static void test_fd_cache_concurrent(void **state)
+{
+    struct pt_t *t = up_with(VUFSD_HANDLES_MANDATORY, 20000);
+    struct churn c[4];
+    pthread_t th[4];
+    char name[32];
+    uint64_t hits, misses;
+    unsigned cached;
+
+    for (int k = 0; k < 200; k++) {
+        snprintf(name, sizeof(name), "c%d", k);
+        assert_int_equal(mkdir(pt_t_path(t, name), 0755), 0);
+        snprintf(name, sizeof(name), "c%d/x", k);
+        pt_t_write_file(t, name, "x");
+    }
+    for (int k = 0; k < 4; k++) {
+        c[k] = (struct churn){.t = t, .seed = (unsigned)k + 1};
+        pthread_create(&th[k], NULL, churn_thread, &c[k]);
+    }
+    for (int k = 0; k < 4; k++) {
+        pthread_join(th[k], NULL);
+        assert_int_equal(c[k].failures, 0);
+    }
+    assert_int_equal(pt_fs_inode_count(t->fs), 1);
+    cache_stats(t, &hits, &misses, &cached);
+    assert_int_equal(cached, 0); /* every inode forgotten: every cached fd dropped */
+    assert_true(hits > 0 && misses > 0);
+    assert_int_equal(pt_fs_fds_in_use(t->fs), 2);
     pt_t_down(t);
 }
 
@@ -295,8 +357,9 @@ static void test_filesystem_without_handles(void **state)
     uint64_t r = pt_t_lookup(t, FUSE_ROOT_ID, "ram");
     assert_int_equal(lookup(t, r, "y", &e), 0);
     assert_int_equal(e.attr.size, 1);
-    assert_int_equal(pt_fs_fds_in_use(t->fs), 4 + pt_t_fds_cached(t)); /* root, mount fd, two O_PATH fds */
-    pt_t_write_file(t, "z", "z"); /* on the share's ext4 or tmpfs: a handle */
+    assert_int_equal(pt_fs_fds_in_use(t->fs),
+                     4 + pt_t_fds_cached(t)); /* root, mount fd, two O_PATH fds */
+    pt_t_write_file(t, "z", "z");             /* on the share's ext4 or tmpfs: a handle */
     pt_t_lookup(t, FUSE_ROOT_ID, "z");
     assert_int_equal(pt_fs_fds_in_use(t->fs), 4 + pt_t_fds_cached(t));
     pt_fs_free(t->fs);
@@ -355,7 +418,8 @@ static void test_special_file_mount_root(void **state)
     assert_int_equal(pt_t_start(t), 0);
     assert_int_equal(lookup(t, FUSE_ROOT_ID, "p", &e), 0);
     assert_true(S_ISFIFO(e.attr.mode));
-    assert_int_equal(pt_fs_fds_in_use(t->fs), 3 + pt_t_fds_cached(t)); /* root, mount fd, the FIFO's O_PATH */
+    assert_int_equal(pt_fs_fds_in_use(t->fs),
+                     3 + pt_t_fds_cached(t)); /* root, mount fd, the FIFO's O_PATH */
     pt_fs_free(t->fs);
     t->fs = NULL;
     assert_int_equal(umount2(pt_t_path(t, "p"), MNT_DETACH), 0);
@@ -368,7 +432,7 @@ static void test_special_file_mount_root(void **state)
 /* Drops CAP_DAC_READ_SEARCH from this thread's effective set. */
 static int drop_dac_read_search(void)
 {
-    struct __user_cap_header_struct h = { .version = _LINUX_CAPABILITY_VERSION_3 };
+    struct __user_cap_header_struct h = {.version = _LINUX_CAPABILITY_VERSION_3};
     struct __user_cap_data_struct d[2];
 
     if (syscall(SYS_capget, &h, d) < 0)
@@ -431,6 +495,7 @@ int main(void)
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(test_many_inodes_few_fds),
         cmocka_unit_test(test_fd_cache_bounded),
+        cmocka_unit_test(test_fd_cache_concurrent),
         cmocka_unit_test(test_unlinked_while_open),
         cmocka_unit_test(test_inode_number_reused),
         cmocka_unit_test(test_submount_gets_its_mount_fd),
