@@ -151,10 +151,7 @@ struct pt_inode_rest {
     struct pt_mount *mnt;
     struct pt_fh fh;
 };
-#define PT_REST_NONE                                                                               \
-    {                                                                                              \
-        .fd = -1, .cached_fd = -1, .mnt = NULL                                                     \
-    }
+static const struct pt_inode_rest pt_rest_none = {.fd = -1, .cached_fd = -1, .mnt = NULL};
 
 /* Unhashes a LIVE inode with no users; its fd or handle goes to rest. */
 static void pt_inode_free_locked(struct pt_itab *t, struct pt_inode *i, struct pt_inode_rest *rest)
@@ -232,7 +229,7 @@ void pt_inode_ref(struct pt_inode *i)
 void pt_inode_put(struct pt_inode *i)
 {
     struct pt_fs *fs = i->fs;
-    struct pt_inode_rest rest = PT_REST_NONE;
+    struct pt_inode_rest rest = pt_rest_none;
 
     pthread_mutex_lock(&fs->itab.lock);
     assert(i->live && i->refs > 0);
@@ -266,7 +263,7 @@ int pt_inode_intern(struct pt_fs *fs, int fd, const struct statx *st, bool count
     struct pt_itab *t = &fs->itab;
     dev_t dev = makedev(st->stx_dev_major, st->stx_dev_minor);
     mode_t type = st->stx_mode & S_IFMT;
-    struct pt_inode_rest unused = PT_REST_NONE;
+    struct pt_inode_rest unused = pt_rest_none;
     struct pt_fh fh = {0};
     struct pt_mount *mnt = NULL;
     struct pt_inode *i;
@@ -343,7 +340,7 @@ void pt_inode_forget(struct pt_fs *fs, uint64_t nodeid, uint64_t n)
     struct pt_itab *t = &fs->itab;
     uint64_t idx = nodeid & 0xffffffffu;
     uint32_t gen = (uint32_t)(nodeid >> 32);
-    struct pt_inode_rest rest = PT_REST_NONE;
+    struct pt_inode_rest rest = pt_rest_none;
 
     if (idx == 0 || idx >= PT_MAX_SLOTS)
         return;
@@ -373,7 +370,7 @@ void pt_itab_reset(struct pt_fs *fs)
         i->nlookup = 0;
         /* Inodes still referenced (by handles being torn down) go with their last put. */
         if (i->refs == 0) {
-            struct pt_inode_rest rest = PT_REST_NONE;
+            struct pt_inode_rest rest = pt_rest_none;
             pt_inode_free_locked(t, i, &rest);
             pt_inode_release_rest(fs, &rest); /* close and free: nothing blocks */
         }
