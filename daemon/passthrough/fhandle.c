@@ -180,8 +180,11 @@ int pt_fh_make(struct pt_fs *fs, int fd, mode_t type, uint64_t mnt_id, struct pt
         return errno == EOVERFLOW ? -EOPNOTSUPP : -errno;
     if (b.h.handle_bytes > PT_FH_MAX)
         return -EOPNOTSUPP; /* the kernel never does this */
-    /* The handle's mount is the object's: both ids come from the same fd. */
-    if ((uint64_t)(unsigned)hmnt != mnt_id)
+    /* The handle's mount is the object's: both ids come from the same fd (a
+     * kernel without STATX_MNT_ID reports 0, and the handle's id stands). */
+    if (mnt_id == 0)
+        mnt_id = (unsigned)hmnt;
+    else if ((uint64_t)(unsigned)hmnt != mnt_id)
         return -EXDEV;
     fh->type = b.h.handle_type;
     fh->len = (uint8_t)b.h.handle_bytes;
