@@ -44,7 +44,7 @@ void pt_fs_cancel_waits(struct pt_fs *fs);
 
 /*
  * The fd budget: inode O_PATH fds, open handles and lock descriptions the fs
- * may hold. pt_fs_new sets it from cfg->rlimit_nofile (or RLIMIT_NOFILE) minus
+ * may hold (with file handles also the mount fds and the fd cache). pt_fs_new sets it from cfg->rlimit_nofile (or RLIMIT_NOFILE) minus
  * 64 + 5 % headroom for the daemon itself; past it, LOOKUP, OPEN, CREATE...
  * fail with EMFILE while everything already open keeps working.
  */
