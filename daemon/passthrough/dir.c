@@ -59,7 +59,10 @@ int pt_op_mkdir(struct fll_req *r, uint64_t parent, const char *name,
         if (mkdirat(pf.fd, name, mode) < 0)
             return -errno;
     }
-    return pt_do_lookup_at(fs, p, pf.fd, name, out);
+    ret = pt_do_lookup_at(fs, p, pf.fd, name, out);
+    if (ret < 0)
+        return ret;
+    return pt_secctx_finish(fs, r, p, name, out, AT_REMOVEDIR);
 }
 
 /* FUSE carries rdev in the kernel's 32-bit new_encode_dev() form. */
@@ -92,7 +95,10 @@ int pt_op_mknod(struct fll_req *r, uint64_t parent, const char *name,
         if (mknodat(pf.fd, name, mode, rdev) < 0)
             return -errno;
     }
-    return pt_do_lookup_at(fs, p, pf.fd, name, out);
+    ret = pt_do_lookup_at(fs, p, pf.fd, name, out);
+    if (ret < 0)
+        return ret;
+    return pt_secctx_finish(fs, r, p, name, out, 0);
 }
 
 int pt_op_symlink(struct fll_req *r, uint64_t parent, const char *name, const char *target,
@@ -118,7 +124,10 @@ int pt_op_symlink(struct fll_req *r, uint64_t parent, const char *name, const ch
         if (symlinkat(target, pf.fd, name) < 0)
             return -errno;
     }
-    return pt_do_lookup_at(fs, p, pf.fd, name, out);
+    ret = pt_do_lookup_at(fs, p, pf.fd, name, out);
+    if (ret < 0)
+        return ret;
+    return pt_secctx_finish(fs, r, p, name, out, 0);
 }
 
 int pt_op_link(struct fll_req *r, uint64_t nodeid, uint64_t newparent, const char *newname,

@@ -142,6 +142,22 @@ enum vufsd_inode_handles pt_fs_handles(const struct pt_fs *fs)
     return fs->handles;
 }
 
+/*
+ * In a user namespace whose setgroups is "deny" (--uid-map as an unprivileged
+ * user) the supplementary groups cannot be changed by anyone, so there is
+ * nothing to drop.
+ */
+static bool pt_setgroups_denied(void)
+{
+    char buf[8] = "";
+    int fd = open("/proc/self/setgroups", O_RDONLY | O_CLOEXEC);
+    if (fd < 0)
+        return false;
+    ssize_t n = read(fd, buf, sizeof(buf) - 1);
+    close(fd);
+    return n >= 4 && strncmp(buf, "deny", 4) == 0;
+}
+
 struct pt_fs *pt_fs_new(const struct vufsd_config *cfg, int *err)
 {
     struct pt_fs *fs;
@@ -153,12 +169,6 @@ struct pt_fs *pt_fs_new(const struct vufsd_config *cfg, int *err)
     *err = 0;
     if (!cfg->shared_dir) {
         *err = -EINVAL;
-        return NULL;
-    }
-    /* Not implemented yet: refuse rather than silently ignore. */
-    if (cfg->translate_uid || cfg->translate_gid || cfg->uid_map || cfg->gid_map ||
-        cfg->security_label) {
-        *err = -EOPNOTSUPP;
         return NULL;
     }
     fs = calloc(1, sizeof(*fs));
@@ -190,6 +200,13 @@ struct pt_fs *pt_fs_new(const struct vufsd_config *cfg, int *err)
     fs->killpriv_v2_opt = cfg->killpriv_v2;
     fs->announce_submounts = cfg->announce_submounts;
     fs->readonly = cfg->readonly;
+    fs->security_label = cfg->security_label;
+    if (cfg->translate_uid)
+        ret = pt_idmap_parse(&fs->uidmap, cfg->translate_uid, NULL, 0);
+    if (ret == 0 && cfg->translate_gid)
+        ret = pt_idmap_parse(&fs->gidmap, cfg->translate_gid, NULL, 0);
+    if (ret < 0)
+        goto fail;
     ret = pt_fs_setup_xattr(fs, cfg);
     if (ret < 0)
         goto fail;
@@ -226,7 +243,7 @@ struct pt_fs *pt_fs_new(const struct vufsd_config *cfg, int *err)
 
     if (geteuid() == 0) {
         /* Creating operations run with the caller's ids and no other group. */
-        if (setgroups(0, NULL) < 0) {
+        if (setgroups(0, NULL) < 0 && !(errno == EPERM && pt_setgroups_denied())) {
             ret = -errno;
             goto fail;
         }
@@ -255,6 +272,8 @@ void pt_fs_free(struct pt_fs *fs)
     if (fs->proc_self_fd >= 0)
         close(fs->proc_self_fd);
     pt_xattrmap_free(&fs->xmap);
+    pt_idmap_free(&fs->uidmap);
+    pt_idmap_free(&fs->gidmap);
     free(fs->cap_mapped);
     pthread_mutex_destroy(&fs->cwd_lock);
     for (unsigned k = 0; k < PT_INODE_LOCK_STRIPES; k++)
@@ -303,6 +322,8 @@ static int pt_init(void *opaque, struct fll_conn *conn)
         want |= FUSE_SETXATTR_EXT;
     if (fs->allow_mmap)
         want |= FUSE_DIRECT_IO_ALLOW_MMAP;
+    if (fs->security_label)
+        want |= FUSE_SECURITY_CTX;
     conn->want |= want & conn->capable;
 
     atomic_store(&fs->writeback, (conn->want & FUSE_WRITEBACK_CACHE) != 0);

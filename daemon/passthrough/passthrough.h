@@ -72,9 +72,14 @@ void pt_fs_fd_cache_stats(const struct pt_fs *fs, uint64_t *hits, uint64_t *miss
                           unsigned *cached);
 
 /*
- * Not supported yet, refused by pt_fs_new with -EOPNOTSUPP: --translate-uid/gid,
- * --uid-map/--gid-map, --security-label.
- * --xattrmap implies --xattr; --posix-acl without xattrs is -EINVAL.
+ * Checks the --translate-uid / --translate-gid rules (idmap.c): 0, or -EINVAL
+ * with a sentence naming the bad rule in err.
+ */
+int pt_fs_check_ids(const struct vufsd_config *cfg, char *err, size_t errlen);
+
+/*
+ * Bad --translate-uid/gid rules are -EINVAL. --xattrmap implies --xattr;
+ * --posix-acl without xattrs is -EINVAL.
  * pt_fs_new sets the process umask to 0 and, as root, drops supplementary groups.
  */
 
