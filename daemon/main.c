@@ -438,11 +438,13 @@ int main(int argc, char **argv)
     }
     if (action == VOPT_VERSION) {
         printf("vufsd %s\n", VUFSD_VERSION);
+        vopt_config_clear(&cfg);
         return 0;
     }
     if (action == VOPT_PRINT_CAPABILITIES) {
         g_autofree char *json = vopt_capabilities_json();
         printf("%s\n", json);
+        vopt_config_clear(&cfg);
         return 0;
     }
     vlog_init(cfg.log_level, cfg.syslog);
@@ -539,6 +541,19 @@ int main(int argc, char **argv)
         vmain_unmount();
         goto free_fs;
     }
+    /* Handles open with CAP_DAC_READ_SEARCH: checked with what the sandbox kept. */
+    bool fell_back = false;
+    err = pt_fs_check_handles(fs, &fell_back);
+    if (err < 0) {
+        vlog_err("--inode-file-handles=mandatory: cannot open a file handle (%s); it needs "
+                 "CAP_DAC_READ_SEARCH",
+                 strerror(-err));
+        vmain_unmount();
+        goto free_fs;
+    }
+    if (fell_back)
+        vlog_warn("--inode-file-handles=prefer: file handles do not open here (no "
+                  "CAP_DAC_READ_SEARCH?); inodes keep O_PATH fds");
 
     if (cfg.mountpoint) {
         status = vmain_run_devfuse(&cfg);
