@@ -166,6 +166,15 @@ static void pt_inode_close_fd(struct pt_fs *fs, int fd)
     }
 }
 
+/* After pt_inode_free_locked, without the table lock: its fd, its DAX mappings. */
+static void pt_inode_gone(struct pt_fs *fs, int fd, uint64_t nodeid)
+{
+    if (fd < 0)
+        return;
+    pt_inode_close_fd(fs, fd);
+    pt_dax_inode_gone(fs, nodeid);
+}
+
 int pt_inode_get(struct pt_fs *fs, uint64_t nodeid, struct pt_inode **out)
 {
     struct pt_itab *t = &fs->itab;
@@ -203,12 +212,16 @@ void pt_inode_put(struct pt_inode *i)
     struct pt_fs *fs = i->fs;
     int fd = -1;
 
+    uint64_t nodeid = 0;
+
     pthread_mutex_lock(&fs->itab.lock);
     assert(i->live && i->refs > 0);
-    if (--i->refs == 0 && i->nlookup == 0)
+    if (--i->refs == 0 && i->nlookup == 0) {
+        nodeid = pt_inode_nodeid(i);
         fd = pt_inode_free_locked(&fs->itab, i);
+    }
     pthread_mutex_unlock(&fs->itab.lock);
-    pt_inode_close_fd(fs, fd);
+    pt_inode_gone(fs, fd, nodeid);
 }
 
 int pt_inode_intern(struct pt_fs *fs, int fd, const struct statx *st, bool count_lookup,
@@ -282,7 +295,7 @@ void pt_inode_forget(struct pt_fs *fs, uint64_t nodeid, uint64_t n)
         }
     }
     pthread_mutex_unlock(&t->lock);
-    pt_inode_close_fd(fs, fd);
+    pt_inode_gone(fs, fd, nodeid);
 }
 
 void pt_itab_reset(struct pt_fs *fs)
@@ -296,8 +309,11 @@ void pt_itab_reset(struct pt_fs *fs)
             continue;
         i->nlookup = 0;
         /* Inodes still referenced (by handles being torn down) go with their last put. */
-        if (i->refs == 0)
+        if (i->refs == 0) {
+            /* The window was reset before: no mapping is left to unmap. */
+            pt_dax_inode_forget(fs, pt_inode_nodeid(i));
             pt_inode_close_fd(fs, pt_inode_free_locked(t, i));
+        }
     }
     fs->root->nlookup = 0;
     pthread_mutex_unlock(&t->lock);
