@@ -1001,50 +1001,71 @@ static int dg_removemapping(void *opaque, unsigned q, uint64_t nodeid,
     return dg_call(opaque, q, &op);
 }
 
-static ssize_t dg_read(void *opaque, unsigned q, uint64_t nodeid, uint64_t fh, uint64_t off,
-                       void *buf, uint32_t len)
+/* One READ or WRITE of at most max_io bytes through the queue's bounce buffer. */
+static ssize_t dg_io_one(struct vfe_daxguest_fuse *df, unsigned q, bool write, uint64_t nodeid,
+                         uint64_t fh, uint64_t off, uint8_t *buf, uint32_t n)
+{
+    struct dg_fq *fq = &df->q[q];
+    struct vfe_sg sg = { fq->gpa, n };
+    struct fuse_read_in ri = { .fh = fh, .offset = off, .size = n };
+    struct fuse_write_in wi = { .fh = fh, .offset = off, .size = n };
+    struct fuse_write_out wo = { 0 };
+    struct vfe_fuse_op op = { .opcode = write ? FUSE_WRITE : FUSE_READ, .nodeid = nodeid };
+    if (write) {
+        op.arg = &wi;
+        op.arg_len = sizeof(wi);
+        op.in_data = &sg;
+        op.in_data_cnt = 1;
+        op.out_arg = &wo;
+        op.out_arg_len = sizeof(wo);
+    } else {
+        op.arg = &ri;
+        op.arg_len = sizeof(ri);
+        op.out_data = &sg;
+        op.out_data_cnt = 1;
+    }
+    pthread_mutex_lock(&fq->lock);
+    if (write)
+        memcpy(fq->hva, buf, n);
+    int r = vfe_fuse_call(df->fuse, q, &op);
+    uint32_t got = write ? wo.size : op.data_len;
+    if (r == 0 && (got > n || (write && op.out_arg_got != sizeof(wo))))
+        r = -EPROTO;
+    if (r == 0 && !write)
+        memcpy(buf, fq->hva, got);
+    pthread_mutex_unlock(&fq->lock);
+    return r < 0 ? r : (ssize_t)got;
+}
+
+static ssize_t dg_io(void *opaque, unsigned q, bool write, uint64_t nodeid, uint64_t fh,
+                     uint64_t off, uint8_t *buf, uint32_t len)
 {
     struct vfe_daxguest_fuse *df = opaque;
     if (q == 0 || q > df->nq)
         return -EINVAL;
-    uint32_t n = len < df->max_io ? len : df->max_io;
-    struct fuse_read_in in = { .fh = fh, .offset = off, .size = n };
-    struct dg_fq *fq = &df->q[q];
-    struct vfe_sg sg = { fq->gpa, n };
-    struct vfe_fuse_op op = {
-        .opcode = FUSE_READ, .nodeid = nodeid, .arg = &in, .arg_len = sizeof(in),
-        .out_data = &sg, .out_data_cnt = 1 };
-    pthread_mutex_lock(&fq->lock);
-    int r = vfe_fuse_call(df->fuse, q, &op);
-    if (r == 0 && op.data_len > n)
-        r = -EPROTO;
-    if (r == 0)
-        memcpy(buf, fq->hva, op.data_len);
-    pthread_mutex_unlock(&fq->lock);
-    return r < 0 ? r : (ssize_t)op.data_len;
+    uint32_t done = 0;
+    while (done < len) {
+        uint32_t n = len - done < df->max_io ? len - done : df->max_io;
+        ssize_t r = dg_io_one(df, q, write, nodeid, fh, off + done, buf + done, n);
+        if (r < 0)
+            return done ? (ssize_t)done : r;
+        done += (uint32_t)r;
+        if ((uint32_t)r < n)
+            break;
+    }
+    return (ssize_t)done;
+}
+
+static ssize_t dg_read(void *opaque, unsigned q, uint64_t nodeid, uint64_t fh, uint64_t off,
+                       void *buf, uint32_t len)
+{
+    return dg_io(opaque, q, false, nodeid, fh, off, buf, len);
 }
 
 static ssize_t dg_write(void *opaque, unsigned q, uint64_t nodeid, uint64_t fh, uint64_t off,
                         const void *buf, uint32_t len)
 {
-    struct vfe_daxguest_fuse *df = opaque;
-    if (q == 0 || q > df->nq)
-        return -EINVAL;
-    uint32_t n = len < df->max_io ? len : df->max_io;
-    struct fuse_write_in in = { .fh = fh, .offset = off, .size = n };
-    struct fuse_write_out wo = { 0 };
-    struct dg_fq *fq = &df->q[q];
-    struct vfe_sg sg = { fq->gpa, n };
-    struct vfe_fuse_op op = {
-        .opcode = FUSE_WRITE, .nodeid = nodeid, .arg = &in, .arg_len = sizeof(in),
-        .in_data = &sg, .in_data_cnt = 1, .out_arg = &wo, .out_arg_len = sizeof(wo) };
-    pthread_mutex_lock(&fq->lock);
-    memcpy(fq->hva, buf, n);
-    int r = vfe_fuse_call(df->fuse, q, &op);
-    if (r == 0 && (op.out_arg_got != sizeof(wo) || wo.size > n))
-        r = -EPROTO;
-    pthread_mutex_unlock(&fq->lock);
-    return r < 0 ? r : (ssize_t)wo.size;
+    return dg_io(opaque, q, true, nodeid, fh, off, (uint8_t *)buf, len);
 }
 
 const struct vfe_daxguest_ops vfe_daxguest_fuse_ops = {
