@@ -292,6 +292,9 @@ int vb_run_dax(const struct vb_opts *o, const struct vb_backend *be, const char 
     run->dax_removes = st.removes;
     run->dax_hits = st.hits;
     run->dax_plain = st.plain_reads + st.plain_writes;
+    run->dax_waits = st.waits;
+    run->dax_inline = st.inline_reclaims;
+    run->dax_bg = st.bg_reclaims;
     if (x) {
         struct vfe_dax_stats ds;
         vfe_dax_get_stats(x, &ds);

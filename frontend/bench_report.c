@@ -186,6 +186,12 @@ void vb_report_json_objects(const struct vb_opts *o, const struct vb_series *s, 
                          true);
                 json_num(to, "dax_plain_ops",
                          mean_u64(&s[b], offsetof(struct vb_run, dax_plain)), true);
+                json_num(to, "dax_reclaims_inline",
+                         mean_u64(&s[b], offsetof(struct vb_run, dax_inline)), true);
+                json_num(to, "dax_reclaims_worker",
+                         mean_u64(&s[b], offsetof(struct vb_run, dax_bg)), true);
+                json_num(to, "dax_waits", mean_u64(&s[b], offsetof(struct vb_run, dax_waits)),
+                         true);
             }
         }
         fputs("\"iops_runs\": [", to);

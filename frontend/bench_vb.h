@@ -77,6 +77,7 @@ struct vb_run {
     uint64_t dax_offered;   /* the window the backend offered (0: none) */
     unsigned dax_files;     /* data files with FUSE_ATTR_DAX */
     uint64_t dax_setups, dax_upgrades, dax_removes, dax_hits, dax_plain, dax_rejects;
+    uint64_t dax_waits, dax_inline, dax_bg;
 };
 
 struct vb_series {
