@@ -589,6 +589,20 @@ static void test_reset_clears(void **state)
     stop(e);
 }
 
+/* Waits up to 20 s until the log has at least n lines containing text. */
+static void wait_log(struct env *e, const char *text, int n)
+{
+    char cmd[256];
+    snprintf(cmd, sizeof(cmd), "test \"$(grep -c '%s' %s)\" -ge %d", text, e->log, n);
+    for (int i = 0; i < 200; i++) {
+        if (system(cmd) == 0)
+            return;
+        struct timespec ts = { 0, 100 * 1000 * 1000 };
+        nanosleep(&ts, NULL);
+    }
+    fail_msg("no '%s' (x%d) in %s", text, n, e->log);
+}
+
 /* A frontend that disconnects: the next one (--reconnect) maps the same offsets. */
 static void test_disconnect_clears(void **state)
 {
@@ -608,7 +622,10 @@ static void test_disconnect_clears(void **state)
         _exit(127);
     }
     host_file(e, "f", 4 * MiB, 13);
+    wait_log(e, "listening on", 1);
     for (int round = 0; round < 2; round++) {
+        if (round)
+            wait_log(e, "waiting for a new frontend", round);
         attach(e, &o, sock);
         uint64_t f = lookup(e, "f", NULL);
         assert_int_equal(vfe_fuse_setupmapping(e->fuse, f, NOFH, 0, 4 * MiB, RW, 0), 0);
