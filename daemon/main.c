@@ -180,19 +180,20 @@ static void vmain_listener_close(struct vmain_listener *l)
 /* ---- Signals ----------------------------------------------------------------------- */
 
 /*
- * SIGTERM/SIGINT write to an eventfd the serving loops poll. A handler rather
- * than a sigwait thread: write(2) is in every seccomp allowlist, and any
- * thread may take the signal (the loops retry on EINTR).
+ * SIGTERM/SIGINT write to an eventfd the serving loops poll; SIGUSR1 (the DAX
+ * statistics) to one the statistics thread polls. A handler rather than a
+ * sigwait thread: write(2) is in every seccomp allowlist, and any thread may
+ * take the signal (the loops retry on EINTR).
  */
 static int vmain_stop_fd = -1;
+static int vmain_stats_fd = -1;
 
 static void vmain_on_signal(int sig)
 {
     int saved = errno;
     uint64_t one = 1;
-    ssize_t w = write(vmain_stop_fd, &one, sizeof(one));
+    ssize_t w = write(sig == SIGUSR1 ? vmain_stats_fd : vmain_stop_fd, &one, sizeof(one));
     (void)w;
-    (void)sig;
     errno = saved;
 }
 
@@ -209,26 +210,10 @@ static int vmain_install_signals(void)
     return 0;
 }
 
-/*
- * SIGUSR1 asks for the DAX statistics: the handler only writes to an eventfd,
- * the statistics thread does the rest. Without a window it is ignored (its
- * default action would end the daemon).
- */
-static int vmain_stats_fd = -1;
-
-static void vmain_on_stats_signal(int sig)
-{
-    int saved = errno;
-    uint64_t one = 1;
-    ssize_t w = write(vmain_stats_fd, &one, sizeof(one));
-    (void)w;
-    (void)sig;
-    errno = saved;
-}
-
+/* SIGUSR1 without a window is ignored: its default action would end the daemon. */
 static int vmain_install_stats_signal(bool dax)
 {
-    struct sigaction sa = {.sa_handler = vmain_on_stats_signal, .sa_flags = SA_RESTART};
+    struct sigaction sa = {.sa_handler = vmain_on_signal, .sa_flags = SA_RESTART};
     sigemptyset(&sa.sa_mask);
     if (!dax) {
         signal(SIGUSR1, SIG_IGN);

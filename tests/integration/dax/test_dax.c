@@ -106,7 +106,8 @@ static void host_pwrite(struct env *e, const char *name, const void *buf, size_t
     close(fd);
 }
 
-static struct env *start(const struct opts *o)
+/* The shared directory, the log, the daemon's command line and the window. */
+static struct env *prepare(const struct opts *o)
 {
     struct env *e = calloc(1, sizeof(*e));
     assert_non_null(e);
@@ -120,13 +121,19 @@ static struct env *start(const struct opts *o)
     snprintf(e->cmd, sizeof(e->cmd), "%s --socket-path={socket} --shared-dir={dir} %s %s",
              opt_vufsd, opt_extra, o->daemon ? o->daemon : "");
     assert_int_equal(vfe_dax_new(WINDOW, o->proto, &e->dax), 0);
+    return e;
+}
+
+/* Connects (spawning the daemon, or to socket when not NULL), starts, INIT. */
+static void attach(struct env *e, const struct opts *o, const char *socket)
+{
     uint64_t pf = (1ull << VFE_VU_PF_MQ) | (1ull << VFE_VU_PF_REPLY_ACK) |
                   (1ull << VFE_VU_PF_BACKEND_REQ) | (1ull << VFE_VU_PF_BACKEND_SEND_FD);
     if (o->proto == VFE_DAX_SHMEM && !o->no_shmem_feature)
         pf |= 1ull << VFE_VU_PF_SHMEM;
     struct vfe_dev_config cfg = {
-        .conn = { .backend_cmd = e->cmd, .dir = e->dir, .backend_log = e->log,
-                  .timeout_ms = 20000 },
+        .conn = { .backend_cmd = socket ? NULL : e->cmd, .socket_path = socket, .dir = e->dir,
+                  .backend_log = e->log, .timeout_ms = 20000 },
         .request_queues = 2,
         .queue_size = 128,
         .protocol_features = pf,
@@ -147,6 +154,12 @@ static struct env *start(const struct opts *o)
                                   .gid = o->gid, .pid = 77, .init_flags = flags };
     assert_int_equal(vfe_fuse_new(e->dev, &fc, &e->fuse), 0);
     assert_int_equal(vfe_fuse_init(e->fuse, &e->init), 0);
+}
+
+static struct env *start(const struct opts *o)
+{
+    struct env *e = prepare(o);
+    attach(e, o, NULL);
     return e;
 }
 
@@ -166,16 +179,21 @@ static void assert_no_rejects(struct env *e)
     assert_int_equal(st.rejects, 0);
 }
 
-static void stop(struct env *e)
+static void teardown(struct env *e)
 {
-    assert_alive(e);
-    assert_no_rejects(e);
     vfe_fuse_free(e->fuse);
     vfe_dev_close(e->dev);
     vfe_dax_free(e->dax);
     nftw(e->dir, rm_one, 16, FTW_DEPTH | FTW_PHYS);
     unlink(e->log);
     free(e);
+}
+
+static void stop(struct env *e)
+{
+    assert_alive(e);
+    assert_no_rejects(e);
+    teardown(e);
 }
 
 static uint64_t lookup(struct env *e, const char *name, struct fuse_entry_out *eo)
@@ -542,12 +560,7 @@ static void test_forget_unmaps(void **state)
     vfe_dax_get_stats(e->dax, &st);
     assert_int_equal(st.mappings, 0);
     assert_no_rejects(e);
-    vfe_fuse_free(e->fuse);
-    vfe_dev_close(e->dev);
-    vfe_dax_free(e->dax);
-    nftw(e->dir, rm_one, 16, FTW_DEPTH | FTW_PHYS);
-    unlink(e->log);
-    free(e);
+    teardown(e); /* no request after DESTROY but INIT */
 }
 
 /* A device reset clears the table: the frontend dropped its maps, and the same
@@ -574,6 +587,61 @@ static void test_reset_clears(void **state)
     assert_window_is_file(e, "f", 0, 0, 4 * MiB);
     assert_int_equal(rm1(e, f, 0, 4 * MiB), 0);
     stop(e);
+}
+
+/* Waits up to 20 s until the log has at least n lines containing text. */
+static void wait_log(struct env *e, const char *text, int n)
+{
+    char cmd[256];
+    snprintf(cmd, sizeof(cmd), "test \"$(grep -c '%s' %s)\" -ge %d", text, e->log, n);
+    for (int i = 0; i < 200; i++) {
+        if (system(cmd) == 0)
+            return;
+        struct timespec ts = { 0, 100 * 1000 * 1000 };
+        nanosleep(&ts, NULL);
+    }
+    fail_msg("no '%s' (x%d) in %s", text, n, e->log);
+}
+
+/* A frontend that disconnects: the next one (--reconnect) maps the same offsets. */
+static void test_disconnect_clears(void **state)
+{
+    struct opts o = { .proto = VFE_DAX_SHMEM };
+    struct env *e = prepare(&o);
+    char sock[96], cmd[2400];
+    snprintf(sock, sizeof(sock), "%s.sock", e->log);
+    snprintf(cmd, sizeof(cmd),
+             "exec %s --socket-path=%s --shared-dir=%s %s --dax-window 16M --reconnect "
+             ">>%s 2>&1",
+             opt_vufsd, sock, e->dir, opt_extra, e->log);
+    pid_t pid = fork();
+    assert_true(pid >= 0);
+    if (pid == 0) {
+        setpgid(0, 0);
+        execl("/bin/sh", "sh", "-c", cmd, (char *)NULL);
+        _exit(127);
+    }
+    host_file(e, "f", 4 * MiB, 13);
+    wait_log(e, "listening on", 1);
+    for (int round = 0; round < 2; round++) {
+        if (round)
+            wait_log(e, "waiting for a new frontend", round);
+        attach(e, &o, sock);
+        uint64_t f = lookup(e, "f", NULL);
+        assert_int_equal(vfe_fuse_setupmapping(e->fuse, f, NOFH, 0, 4 * MiB, RW, 0), 0);
+        assert_window_is_file(e, "f", 0, 0, 4 * MiB);
+        assert_no_rejects(e);
+        vfe_fuse_free(e->fuse);
+        vfe_dev_close(e->dev); /* gone without REMOVEMAPPING or DESTROY */
+        vfe_dax_reset(e->dax); /* what the VMM does with its window */
+    }
+    int status;
+    assert_int_equal(kill(pid, SIGTERM), 0);
+    assert_int_equal(waitpid(pid, &status, 0), pid);
+    assert_true(WIFEXITED(status) && WEXITSTATUS(status) == 0);
+    e->fuse = NULL;
+    e->dev = NULL;
+    teardown(e);
 }
 
 /* ---- Statistics --------------------------------------------------------------------------------- */
@@ -681,6 +749,7 @@ int main(int argc, char **argv)
         cmocka_unit_test(test_policy),
         cmocka_unit_test(test_forget_unmaps),
         cmocka_unit_test(test_reset_clears),
+        cmocka_unit_test(test_disconnect_clears),
         cmocka_unit_test(test_stats),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
