@@ -529,8 +529,8 @@ static void *host_main(void *arg)
             b = (b + 1) % S_BLOCKS;
         write_block(s, 0, fi, b, true);
         __atomic_add_fetch(&s->host_writes, 1, __ATOMIC_RELAXED);
-        if (s->host_writes % 16 == 0)
-            usleep(200);
+        if (s->host_writes % 8 == 0)
+            usleep(1000); /* leave the CPUs to the guest */
     }
     return NULL;
 }
