@@ -589,6 +589,25 @@ static void test_reset_clears(void **state)
     stop(e);
 }
 
+/* A driver reset (queues stopped, SET_STATUS 0): the VMM dropped its window, so
+ * the daemon's table must be empty when the device runs again. */
+static void test_status_reset_clears(void **state)
+{
+    struct opts o = { .daemon = "--dax-window 16M", .proto = VFE_DAX_SHMEM };
+    struct env *e = start(&o);
+    host_file(e, "f", 2 * MiB, 14);
+    uint64_t f = lookup(e, "f", NULL);
+    assert_int_equal(vfe_fuse_setupmapping(e->fuse, f, NOFH, 0, 2 * MiB, RD, 0), 0);
+    assert_int_equal(vfe_dev_stop(e->dev), 0);
+    assert_int_equal(vfe_conn_set_u64(vfe_dev_conn(e->dev), VFE_VU_SET_STATUS, 0), 0);
+    vfe_dax_reset(e->dax);
+    assert_int_equal(vfe_dev_start(e->dev), 0);
+    /* The same request maps again (a stale table would call it a no-op). */
+    assert_int_equal(vfe_fuse_setupmapping(e->fuse, f, NOFH, 0, 2 * MiB, RD, 0), 0);
+    assert_window_is_file(e, "f", 0, 0, 2 * MiB);
+    stop(e);
+}
+
 /* Waits up to 20 s until the log has at least n lines containing text. */
 static void wait_log(struct env *e, const char *text, int n)
 {
@@ -761,6 +780,7 @@ int main(int argc, char **argv)
         cmocka_unit_test(test_forget_unmaps),
         cmocka_unit_test(test_reset_clears),
         cmocka_unit_test(test_disconnect_clears),
+        cmocka_unit_test(test_status_reset_clears),
         cmocka_unit_test(test_stats),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
