@@ -136,6 +136,10 @@ static int vu_set_status(struct vufsd_dev *dev, struct vu_msg *m, int *fds, int 
     dev->status = (uint8_t)m->payload.u64;
     if (dev->status == 0)
         vdev_clear_broken(dev);
+    /* A driver reset with every queue stopped: the frontend dropped its window
+     * mappings (no request runs, so no mapping call is in flight). */
+    if (dev->status == 0 && dev->c.dax && vu_all_idle(dev))
+        dax_window_reset(dev->c.dax);
     return 0;
 }
 
