@@ -3,7 +3,8 @@
 # virtiofsd and the host pseudo-backend, checking that it exits 0 and prints a
 # JSON array with one object per backend carrying the documented keys, that
 # every backend completed requests without errors and that the effective queue
-# layout is what the tool documents. No timing is asserted.
+# layout is what the tool documents; then the DAX variants, through a backend
+# without a window (plain path) and vufsd with one. No timing is asserted.
 # usage: smoke.py VUFS_BENCH VUFSD LEGACY_VIRTIOFSD
 import json
 import os
@@ -98,6 +99,29 @@ def main():
             assert o["dax_setups"] == 0 and o["dax_plain_ops"] > 0, o
             assert o["errors"] == 0 and o["iops"] > 0, o
         assert p.stderr.count("[run ") >= 4, p.stderr
+
+        # vufsd with a window: {dax_window}/{dax_policy} reach it, the guest
+        # maps through the frontend's window, and under "never" nothing is.
+        dcmd = vcmd + " --dax-window {dax_window} --dax-policy {dax_policy}"
+        for workload in ("randread", "randwrite"):
+            p = run(bench, ["--backend", f"vufsd={dcmd}", "--dir", d, "--workload", workload,
+                            "--size", "4M", "--files", "2", "--runtime", "0.3", "--repeat", "1",
+                            "--queues", "2", "--dax-window", "4M,16M",
+                            "--dax-policy", "never,always", "--json"])
+            objs = json.loads(p.stdout)
+            assert len(objs) == 4, objs
+            for o in objs:
+                assert o["errors"] == 0 and o["iops"] > 0, o
+                assert o["dax_window_offered"] == o["dax_window"], o
+                if o["dax_policy"] == "never":
+                    assert o["dax_files"] == 0 and o["dax_setups"] == 0, o
+                else:
+                    assert o["dax_files"] == 2 and o["dax_setups"] > 0, o
+                    assert o["dax_hits"] > 0, o
+                    if o["dax_window"] == 4 << 20:   # 2 ranges for 4 of data
+                        assert o["dax_removes"] > 0, o
+            print(f"dax {workload}: " + ", ".join(
+                f"{o['dax_window'] >> 20}M {o['dax_policy']} {o['iops']:.0f}" for o in objs))
 
         # Bad command lines are refused before anything runs.
         for bad in (["--dir", d, "--workload", "randread"],

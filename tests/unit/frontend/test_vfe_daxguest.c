@@ -592,7 +592,7 @@ static void *rw_main(void *arg)
     struct rw_shared *s = t->s;
     uint32_t rng = s->seed * 7919u + t->index * 104729u + 1;
     uint8_t buf[3 * RW_BLOCK], want[3 * RW_BLOCK];
-    for (unsigned it = 0; it < 3000; it++) {
+    for (unsigned it = 0; it < 1500; it++) {
         rng = rng * 1103515245u + 12345u;
         unsigned fi = (rng >> 8) % RW_FILES;
         struct vfe_daxguest_file *f = s->x->f[fi];
