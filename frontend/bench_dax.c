@@ -120,13 +120,13 @@ int vb_run_dax(const struct vb_opts *o, const struct vb_backend *be, const char 
     if (nthreads > VB_DAX_MAX_THREADS)
         nthreads = VB_DAX_MAX_THREADS;
     g_autofree char *cmd = vb_backend_cmd(o, be);
-    struct vb_dax_box box = { 0 };
+    struct vb_dax_box box = {0};
     uint64_t pf = (1ull << VFE_VU_PF_MQ) | (1ull << VFE_VU_PF_REPLY_ACK) |
                   (1ull << VFE_VU_PF_BACKEND_REQ) | (1ull << VFE_VU_PF_BACKEND_SEND_FD);
     if (!o->dax_legacy)
         pf |= 1ull << VFE_VU_PF_SHMEM;
     struct vfe_dev_config cfg = {
-        .conn = { .backend_cmd = cmd, .dir = o->dir, .backend_log = log, .timeout_ms = 30000 },
+        .conn = {.backend_cmd = cmd, .dir = o->dir, .backend_log = log, .timeout_ms = 30000},
         .request_queues = o->queues,
         .queue_size = 128,
         .protocol_features = pf,
@@ -138,7 +138,7 @@ int vb_run_dax(const struct vb_opts *o, const struct vb_backend *be, const char 
     struct vfe_daxguest_fuse *df = NULL;
     struct vfe_daxguest *g = NULL;
     struct vfe_dax *x = NULL;
-    struct vfe_daxguest_file *files[64] = { 0 };
+    struct vfe_daxguest_file *files[64] = {0};
     struct vb_dax_thread *ts = NULL;
     unsigned queues = o->queues;
     int r = vfe_dev_connect(&cfg, &dev);
@@ -182,9 +182,11 @@ int vb_run_dax(const struct vb_opts *o, const struct vb_backend *be, const char 
         dax_why(run, r, "%s", "starting the device");
         goto out;
     }
-    struct vfe_fuse_config fc = { .depth = 4, .uid = (uint32_t)getuid(),
-                                  .gid = (uint32_t)getgid(), .pid = (uint32_t)getpid(),
-                                  .init_flags = FUSE_MAP_ALIGNMENT | FUSE_HAS_INODE_DAX };
+    struct vfe_fuse_config fc = {.depth = 4,
+                                 .uid = (uint32_t)getuid(),
+                                 .gid = (uint32_t)getgid(),
+                                 .pid = (uint32_t)getpid(),
+                                 .init_flags = FUSE_MAP_ALIGNMENT | FUSE_HAS_INODE_DAX};
     r = vfe_fuse_new(dev, &fc, &fuse);
     if (r < 0) {
         dax_why(run, r, "%s", "the FUSE client");
@@ -304,8 +306,7 @@ int vb_run_dax(const struct vb_opts *o, const struct vb_backend *be, const char 
     if (started < nthreads)
         r = dax_why(run, -EAGAIN, "%s", "starting the guest threads");
     else if (run->ops && run->errors == run->ops)
-        r = dax_why(run, run->first_error ? run->first_error : -EIO, "%s",
-                    "every request failed");
+        r = dax_why(run, run->first_error ? run->first_error : -EIO, "%s", "every request failed");
     else if (run->dax_rejects)
         r = dax_why(run, -EPROTO, "the backend broke the window's rules %" PRIu64 " times",
                     run->dax_rejects);

@@ -31,6 +31,7 @@
 #include <errno.h>
 #include <pthread.h>
 #include <sched.h>
+#include <stddef.h>
 #include <string.h>
 #include <time.h>
 
@@ -74,28 +75,28 @@ static void link_add_tail(struct dg_link *n, struct dg_link *h)
 #define DG_CONTAINER(p, type, member) ((type *)((char *)(p)-offsetof(type, member)))
 
 struct dg_range {
-    struct dg_link link;             /* free or busy list; protected by g->lock */
-    uint64_t moffset;                /* constant */
-    struct vfe_daxguest_file *file;  /* owner while BUSY; protected by g->lock */
-    uint64_t index;                  /* file range index while BUSY; protected by file->sem */
-    bool writable;                   /* protected by file->sem */
-    bool busy;                       /* on the busy list; protected by g->lock */
-    int refcnt;                      /* atomic; 1 = idle */
+    struct dg_link link;            /* free or busy list; protected by g->lock */
+    uint64_t moffset;               /* constant */
+    struct vfe_daxguest_file *file; /* owner while BUSY; protected by g->lock */
+    uint64_t index;                 /* file range index while BUSY; protected by file->sem */
+    bool writable;                  /* protected by file->sem */
+    bool busy;                      /* on the busy list; protected by g->lock */
+    int refcnt;                     /* atomic; 1 = idle */
 };
 
 struct vfe_daxguest_file {
     struct vfe_daxguest *g;
     uint64_t nodeid, fh;
     bool dax;
-    uint64_t size;                   /* i_size; atomic */
+    uint64_t size; /* i_size; atomic */
     pthread_rwlock_t ilock;
     pthread_rwlock_t sem;
-    struct dg_range **tree;          /* by range index; protected by sem */
-    uint64_t ntree;                  /* protected by sem */
-    unsigned nr;                     /* ranges in tree; written under sem, read anywhere (atomic) */
-    unsigned refs;                   /* reclaim pins; protected by g->lock */
-    bool evicting;                   /* protected by g->lock */
-    struct dg_link files;            /* g->files; protected by g->lock */
+    struct dg_range **tree; /* by range index; protected by sem */
+    uint64_t ntree;         /* protected by sem */
+    unsigned nr;            /* ranges in tree; written under sem, read anywhere (atomic) */
+    unsigned refs;          /* reclaim pins; protected by g->lock */
+    bool evicting;          /* protected by g->lock */
+    struct dg_link files;   /* g->files; protected by g->lock */
 };
 
 struct vfe_daxguest {
@@ -105,21 +106,25 @@ struct vfe_daxguest {
     struct dg_range *ranges;
 
     pthread_mutex_t lock;
-    pthread_cond_t range_wait;       /* a range went back to the free list */
-    pthread_cond_t pin_wait;         /* a file pin went away */
-    pthread_cond_t kick_wait;        /* the worker has work, or must stop */
-    struct dg_link free_list;        /* protected by lock */
-    struct dg_link busy_list;        /* protected by lock */
-    unsigned nr_free, nr_busy;       /* protected by lock */
-    struct dg_link files;            /* protected by lock */
-    bool kicked;                     /* worker queued; protected by lock */
-    uint64_t kick_at_ns;             /* protected by lock */
-    bool stop;                       /* protected by lock */
+    pthread_cond_t range_wait; /* a range went back to the free list */
+    pthread_cond_t pin_wait;   /* a file pin went away */
+    pthread_cond_t kick_wait;  /* the worker has work, or must stop */
+    struct dg_link free_list;  /* protected by lock */
+    struct dg_link busy_list;  /* protected by lock */
+    unsigned nr_free, nr_busy; /* protected by lock */
+    struct dg_link files;      /* protected by lock */
+    bool kicked;               /* worker queued; protected by lock */
+    uint64_t kick_at_ns;       /* protected by lock */
+    bool stop;                 /* protected by lock */
     pthread_t worker;
     bool worker_started;
 
-    struct vfe_daxguest_stats st;    /* counters updated atomically */
+    struct vfe_daxguest_stats st; /* counters updated atomically */
 };
+
+/* vfe_daxguest_get_stats copies the leading uint64_t counters as an array. */
+_Static_assert(offsetof(struct vfe_daxguest_stats, nranges) == 16 * sizeof(uint64_t),
+               "the counters lead struct vfe_daxguest_stats");
 
 #define DG_COUNT(g, field) __atomic_add_fetch(&(g)->st.field, 1, __ATOMIC_RELAXED)
 
@@ -238,7 +243,7 @@ static void reclaim_one_locked(struct vfe_daxguest *g, unsigned q, struct vfe_da
 {
     f->tree[r->index] = NULL;
     __atomic_sub_fetch(&f->nr, 1, __ATOMIC_RELEASE);
-    struct fuse_removemapping_one e = { .moffset = r->moffset, .len = VFE_DAXGUEST_RANGE };
+    struct fuse_removemapping_one e = {.moffset = r->moffset, .len = VFE_DAXGUEST_RANGE};
     send_remove(g, q, f, &e, 1);
 }
 
@@ -575,8 +580,8 @@ static int setup_new(struct vfe_daxguest *g, unsigned q, struct vfe_daxguest_fil
 }
 
 /* fuse_iomap_begin for the chunk at pos: a referenced range. */
-static int get_range(struct vfe_daxguest *g, unsigned q, struct vfe_daxguest_file *f,
-                     uint64_t pos, bool write, struct dg_range **out)
+static int get_range(struct vfe_daxguest *g, unsigned q, struct vfe_daxguest_file *f, uint64_t pos,
+                     bool write, struct dg_range **out)
 {
     uint64_t index = pos >> DG_SHIFT;
     pthread_rwlock_rdlock(&f->sem);
@@ -603,8 +608,8 @@ static int get_range(struct vfe_daxguest *g, unsigned q, struct vfe_daxguest_fil
 }
 
 /* dax_iomap_rw over [off, off + len), inside i_size. */
-static ssize_t dax_rw(struct vfe_daxguest *g, unsigned q, struct vfe_daxguest_file *f,
-                      uint64_t off, void *buf, size_t len, bool write)
+static ssize_t dax_rw(struct vfe_daxguest *g, unsigned q, struct vfe_daxguest_file *f, uint64_t off,
+                      void *buf, size_t len, bool write)
 {
     size_t done = 0;
     while (done < len) {
@@ -678,8 +683,8 @@ static ssize_t plain_write(struct vfe_daxguest *g, unsigned q, struct vfe_daxgue
     }
     uint64_t end = off + done;
     uint64_t size = __atomic_load_n(&f->size, __ATOMIC_ACQUIRE);
-    while (end > size && !__atomic_compare_exchange_n(&f->size, &size, end, false,
-                                                      __ATOMIC_ACQ_REL, __ATOMIC_ACQUIRE))
+    while (end > size && !__atomic_compare_exchange_n(&f->size, &size, end, false, __ATOMIC_ACQ_REL,
+                                                      __ATOMIC_ACQUIRE))
         ;
     return (ssize_t)done;
 }
@@ -770,8 +775,8 @@ int vfe_daxguest_evict(struct vfe_daxguest *g, unsigned q, struct vfe_daxguest_f
         struct dg_range *r = i < f->ntree ? f->tree[i] : NULL;
         if (r) {
             f->tree[i] = NULL;
-            e[n] = (struct fuse_removemapping_one){ .moffset = r->moffset,
-                                                    .len = VFE_DAXGUEST_RANGE };
+            e[n] =
+                (struct fuse_removemapping_one){.moffset = r->moffset, .len = VFE_DAXGUEST_RANGE};
             batch[n++] = r;
         }
         if (n && (n == VFE_DAXGUEST_REMOVE_MAX || i == f->ntree)) {
@@ -843,8 +848,7 @@ void vfe_daxguest_free(struct vfe_daxguest *g)
     if (g->worker_started)
         pthread_join(g->worker, NULL);
     while (!link_empty(&g->files)) {
-        struct vfe_daxguest_file *f = DG_CONTAINER(g->files.next, struct vfe_daxguest_file,
-                                                   files);
+        struct vfe_daxguest_file *f = DG_CONTAINER(g->files.next, struct vfe_daxguest_file, files);
         link_del(&f->files);
         file_free(f);
     }
@@ -921,7 +925,7 @@ struct dg_fq {
 struct vfe_daxguest_fuse {
     struct vfe_fuse *fuse;
     struct vfe_mem *mem;
-    unsigned nq;          /* request queues; q[0] is hiprio */
+    unsigned nq; /* request queues; q[0] is hiprio */
     uint32_t max_io;
     struct dg_fq *q;
 };
@@ -981,9 +985,9 @@ static int dg_setupmapping(void *opaque, unsigned q, uint64_t nodeid, uint64_t f
                            uint64_t len, uint64_t flags, uint64_t moffset)
 {
     struct fuse_setupmapping_in in = {
-        .fh = UINT64_MAX, .foffset = foffset, .len = len, .flags = flags, .moffset = moffset };
+        .fh = UINT64_MAX, .foffset = foffset, .len = len, .flags = flags, .moffset = moffset};
     struct vfe_fuse_op op = {
-        .opcode = FUSE_SETUPMAPPING, .nodeid = nodeid, .arg = &in, .arg_len = sizeof(in) };
+        .opcode = FUSE_SETUPMAPPING, .nodeid = nodeid, .arg = &in, .arg_len = sizeof(in)};
     return dg_call(opaque, q, &op);
 }
 
@@ -997,7 +1001,7 @@ static int dg_removemapping(void *opaque, unsigned q, uint64_t nodeid,
     memcpy(buf, &count, 4);
     memcpy(buf + 4, e, 16ull * count);
     struct vfe_fuse_op op = {
-        .opcode = FUSE_REMOVEMAPPING, .nodeid = nodeid, .arg = buf, .arg_len = 4 + 16 * count };
+        .opcode = FUSE_REMOVEMAPPING, .nodeid = nodeid, .arg = buf, .arg_len = 4 + 16 * count};
     return dg_call(opaque, q, &op);
 }
 
@@ -1006,11 +1010,11 @@ static ssize_t dg_io_one(struct vfe_daxguest_fuse *df, unsigned q, bool write, u
                          uint64_t fh, uint64_t off, uint8_t *buf, uint32_t n)
 {
     struct dg_fq *fq = &df->q[q];
-    struct vfe_sg sg = { fq->gpa, n };
-    struct fuse_read_in ri = { .fh = fh, .offset = off, .size = n };
-    struct fuse_write_in wi = { .fh = fh, .offset = off, .size = n };
-    struct fuse_write_out wo = { 0 };
-    struct vfe_fuse_op op = { .opcode = write ? FUSE_WRITE : FUSE_READ, .nodeid = nodeid };
+    struct vfe_sg sg = {fq->gpa, n};
+    struct fuse_read_in ri = {.fh = fh, .offset = off, .size = n};
+    struct fuse_write_in wi = {.fh = fh, .offset = off, .size = n};
+    struct fuse_write_out wo = {0};
+    struct vfe_fuse_op op = {.opcode = write ? FUSE_WRITE : FUSE_READ, .nodeid = nodeid};
     if (write) {
         op.arg = &wi;
         op.arg_len = sizeof(wi);
@@ -1079,27 +1083,35 @@ int vfe_daxguest_open(struct vfe_daxguest *g, struct vfe_daxguest_fuse *df, unsi
                       uint64_t parent, const char *name, uint32_t flags,
                       struct vfe_daxguest_file **out)
 {
-    struct fuse_entry_out e = { 0 };
-    struct vfe_fuse_op lk = {
-        .opcode = FUSE_LOOKUP, .nodeid = parent, .name = name, .out_arg = &e,
-        .out_arg_len = sizeof(e) };
+    struct fuse_entry_out e = {0};
+    struct vfe_fuse_op lk = {.opcode = FUSE_LOOKUP,
+                             .nodeid = parent,
+                             .name = name,
+                             .out_arg = &e,
+                             .out_arg_len = sizeof(e)};
     int r = dg_call(df, q, &lk);
     if (r < 0)
         return r;
     if (lk.out_arg_got != sizeof(e) || e.nodeid == 0)
         return -EPROTO;
-    struct fuse_open_in oi = { .flags = flags };
-    struct fuse_open_out oo = { 0 };
-    struct vfe_fuse_op op = {
-        .opcode = FUSE_OPEN, .nodeid = e.nodeid, .arg = &oi, .arg_len = sizeof(oi),
-        .out_arg = &oo, .out_arg_len = sizeof(oo) };
+    struct fuse_open_in oi = {.flags = flags};
+    struct fuse_open_out oo = {0};
+    struct vfe_fuse_op op = {.opcode = FUSE_OPEN,
+                             .nodeid = e.nodeid,
+                             .arg = &oi,
+                             .arg_len = sizeof(oi),
+                             .out_arg = &oo,
+                             .out_arg_len = sizeof(oo)};
     r = dg_call(df, q, &op);
     if (r == 0 && op.out_arg_got != sizeof(oo))
         r = -EPROTO;
     if (r < 0) {
-        struct fuse_forget_in fi = { .nlookup = 1 };
-        struct vfe_fuse_op fo = { .opcode = FUSE_FORGET, .nodeid = e.nodeid, .arg = &fi,
-                                  .arg_len = sizeof(fi), .flags = VFE_OP_NO_REPLY };
+        struct fuse_forget_in fi = {.nlookup = 1};
+        struct vfe_fuse_op fo = {.opcode = FUSE_FORGET,
+                                 .nodeid = e.nodeid,
+                                 .arg = &fi,
+                                 .arg_len = sizeof(fi),
+                                 .flags = VFE_OP_NO_REPLY};
         dg_call(df, 0, &fo);
         return r;
     }
@@ -1109,13 +1121,16 @@ int vfe_daxguest_open(struct vfe_daxguest *g, struct vfe_daxguest_fuse *df, unsi
 
 int vfe_daxguest_close(struct vfe_daxguest_fuse *df, unsigned q, uint64_t nodeid, uint64_t fh)
 {
-    struct fuse_release_in ri = { .fh = fh };
+    struct fuse_release_in ri = {.fh = fh};
     struct vfe_fuse_op op = {
-        .opcode = FUSE_RELEASE, .nodeid = nodeid, .arg = &ri, .arg_len = sizeof(ri) };
+        .opcode = FUSE_RELEASE, .nodeid = nodeid, .arg = &ri, .arg_len = sizeof(ri)};
     int r = dg_call(df, q, &op);
-    struct fuse_forget_in fi = { .nlookup = 1 };
-    struct vfe_fuse_op fo = { .opcode = FUSE_FORGET, .nodeid = nodeid, .arg = &fi,
-                              .arg_len = sizeof(fi), .flags = VFE_OP_NO_REPLY };
+    struct fuse_forget_in fi = {.nlookup = 1};
+    struct vfe_fuse_op fo = {.opcode = FUSE_FORGET,
+                             .nodeid = nodeid,
+                             .arg = &fi,
+                             .arg_len = sizeof(fi),
+                             .flags = VFE_OP_NO_REPLY};
     int r2 = dg_call(df, 0, &fo);
     return r < 0 ? r : r2;
 }

@@ -6,7 +6,7 @@
  *   vufs-bench --backend NAME='COMMAND with {socket} and {dir}' [--backend ...]
  *              --dir DIR --workload W --bs SIZE --size SIZE --files N
  *              --queues N --depth N --runtime SEC --repeat N
- *              [--dax-window SIZE --dax-policy P --dax-guest G] [--json]
+ *              [--dax-window SIZE[,..] --dax-policy P[,..] --dax-guest G[,..]] [--json]
  *
  * The files are made once in DIR/vufs-bench/ before the first run (kept for the
  * next invocation when their sizes match) and read once on the host, so every
@@ -24,8 +24,10 @@
  * serves one) gets one queue with queues x depth requests in flight, so every
  * backend sees the same concurrency; the effective queues and depth are reported.
  *
- * The per-run statistics live in bench_stats.c; this file is the command line,
- * the file set and the run loop.
+ * With --dax-window every combination of the DAX lists is a variant, run
+ * interleaved with the backends (bench_dax.c runs them through the emulated
+ * guest DAX client). The statistics live in bench_report.c; this file is the
+ * command line, the file set and the run loop.
  */
 #include <dirent.h>
 #include <errno.h>

@@ -41,19 +41,19 @@
 
 #include "vfe.h"
 
-#define MiB (1ull << 20)
+#define MiB   (1ull << 20)
 #define BLOCK 4096u
 
 static int failures;
 
-#define CHECK(cond, ...)                                                                    \
-    do {                                                                                    \
-        if (!(cond)) {                                                                      \
-            fprintf(stderr, "FAIL %s:%d: %s: ", __FILE__, __LINE__, #cond);                  \
-            fprintf(stderr, __VA_ARGS__);                                                   \
-            fputc('\n', stderr);                                                            \
-            __atomic_add_fetch(&failures, 1, __ATOMIC_RELAXED);                             \
-        }                                                                                   \
+#define CHECK(cond, ...)                                                                           \
+    do {                                                                                           \
+        if (!(cond)) {                                                                             \
+            fprintf(stderr, "FAIL %s:%d: %s: ", __FILE__, __LINE__, #cond);                        \
+            fprintf(stderr, __VA_ARGS__);                                                          \
+            fputc('\n', stderr);                                                                   \
+            __atomic_add_fetch(&failures, 1, __ATOMIC_RELAXED);                                    \
+        }                                                                                          \
     } while (0)
 
 struct env {
@@ -96,8 +96,7 @@ static int session_open(struct env *e, const struct session_cfg *c)
     if (!c->legacy)
         pf |= 1ull << VFE_VU_PF_SHMEM;
     struct vfe_dev_config dc = {
-        .conn = { .backend_cmd = cmd, .dir = e->dir, .backend_log = e->log,
-                  .timeout_ms = 30000 },
+        .conn = {.backend_cmd = cmd, .dir = e->dir, .backend_log = e->log, .timeout_ms = 30000},
         .request_queues = c->queues,
         .protocol_features = pf,
         .backend_req = vfe_dax_handle,
@@ -118,10 +117,12 @@ static int session_open(struct env *e, const struct session_cfg *c)
     CHECK(r == 0, "start: %s", strerror(-r));
     if (r < 0)
         return r;
-    struct vfe_fuse_config fc = { .depth = 4, .uid = (uint32_t)getuid(),
-                                  .gid = (uint32_t)getgid(), .pid = (uint32_t)getpid(),
-                                  .timeout_ms = 30000,
-                                  .init_flags = FUSE_MAP_ALIGNMENT | FUSE_HAS_INODE_DAX };
+    struct vfe_fuse_config fc = {.depth = 4,
+                                 .uid = (uint32_t)getuid(),
+                                 .gid = (uint32_t)getgid(),
+                                 .pid = (uint32_t)getpid(),
+                                 .timeout_ms = 30000,
+                                 .init_flags = FUSE_MAP_ALIGNMENT | FUSE_HAS_INODE_DAX};
     r = vfe_fuse_new(e->dev, &fc, &e->fuse);
     CHECK(r == 0, "fuse: %s", strerror(-r));
     if (r < 0)
@@ -138,10 +139,13 @@ static int session_open(struct env *e, const struct session_cfg *c)
     CHECK(r == 0, "bounce: %s", strerror(-r));
     if (r < 0)
         return r;
-    struct vfe_daxguest_config gc = {
-        .model = c->model, .bg = VFE_DAXGUEST_BG_THREAD, .window = vfe_dax_window(e->x),
-        .window_size = c->window, .bg_queue = c->queues, .ops = &vfe_daxguest_fuse_ops,
-        .opaque = e->df };
+    struct vfe_daxguest_config gc = {.model = c->model,
+                                     .bg = VFE_DAXGUEST_BG_THREAD,
+                                     .window = vfe_dax_window(e->x),
+                                     .window_size = c->window,
+                                     .bg_queue = c->queues,
+                                     .ops = &vfe_daxguest_fuse_ops,
+                                     .opaque = e->df};
     r = vfe_daxguest_new(&gc, &e->g);
     CHECK(r == 0, "guest: %s", strerror(-r));
     return r;
@@ -156,10 +160,9 @@ static void session_close(struct env *e)
         CHECK(st.setup_errors == 0 && st.remove_errors == 0,
               "device errors: %" PRIu64 " setups, %" PRIu64 " removes", st.setup_errors,
               st.remove_errors);
-        printf("  guest: %" PRIu64 " DAX reads, %" PRIu64 " DAX writes, %" PRIu64
-               " plain, %" PRIu64 " hits, %" PRIu64 " setups, %" PRIu64 " upgrades, %" PRIu64
-               " removes in %" PRIu64 " requests (%" PRIu64 " by the worker, %" PRIu64
-               " inline), %" PRIu64 " waits\n",
+        printf("  guest: %" PRIu64 " DAX reads, %" PRIu64 " DAX writes, %" PRIu64 " plain, %" PRIu64
+               " hits, %" PRIu64 " setups, %" PRIu64 " upgrades, %" PRIu64 " removes in %" PRIu64
+               " requests (%" PRIu64 " by the worker, %" PRIu64 " inline), %" PRIu64 " waits\n",
                st.dax_reads, st.dax_writes, st.plain_reads + st.plain_writes, st.hits, st.setups,
                st.upgrades, st.removes, st.remove_requests, st.bg_reclaims, st.inline_reclaims,
                st.waits);
@@ -185,8 +188,8 @@ static void session_close(struct env *e)
         bool own = false;
         int r = vfe_dev_close_status(e->dev, &status, &own);
         CHECK(r == 0 && own && WIFEXITED(status) && WEXITSTATUS(status) == 0,
-              "vufsd did not exit cleanly (%s, status 0x%x); log %s",
-              own ? "exited" : "killed", status, e->log);
+              "vufsd did not exit cleanly (%s, status 0x%x); log %s", own ? "exited" : "killed",
+              status, e->log);
     }
     if (e->log) {
         g_autofree char *text = NULL;
@@ -241,15 +244,15 @@ static int host_open(struct env *e, const char *name)
 /* ---- verify ------------------------------------------------------------------------ */
 
 #define V_FILES 4
-static const char *const v_names[V_FILES] = { "big0", "big1", "big2", "tiny" };
-static const uint64_t v_sizes[V_FILES] = { 6 * MiB, 6 * MiB, 6 * MiB + 12288, 100 * 1024 };
+static const char *const v_names[V_FILES] = {"big0", "big1", "big2", "tiny"};
+static const uint64_t v_sizes[V_FILES] = {6 * MiB, 6 * MiB, 6 * MiB + 12288, 100 * 1024};
 
 static void verify_session(const char *vufsd, bool legacy, enum vfe_daxguest_model model,
                            const char *policy)
 {
     printf("verify: %s protocol, %s guest, policy %s\n", legacy ? "legacy" : "mainline",
            model == VFE_DAXGUEST_LRU ? "lru" : "linux", policy);
-    struct env e = { 0 };
+    struct env e = {0};
     make_dir(&e);
     uint8_t *ref[V_FILES];
     int hfd[V_FILES];
@@ -260,11 +263,15 @@ static void verify_session(const char *vufsd, bool legacy, enum vfe_daxguest_mod
         hfd[i] = host_open(&e, v_names[i]);
         CHECK(pwrite(hfd[i], ref[i], v_sizes[i], 0) == (ssize_t)v_sizes[i], "%s", "host write");
     }
-    struct session_cfg c = { .vufsd = vufsd, .window = 8 * MiB, .policy = policy,
-                             .legacy = legacy, .model = model, .queues = 2 };
+    struct session_cfg c = {.vufsd = vufsd,
+                            .window = 8 * MiB,
+                            .policy = policy,
+                            .legacy = legacy,
+                            .model = model,
+                            .queues = 2};
     if (!strcmp(policy, "auto"))
         c.window = 16 * MiB;
-    struct vfe_daxguest_file *f[V_FILES] = { 0 };
+    struct vfe_daxguest_file *f[V_FILES] = {0};
     if (session_open(&e, &c) == 0) {
         unsigned ndax = 0;
         for (unsigned i = 0; i < V_FILES; i++) {
@@ -304,8 +311,8 @@ static void verify_session(const char *vufsd, bool legacy, enum vfe_daxguest_mod
                 for (uint64_t k = 0; k < len; k++)
                     buf[k] = (uint8_t)(it + k * 7);
                 ssize_t n = vfe_daxguest_write(e.g, q, f[fi], off, buf, len);
-                CHECK(n == (ssize_t)len, "write %s %" PRIu64 "+%" PRIu64 ": %zd", v_names[fi],
-                      off, len, n);
+                CHECK(n == (ssize_t)len, "write %s %" PRIu64 "+%" PRIu64 ": %zd", v_names[fi], off,
+                      len, n);
                 memcpy(ref[fi] + off, buf, len);
             } else if ((rng >> 20) % 3 == 1) {
                 ssize_t n = vfe_daxguest_read(e.g, q, f[fi], off, buf, len);
@@ -364,11 +371,11 @@ static void verify_session(const char *vufsd, bool legacy, enum vfe_daxguest_mod
 
 /* ---- stress ------------------------------------------------------------------------ */
 
-#define S_FILES 12
-#define S_SIZE (6 * MiB)
-#define S_BLOCKS (S_SIZE / BLOCK)
-#define S_THREADS 8            /* guest threads; writer S_THREADS is the host */
-#define S_QUEUES 4
+#define S_FILES   12
+#define S_SIZE    (6 * MiB)
+#define S_BLOCKS  (S_SIZE / BLOCK)
+#define S_THREADS 8 /* guest threads; writer S_THREADS is the host */
+#define S_QUEUES  4
 
 struct stress {
     struct env e;
@@ -451,8 +458,9 @@ static void read_blocks(struct stress *s, unsigned q, unsigned fi, unsigned b, u
         if (!block_is(buf + k * BLOCK, fi, b + k, after / 2)) {
             uint64_t w;
             memcpy(&w, buf + k * BLOCK, 8);
-            fprintf(stderr, "MISMATCH file %u block %u: want version %u, got word 0x%016" PRIx64
-                    "\n", fi, b + k, after / 2, w);
+            fprintf(stderr,
+                    "MISMATCH file %u block %u: want version %u, got word 0x%016" PRIx64 "\n", fi,
+                    b + k, after / 2, w);
             __atomic_add_fetch(&s->mismatches, 1, __ATOMIC_RELAXED);
         }
     }
@@ -553,8 +561,12 @@ static void stress(const char *vufsd, double seconds, bool legacy)
         CHECK(pwrite(s->hfd[fi], buf, S_SIZE, 0) == (ssize_t)S_SIZE, "%s", "host write");
         pthread_rwlock_init(&s->flock[fi], NULL);
     }
-    struct session_cfg c = { .vufsd = vufsd, .window = 8 * MiB, .policy = "always",
-                             .legacy = legacy, .model = VFE_DAXGUEST_LINUX, .queues = S_QUEUES };
+    struct session_cfg c = {.vufsd = vufsd,
+                            .window = 8 * MiB,
+                            .policy = "always",
+                            .legacy = legacy,
+                            .model = VFE_DAXGUEST_LINUX,
+                            .queues = S_QUEUES};
     if (session_open(&s->e, &c) == 0) {
         for (unsigned fi = 0; fi < S_FILES; fi++) {
             char name[16];
@@ -566,7 +578,7 @@ static void stress(const char *vufsd, double seconds, bool legacy)
             struct sthread th[S_THREADS];
             pthread_t host;
             for (unsigned i = 0; i < S_THREADS; i++) {
-                th[i] = (struct sthread){ .s = s, .index = i };
+                th[i] = (struct sthread){.s = s, .index = i};
                 pthread_create(&th[i].t, NULL, guest_main, &th[i]);
             }
             pthread_create(&host, NULL, host_main, s);
@@ -583,8 +595,8 @@ static void stress(const char *vufsd, double seconds, bool legacy)
                    s->reads, s->checked, s->raced, s->writes, s->host_writes, s->evictions);
             CHECK(s->mismatches == 0, "%" PRIu64 " data mismatches", s->mismatches);
             CHECK(s->errors == 0, "%" PRIu64 " I/O errors", s->errors);
-            CHECK(s->checked > 1000 && s->writes > 100 && s->evictions > 0,
-                  "%s", "too little work done to mean anything");
+            CHECK(s->checked > 1000 && s->writes > 100 && s->evictions > 0, "%s",
+                  "too little work done to mean anything");
             struct vfe_daxguest_stats st;
             vfe_daxguest_get_stats(s->e.g, &st);
             CHECK(st.setups > 100 && st.removes > 100 && st.upgrades > 0 && st.bg_reclaims > 0,
@@ -631,8 +643,7 @@ int main(int argc, char **argv)
         bool legacy = argc >= 5 && !strcmp(argv[4], "legacy");
         stress(argv[2], secs > 0 ? secs : 60, legacy);
     } else {
-        fprintf(stderr, "usage: %s verify VUFSD | stress VUFSD SECONDS [shmem|legacy]\n",
-                argv[0]);
+        fprintf(stderr, "usage: %s verify VUFSD | stress VUFSD SECONDS [shmem|legacy]\n", argv[0]);
         return 2;
     }
     if (failures) {

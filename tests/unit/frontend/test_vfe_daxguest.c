@@ -27,10 +27,10 @@
 
 #include "vfe.h"
 
-#define MiB (1ull << 20)
-#define R (2 * MiB)
+#define MiB       (1ull << 20)
+#define R         (2 * MiB)
 #define MAX_FILES 8
-#define MAX_LOG 4096
+#define MAX_LOG   4096
 
 enum ev_kind { EV_SETUP, EV_REMOVE, EV_READ, EV_WRITE };
 
@@ -60,12 +60,12 @@ static void log_ev(struct fake *k, struct ev e)
     pthread_mutex_unlock(&k->lock);
 }
 
-static uint64_t shmem_call(struct fake *k, uint32_t req, int fd, uint64_t fd_off,
-                           uint64_t shm_off, uint64_t len, uint64_t flags)
+static uint64_t shmem_call(struct fake *k, uint32_t req, int fd, uint64_t fd_off, uint64_t shm_off,
+                           uint64_t len, uint64_t flags)
 {
     struct vfe_msg m;
     vfe_msg_init(&m, req, VFE_VU_FLAG_NEED_REPLY);
-    uint8_t p[40] = { 0 };
+    uint8_t p[40] = {0};
     memcpy(p + 8, &fd_off, 8);
     memcpy(p + 16, &shm_off, 8);
     memcpy(p + 24, &len, 8);
@@ -79,7 +79,7 @@ static int f_setup(void *opaque, unsigned q, uint64_t nodeid, uint64_t foffset, 
                    uint64_t flags, uint64_t moffset)
 {
     struct fake *k = opaque;
-    log_ev(k, (struct ev){ EV_SETUP, q, nodeid, foffset, moffset, flags, 0, 0 });
+    log_ev(k, (struct ev){EV_SETUP, q, nodeid, foffset, moffset, flags, 0, 0});
     if (k->fail_setup) {
         int r = k->fail_setup;
         k->fail_setup = 0;
@@ -94,8 +94,8 @@ static int f_setup(void *opaque, unsigned q, uint64_t nodeid, uint64_t foffset, 
         pthread_mutex_unlock(&k->lock);
         return -EIO;
     }
-    uint64_t r = shmem_call(k, VFE_VU_BACKEND_SHMEM_MAP, k->fd[nodeid - 1], foffset, moffset,
-                            len, flags & FUSE_SETUPMAPPING_FLAG_WRITE ? 1 : 0);
+    uint64_t r = shmem_call(k, VFE_VU_BACKEND_SHMEM_MAP, k->fd[nodeid - 1], foffset, moffset, len,
+                            flags & FUSE_SETUPMAPPING_FLAG_WRITE ? 1 : 0);
     pthread_mutex_unlock(&k->lock);
     return r ? -EIO : 0;
 }
@@ -104,7 +104,7 @@ static int f_remove(void *opaque, unsigned q, uint64_t nodeid,
                     const struct fuse_removemapping_one *e, uint32_t count)
 {
     struct fake *k = opaque;
-    log_ev(k, (struct ev){ EV_REMOVE, q, nodeid, 0, 0, 0, count, e[0].moffset });
+    log_ev(k, (struct ev){EV_REMOVE, q, nodeid, 0, 0, 0, count, e[0].moffset});
     int ret = 0;
     pthread_mutex_lock(&k->lock);
     k->removes_total += count;
@@ -120,7 +120,7 @@ static ssize_t f_read(void *opaque, unsigned q, uint64_t nodeid, uint64_t fh, ui
 {
     struct fake *k = opaque;
     (void)fh;
-    log_ev(k, (struct ev){ EV_READ, q, nodeid, off, 0, 0, len, 0 });
+    log_ev(k, (struct ev){EV_READ, q, nodeid, off, 0, 0, len, 0});
     ssize_t n = pread(k->fd[nodeid - 1], buf, len, (off_t)off);
     return n < 0 ? -errno : n;
 }
@@ -130,12 +130,12 @@ static ssize_t f_write(void *opaque, unsigned q, uint64_t nodeid, uint64_t fh, u
 {
     struct fake *k = opaque;
     (void)fh;
-    log_ev(k, (struct ev){ EV_WRITE, q, nodeid, off, 0, 0, len, 0 });
+    log_ev(k, (struct ev){EV_WRITE, q, nodeid, off, 0, 0, len, 0});
     ssize_t n = pwrite(k->fd[nodeid - 1], buf, len, (off_t)off);
     return n < 0 ? -errno : n;
 }
 
-static const struct vfe_daxguest_ops fake_ops = { f_setup, f_remove, f_read, f_write };
+static const struct vfe_daxguest_ops fake_ops = {f_setup, f_remove, f_read, f_write};
 
 static uint8_t pattern(uint64_t nodeid, uint64_t off)
 {
@@ -181,9 +181,13 @@ static struct fix *mk(unsigned nranges, enum vfe_daxguest_model model, enum vfe_
     for (unsigned i = 0; i < MAX_FILES; i++)
         x->k.fd[i] = -1;
     assert_int_equal(vfe_dax_new(nranges * R, VFE_DAX_SHMEM, &x->k.x), 0);
-    struct vfe_daxguest_config cfg = {
-        .model = model, .bg = bg, .window = vfe_dax_window(x->k.x),
-        .window_size = nranges * R, .bg_queue = 2, .ops = &fake_ops, .opaque = &x->k };
+    struct vfe_daxguest_config cfg = {.model = model,
+                                      .bg = bg,
+                                      .window = vfe_dax_window(x->k.x),
+                                      .window_size = nranges * R,
+                                      .bg_queue = 2,
+                                      .ops = &fake_ops,
+                                      .opaque = &x->k};
     assert_int_equal(vfe_daxguest_new(&cfg, &x->g), 0);
     return x;
 }
@@ -191,8 +195,8 @@ static struct fix *mk(unsigned nranges, enum vfe_daxguest_model model, enum vfe_
 static struct vfe_daxguest_file *file(struct fix *x, uint64_t nodeid, uint64_t size, bool dax)
 {
     add_file(&x->k, nodeid, size);
-    struct fuse_attr a = { .ino = nodeid, .size = size, .mode = 0100644,
-                           .flags = dax ? FUSE_ATTR_DAX : 0 };
+    struct fuse_attr a = {
+        .ino = nodeid, .size = size, .mode = 0100644, .flags = dax ? FUSE_ATTR_DAX : 0};
     x->f[nodeid - 1] = vfe_daxguest_file_add(x->g, nodeid, 100 + nodeid, &a);
     return x->f[nodeid - 1];
 }
@@ -238,7 +242,7 @@ static void test_fifo_order(void **state)
     (void)state;
     struct fix *x = mk(10, VFE_DAXGUEST_LINUX, VFE_DAXGUEST_BG_MANUAL);
     struct vfe_daxguest_file *a = file(x, 1, 40 * MiB, true);
-    static const uint64_t order[] = { 5, 2, 9, 0, 7 };
+    static const uint64_t order[] = {5, 2, 9, 0, 7};
     for (unsigned i = 0; i < 5; i++)
         touch(x, a, order[i]);
     assert_int_equal(count_kind(x, EV_SETUP), 5);
@@ -407,7 +411,7 @@ static void test_lru_order(void **state)
     assert_true(vfe_daxguest_reclaim_kicked(x->g));
     before = x->k.nlog;
     assert_int_equal(vfe_daxguest_reclaim_run(x->g), 4);
-    static const uint64_t want[] = { 3 * R, 0, 2 * R, R };
+    static const uint64_t want[] = {3 * R, 0, 2 * R, R};
     for (unsigned i = 0; i < 4; i++)
         assert_int_equal(x->k.log[before + i].first_moffset, want[i]);
     done(x);
@@ -504,13 +508,12 @@ static void test_plain_paths(void **state)
     done(x);
 
     /* No window: FUSE_ATTR_DAX is ignored. */
-    struct fake k = { 0 };
+    struct fake k = {0};
     pthread_mutex_init(&k.lock, NULL);
-    struct vfe_daxguest_config cfg = { .ops = &fake_ops, .opaque = &k,
-                                       .bg = VFE_DAXGUEST_BG_THREAD };
+    struct vfe_daxguest_config cfg = {.ops = &fake_ops, .opaque = &k, .bg = VFE_DAXGUEST_BG_THREAD};
     struct vfe_daxguest *g;
     assert_int_equal(vfe_daxguest_new(&cfg, &g), 0);
-    struct fuse_attr a = { .size = 4096, .flags = FUSE_ATTR_DAX };
+    struct fuse_attr a = {.size = 4096, .flags = FUSE_ATTR_DAX};
     assert_false(vfe_daxguest_file_dax(vfe_daxguest_file_add(g, 1, 1, &a)));
     vfe_daxguest_free(g);
     pthread_mutex_destroy(&k.lock);
@@ -567,14 +570,14 @@ static void test_setup_error(void **state)
  * through a window of 6 ranges, with the worker thread: every read matches the
  * reference (threads own disjoint 4 KiB blocks for writing, so a block's value
  * is known), and so do the files at the end. */
-#define RW_FILES 4
-#define RW_SIZE (16 * MiB)
-#define RW_BLOCK 4096u
+#define RW_FILES   4
+#define RW_SIZE    (16 * MiB)
+#define RW_BLOCK   4096u
 #define RW_THREADS 4
 
 struct rw_shared {
     struct fix *x;
-    uint8_t *ref[RW_FILES];  /* the expected content */
+    uint8_t *ref[RW_FILES]; /* the expected content */
     pthread_mutex_t ref_lock[RW_FILES];
     unsigned seed;
     int failures;
@@ -628,7 +631,7 @@ static void *rw_main(void *arg)
 static void rw_run(enum vfe_daxguest_model model)
 {
     struct fix *x = mk(6, model, VFE_DAXGUEST_BG_THREAD);
-    struct rw_shared s = { .x = x, .seed = 42 };
+    struct rw_shared s = {.x = x, .seed = 42};
     for (unsigned i = 0; i < RW_FILES; i++) {
         file(x, i + 1, RW_SIZE, i != 3);
         s.ref[i] = malloc(RW_SIZE);
@@ -637,7 +640,7 @@ static void rw_run(enum vfe_daxguest_model model)
     }
     struct rw_thread t[RW_THREADS];
     for (unsigned i = 0; i < RW_THREADS; i++) {
-        t[i] = (struct rw_thread){ .s = &s, .index = i };
+        t[i] = (struct rw_thread){.s = &s, .index = i};
         assert_int_equal(pthread_create(&t[i].t, NULL, rw_main, &t[i]), 0);
     }
     for (unsigned i = 0; i < RW_THREADS; i++)
@@ -686,16 +689,11 @@ static void test_random_rw_lru(void **state)
 int main(void)
 {
     const struct CMUnitTest tests[] = {
-        cmocka_unit_test(test_fifo_order),
-        cmocka_unit_test(test_threshold),
-        cmocka_unit_test(test_reclaim_batch),
-        cmocka_unit_test(test_inline_same_file),
-        cmocka_unit_test(test_lru_order),
-        cmocka_unit_test(test_upgrade),
-        cmocka_unit_test(test_plain_paths),
-        cmocka_unit_test(test_evict_batches),
-        cmocka_unit_test(test_setup_error),
-        cmocka_unit_test(test_random_rw_linux),
+        cmocka_unit_test(test_fifo_order),    cmocka_unit_test(test_threshold),
+        cmocka_unit_test(test_reclaim_batch), cmocka_unit_test(test_inline_same_file),
+        cmocka_unit_test(test_lru_order),     cmocka_unit_test(test_upgrade),
+        cmocka_unit_test(test_plain_paths),   cmocka_unit_test(test_evict_batches),
+        cmocka_unit_test(test_setup_error),   cmocka_unit_test(test_random_rw_linux),
         cmocka_unit_test(test_random_rw_lru),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
