@@ -75,7 +75,7 @@ static void *dax_thread_main(void *arg)
     const struct vb_opts *o = t->o;
     bool rnd = o->workload != VB_SEQREAD && o->workload != VB_SEQWRITE;
     uint64_t blocks = o->size / o->bs;
-    while (vfe_now_ns() < t->deadline) {
+    do { /* at least one operation, however late the thread starts */
         unsigned f = rnd ? (unsigned)(dax_rand(&t->rng) % o->files) : t->index % o->files;
         uint64_t off;
         if (rnd) {
@@ -97,7 +97,7 @@ static void *dax_thread_main(void *arg)
         } else {
             t->bytes += (uint64_t)n;
         }
-    }
+    } while (vfe_now_ns() < t->deadline);
     return NULL;
 }
 
