@@ -499,6 +499,30 @@ int main(int argc, char **argv)
         vlog_err("cannot honour %s", unsupported);
         goto out;
     }
+    char ids_err[256] = "";
+    if (pt_fs_check_ids(&cfg, ids_err, sizeof(ids_err)) < 0) {
+        vlog_err("--translate-uid/--translate-gid: %s", ids_err);
+        goto out;
+    }
+    /* --uid-map/--gid-map: a user namespace, and the namespace sandbox inside it. */
+    if (cfg.uid_map || cfg.gid_map) {
+        if (cfg.sandbox_explicit && cfg.sandbox != VUFSD_SANDBOX_NAMESPACE) {
+            vlog_err("--uid-map/--gid-map need --sandbox namespace");
+            goto out;
+        }
+        cfg.sandbox = VUFSD_SANDBOX_NAMESPACE;
+        const char *why_ns = NULL;
+        int ret = sb_enter_user_ns(cfg.uid_map, cfg.gid_map, &why_ns);
+        if (ret < 0) {
+            vlog_err("cannot enter a user namespace: %s: %s", why_ns ? why_ns : "failed",
+                     strerror(-ret));
+            goto out;
+        }
+        if (why_ns)
+            vlog_warn("user namespace: %s", why_ns);
+        vlog_info("user namespace entered (uid map %s, gid map %s)",
+                  cfg.uid_map ? cfg.uid_map : "own uid", cfg.gid_map ? cfg.gid_map : "own gid");
+    }
     struct sb_config sbc = vmain_sb_config(&cfg);
     /* --mount: unmounting at the end needs CAP_SYS_ADMIN (a user's -sys_admin still wins). */
     if (cfg.mountpoint) {

@@ -66,6 +66,7 @@ static const struct vopt_enum vopt_log_names[] = {
 
 enum vopt_kind {
     VOPT_STR,    /* char * field, replaced */
+    VOPT_STRS,   /* char * field, repeatable: values joined with spaces */
     VOPT_TRUE,   /* bool field set */
     VOPT_FALSE,  /* bool field cleared */
     VOPT_UINT,   /* unsigned field, decimal, at most .max */
@@ -113,10 +114,10 @@ static const struct vopt_row vopt_table[] = {
     {"sandbox", VOPT_ENUM, F(sandbox), vopt_sandbox_names},
     {"seccomp", VOPT_ENUM, F(seccomp), vopt_seccomp_names},
     {"modcaps", VOPT_STR, F(modcaps)},
-    {"translate-uid", VOPT_STR, F(translate_uid)},
-    {"translate-gid", VOPT_STR, F(translate_gid)},
-    {"uid-map", VOPT_STR, F(uid_map)},
-    {"gid-map", VOPT_STR, F(gid_map)},
+    {"translate-uid", VOPT_STRS, F(translate_uid)},
+    {"translate-gid", VOPT_STRS, F(translate_gid)},
+    {"uid-map", VOPT_STRS, F(uid_map)},
+    {"gid-map", VOPT_STRS, F(gid_map)},
     {"log-level", VOPT_ENUM, F(log_level), vopt_log_names},
     {"syslog", VOPT_TRUE, F(syslog)},
     {"reconnect", VOPT_TRUE, F(reconnect)},
@@ -273,6 +274,18 @@ static int vopt_apply(const struct vopt_row *row, const char *value, struct vufs
         g_free(*(char **)base);
         *(char **)base = g_strdup(value);
         return 0;
+    case VOPT_STRS: {
+        /* Each value is one rule: no blank inside, since blanks join them. */
+        if (!*value || strpbrk(value, " \t\n")) {
+            *errmsg = g_strdup_printf("option '%s' needs a non-empty value without blanks",
+                                      row->name);
+            return -EINVAL;
+        }
+        char *old = *(char **)base;
+        *(char **)base = old ? g_strdup_printf("%s %s", old, value) : g_strdup(value);
+        g_free(old);
+        return 0;
+    }
     case VOPT_UINT:
         ret = vopt_parse_ulong(value, row->max, &n);
         if (ret < 0) {

@@ -164,6 +164,12 @@ static size_t name_len(const char *s)
     return s ? strlen(s) + 1 : 0;
 }
 
+void vfe_fuse_set_ids(struct vfe_fuse *f, uint32_t uid, uint32_t gid)
+{
+    f->cfg.uid = uid;
+    f->cfg.gid = gid;
+}
+
 int vfe_fuse_submit(struct vfe_fuse *f, unsigned qi, struct vfe_fuse_op *op)
 {
     if (qi >= f->nq)
@@ -196,6 +202,7 @@ int vfe_fuse_submit(struct vfe_fuse *f, unsigned qi, struct vfe_fuse_op *op)
         .uid = f->cfg.uid,
         .gid = f->cfg.gid,
         .pid = f->cfg.pid,
+        .total_extlen = op->total_extlen,
     };
     uint8_t *p = s->in_hva;
     memcpy(p, &h, sizeof(h));

@@ -433,6 +433,7 @@ struct vfe_fuse_op {
     const char *name2;
     const void *extra;
     uint32_t extra_len;
+    uint16_t total_extlen;    /* the header's, in 8-byte units (extensions end extra) */
     const struct vfe_sg *in_data;
     unsigned in_data_cnt;
     void *out_arg;
@@ -473,6 +474,8 @@ int vfe_fuse_new(struct vfe_dev *d, const struct vfe_fuse_config *cfg, struct vf
 int vfe_fuse_new_on(struct vfe_mem *mem, struct vfe_vq *const *vqs, unsigned nq,
                     const struct vfe_fuse_config *cfg, struct vfe_fuse **out);
 void vfe_fuse_free(struct vfe_fuse *f);
+/* The caller ids put in the headers of requests submitted from now on. */
+void vfe_fuse_set_ids(struct vfe_fuse *f, uint32_t uid, uint32_t gid);
 
 /* Pipelined: queue q (0 hiprio, 1.. request). -EAGAIN when all slots are busy.
  * vfe_fuse_submit does not kick; vfe_fuse_kick publishes. */

@@ -103,6 +103,10 @@ struct fuse_statx_out {
 #ifndef FUSE_DIRECT_IO_ALLOW_MMAP
 #define FUSE_DIRECT_IO_ALLOW_MMAP (1ULL << 36)
 #endif
+/* 7.39: the supplementary group extension (fuse_ext_header type 32). */
+#if FUSE_KERNEL_MINOR_VERSION < 39
+#define FUSE_EXT_GROUPS 32
+#endif
 
 /* The newest protocol minor version fll speaks (Linux 6.12 guests send 7.41). */
 #define FLL_KERNEL_MAJOR 7
@@ -129,10 +133,27 @@ struct fuse_statx_out {
 #define FLL_PATH_MAX 4096
 /* Most iovecs one READ or WRITE is split into (the virtqueue size bound). */
 #define FLL_IOV_MAX 1024
+/* Longest security context name (with NUL) and value: the kernel's
+ * XATTR_NAME_MAX + 1 and XATTR_SIZE_MAX. */
+#define FLL_SECCTX_NAME_MAX 256
+#define FLL_SECCTX_VALUE_MAX 65536
 
 /* ---- Requests -------------------------------------------------------------- */
 
 struct fll_session;
+
+/*
+ * The security context of the inode a CREATE, MKNOD, MKDIR, SYMLINK or TMPFILE
+ * makes (FUSE_SECURITY_CTX): the xattr the guest's LSM wants on it, e.g.
+ * "security.selinux". Copied out of the request and validated: name is
+ * NUL-terminated, starts with "security." and is at most
+ * FLL_SECCTX_NAME_MAX - 1 bytes; size is 1..FLL_SECCTX_VALUE_MAX.
+ */
+struct fll_secctx {
+    const char *name;
+    const void *value;
+    size_t size;
+};
 
 /*
  * One request, owned by the transport. The transport fills the fields above the
@@ -150,7 +171,18 @@ struct fll_req {
     struct fuse_in_header hdr; /* copied once out of the client's buffer */
     bool completed;            /* debug check: exactly one completion */
     size_t out_size;           /* total bytes of the writable buffers */
+    const struct fll_secctx *secctx; /* see fll_req_secctx() */
 };
+
+/*
+ * The security context the client sent with a creating request, or NULL
+ * (none sent, the client's LSM had none, or FUSE_SECURITY_CTX was not
+ * negotiated). Valid during the operation call only.
+ */
+static inline const struct fll_secctx *fll_req_secctx(const struct fll_req *r)
+{
+    return r->secctx;
+}
 
 /* Who sent the request (from the header copied out of guest memory). */
 static inline uid_t fll_req_uid(const struct fll_req *r)
@@ -359,6 +391,10 @@ void fll_session_free(struct fll_session *se);
  *   - BATCH_FORGET / REMOVEMAPPING: count must describe exactly the bytes
  *     present; REMOVEMAPPING count 1..FLL_REMOVEMAPPING_MAX: else EINVAL
  *   - FORGET, BATCH_FORGET: never answered, not even their errors
+ *   - with FUSE_SECURITY_CTX negotiated (the filesystem asks for it in init),
+ *     CREATE, MKNOD, MKDIR, SYMLINK and TMPFILE carry a security context
+ *     (fll_req_secctx; layout and checks in fll_secctx.c): a malformed one,
+ *     or more than one, is EINVAL before the filesystem runs
  *   - INIT: major > 7: answered with our major/minor only (8 bytes), the
  *     client retries; major < 7 or minor < FLL_MIN_MINOR: EPROTO; a second
  *     INIT while initialized: EPROTO. With FUSE_INIT_EXT the full 64-byte

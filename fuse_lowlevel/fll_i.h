@@ -45,6 +45,8 @@ struct fll_session {
      */
     uint32_t max_write; /* WRITE payload limit told to the client */
     bool setxattr_ext;  /* FUSE_SETXATTR_EXT negotiated */
+    bool secctx;        /* FUSE_SECURITY_CTX negotiated */
+    uint32_t client_minor; /* the client's own minor: < 38 sends no extensions */
 };
 
 static inline uint32_t fll_max_write(const struct fll_session *se)
@@ -55,6 +57,11 @@ static inline uint32_t fll_max_write(const struct fll_session *se)
 static inline bool fll_setxattr_ext(const struct fll_session *se)
 {
     return __atomic_load_n(&se->setxattr_ext, __ATOMIC_RELAXED);
+}
+
+static inline bool fll_secctx_on(const struct fll_session *se)
+{
+    return __atomic_load_n(&se->secctx, __ATOMIC_RELAXED);
 }
 
 static inline int fll_state_get(const struct fll_session *se)
@@ -121,6 +128,31 @@ void fll_outbuf_release(struct fll_outbuf *ob);
 int fll_cursor_name(struct fll_cursor *c, char dst[FLL_NAME_MAX + 1]);
 /* Any NUL-terminated string of at most max-1 bytes: 0, -EINVAL, or toolong. */
 int fll_cursor_cstr(struct fll_cursor *c, char *dst, size_t max, int toolong);
+
+/*
+ * fll_secctx.c: the security context of a creating request. Storage for what
+ * fll_secctx_take() copied out; r->secctx points into it while the
+ * operation runs, and fll_secctx_drop() releases it.
+ */
+struct fll_secctx_buf {
+    struct fll_secctx sc;
+    char name[FLL_SECCTX_NAME_MAX];
+    void *value; /* heap */
+};
+/*
+ * Reads the security context of a CREATE, MKNOD, MKDIR, SYMLINK or TMPFILE
+ * whose other arguments c has already consumed: from the request extensions
+ * (7.38+ clients), or from the bytes after the arguments (7.36 and 7.37
+ * clients send it as one more argument). Sets r->secctx (NULL when there is
+ * none). 0, -EINVAL for anything malformed, -ENOMEM.
+ */
+int fll_secctx_take(struct fll_req *r, struct fll_cursor *c, struct fll_secctx_buf *b);
+void fll_secctx_drop(struct fll_req *r, struct fll_secctx_buf *b);
+/*
+ * One fuse_secctx_header blob of exactly len bytes at c (the layout is the
+ * same in both forms). Exposed for the unit tests.
+ */
+int fll_secctx_parse(struct fll_cursor *c, size_t len, struct fll_secctx_buf *b, bool *found);
 
 static inline const struct fll_ops *fll_ops_of(const struct fll_req *r)
 {

@@ -71,8 +71,13 @@ FLL_DECODER(mknod)
         return ret;
     if (!fll_out_fits(r, sizeof(struct fuse_entry_out)))
         return -EIO;
+    struct fll_secctx_buf sb;
+    ret = fll_secctx_take(r, c, &sb);
+    if (ret < 0)
+        return ret;
     struct fuse_entry_out e = {0};
     ret = fll_ops_of(r)->mknod(r, r->hdr.nodeid, name, &in, &e);
+    fll_secctx_drop(r, &sb);
     return entry_reply(r, ret, &e);
 }
 
@@ -86,8 +91,13 @@ FLL_DECODER(mkdir)
         return ret;
     if (!fll_out_fits(r, sizeof(struct fuse_entry_out)))
         return -EIO;
+    struct fll_secctx_buf sb;
+    ret = fll_secctx_take(r, c, &sb);
+    if (ret < 0)
+        return ret;
     struct fuse_entry_out e = {0};
     ret = fll_ops_of(r)->mkdir(r, r->hdr.nodeid, name, &in, &e);
+    fll_secctx_drop(r, &sb);
     return entry_reply(r, ret, &e);
 }
 
@@ -104,8 +114,13 @@ FLL_DECODER(symlink)
         return ret;
     if (!fll_out_fits(r, sizeof(struct fuse_entry_out)))
         return -EIO;
+    struct fll_secctx_buf sb;
+    ret = fll_secctx_take(r, c, &sb);
+    if (ret < 0)
+        return ret;
     struct fuse_entry_out e = {0};
     ret = fll_ops_of(r)->symlink(r, r->hdr.nodeid, name, target, &e);
+    fll_secctx_drop(r, &sb);
     return entry_reply(r, ret, &e);
 }
 
@@ -191,10 +206,15 @@ static int create_common(struct fll_req *r, struct fll_cursor *c, bool tmpfile)
         return ret;
     if (!fll_out_fits(r, sizeof(struct fuse_entry_out) + sizeof(struct fuse_open_out)))
         return -EIO;
+    struct fll_secctx_buf sb;
+    ret = fll_secctx_take(r, c, &sb);
+    if (ret < 0)
+        return ret;
     struct fuse_entry_out e = {0};
     struct fuse_open_out o = {0};
     create_fn fn = tmpfile ? fll_ops_of(r)->tmpfile : fll_ops_of(r)->create;
     ret = fn(r, r->hdr.nodeid, name, &in, &e, &o);
+    fll_secctx_drop(r, &sb);
     if (ret > 0)
         ret = -EIO;
     if (ret < 0)

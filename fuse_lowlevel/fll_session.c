@@ -275,6 +275,8 @@ static int init_locked(struct fll_req *r, struct fll_cursor *c)
     se->conn = conn;
     __atomic_store_n(&se->max_write, conn.max_write, __ATOMIC_RELAXED);
     __atomic_store_n(&se->setxattr_ext, (conn.want & FUSE_SETXATTR_EXT) != 0, __ATOMIC_RELAXED);
+    __atomic_store_n(&se->secctx, (conn.want & FUSE_SECURITY_CTX) != 0, __ATOMIC_RELAXED);
+    __atomic_store_n(&se->client_minor, in.minor, __ATOMIC_RELAXED);
     __atomic_store_n(&se->state, FLL_STATE_READY, __ATOMIC_RELEASE);
     fll_reply_ok(r, &out, size);
     return 0;
@@ -469,6 +471,7 @@ void fll_session_process(struct fll_session *se, struct fll_req *r)
 
     r->se = se;
     r->completed = false;
+    r->secctx = NULL;
     fll_cursor_init(&c, r->out, r->out_cnt, SIZE_MAX);
     r->out_size = fll_cursor_left(&c);
 
@@ -496,8 +499,9 @@ void fll_session_process(struct fll_session *se, struct fll_req *r)
         return;
     } else {
         /*
-         * Request extensions (security context, supplementary group) trail
-         * the arguments; decoders never parse into them.
+         * Request extensions (security context, supplementary groups) trail
+         * the arguments: decoders never parse into them, the creating ones
+         * read them with fll_secctx_take (which finds them at hdr.len - extlen).
          */
         c.left -= extlen;
         err = e->fn(r, &c);

@@ -14,6 +14,7 @@
  * unshare(CLONE_NEWNS), capabilities and setgroups are per thread or refuse a
  * shared fs_struct):
  *
+ *   sb_enter_user_ns()       --uid-map/--gid-map only, first: a user namespace
  *   sb_enter_pid_ns()        namespace mode only, as early as possible: forks;
  *                            the parent waits and forwards signals and the exit
  *                            status, only the child returns (as pid 1)
@@ -121,6 +122,36 @@ int sb_apply_rlimit(const struct sb_config *cfg, uint64_t *applied);
  */
 uint64_t sb_guest_fd_budget(uint64_t nofile);
 #define SB_FD_RESERVE 256
+
+/* ---- User namespace (--uid-map / --gid-map) ----------------------------------------- */
+
+/* One range of a uid_map or gid_map: [inside, inside+count) = host [outside, ...). */
+struct sb_idmap_line {
+    uint32_t inside, outside, count;
+};
+#define SB_IDMAP_MAX 16
+
+/*
+ * Parses space-separated ":INSIDE:OUTSIDE:COUNT:" ranges (the Rust virtiofsd's
+ * --uid-map form; repeated options arrive joined with spaces) into out.
+ * NULL is no range. -EINVAL on syntax, COUNT 0 or a range past 2^32 - 2 (the
+ * kernel never maps (uid_t)-1); -E2BIG past max.
+ */
+int sb_idmap_parse(const char *spec, struct sb_idmap_line *out, unsigned max, unsigned *n);
+
+/*
+ * Called first, single threaded, when --uid-map or --gid-map is given: a new
+ * user namespace with those maps (a missing one maps the caller's own id
+ * once), written from outside by a helper process (directly, or with
+ * newuidmap/newgidmap where the kernel requires them), then uid and gid 0
+ * inside it. 0 (with *msg set to a warning when 0 is not mapped), or -errno
+ * with *msg saying what failed. Steps and rules: userns.c.
+ */
+int sb_enter_user_ns(const char *uid_map, const char *gid_map, const char **msg);
+
+/* Whether sb_enter_user_ns() left setgroups(2) forbidden ("deny"): nobody can
+ * change the supplementary groups then, so there is nothing to drop. */
+bool sb_setgroups_denied(void);
 
 /* ---- Namespaces and chroot ---------------------------------------------------------- */
 

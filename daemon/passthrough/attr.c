@@ -91,6 +91,7 @@ int pt_fill_entry(struct pt_fs *fs, struct pt_inode *parent, struct pt_inode *i,
     pt_set_timeout(fs->timeout, &out->entry_valid, &out->entry_valid_nsec);
     pt_set_timeout(fs->timeout, &out->attr_valid, &out->attr_valid_nsec);
     pt_fill_attr(st, &out->attr);
+    pt_attr_to_guest(fs, &out->attr);
     pt_dax_attr(fs, i, &out->attr);
     if (fs->announce_submounts && parent && i->type == S_IFDIR &&
         (i->dev != parent->dev || i->mnt_id != parent->mnt_id))
@@ -155,6 +156,7 @@ static int pt_attr_reply(struct pt_fs *fs, struct pt_inode *i, struct fuse_attr_
     memset(out, 0, sizeof(*out));
     pt_set_timeout(fs->timeout, &out->attr_valid, &out->attr_valid_nsec);
     pt_fill_attr(&st, &out->attr);
+    pt_attr_to_guest(fs, &out->attr);
     pt_dax_attr(fs, i, &out->attr);
     return 0;
 }
@@ -277,8 +279,12 @@ int pt_op_setattr(struct fll_req *r, uint64_t nodeid, const struct fuse_setattr_
             return -errno;
     }
     if (in->valid & (FATTR_UID | FATTR_GID)) {
-        uid_t uid = (in->valid & FATTR_UID) ? in->uid : (uid_t)-1;
-        gid_t gid = (in->valid & FATTR_GID) ? in->gid : (gid_t)-1;
+        uint32_t uid = (uid_t)-1, gid = (gid_t)-1;
+        /* The guest's new owner, as a host id (--translate-uid/gid). */
+        if ((in->valid & FATTR_UID) && (ret = pt_idmap_to_host(&fs->uidmap, in->uid, &uid)) < 0)
+            return ret;
+        if ((in->valid & FATTR_GID) && (ret = pt_idmap_to_host(&fs->gidmap, in->gid, &gid)) < 0)
+            return ret;
         if (fchownat(i->fd, "", uid, gid, AT_EMPTY_PATH | AT_SYMLINK_NOFOLLOW) < 0)
             return -errno;
         pt_drop_mapped_capability(fs, i, fd);
@@ -382,8 +388,8 @@ int pt_op_statx(struct fll_req *r, uint64_t nodeid, const struct fuse_statx_in *
     s->attributes = st.stx_attributes;
     s->attributes_mask = st.stx_attributes_mask;
     s->nlink = st.stx_nlink;
-    s->uid = st.stx_uid;
-    s->gid = st.stx_gid;
+    s->uid = pt_idmap_to_guest(&fs->uidmap, st.stx_uid);
+    s->gid = pt_idmap_to_guest(&fs->gidmap, st.stx_gid);
     s->mode = st.stx_mode;
     s->ino = st.stx_ino;
     s->size = st.stx_size;

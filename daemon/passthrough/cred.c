@@ -15,6 +15,8 @@
  *
  * Only a daemon running as root switches (fs->switch_creds); an unprivileged
  * daemon creates everything as itself, as any unprivileged program would.
+ * With --translate-uid/gid the ids taken are the guest's translated to host
+ * ids (idmap.c); a forbidden guest id fails the operation with EPERM.
  */
 #include <stdlib.h>
 #include <string.h>
@@ -24,10 +26,14 @@
 
 int pt_cred_enter(struct pt_fs *fs, const struct fll_req *r, struct pt_cred *c)
 {
-    uid_t uid = fll_req_uid(r);
-    gid_t gid = fll_req_gid(r);
+    uid_t uid;
+    gid_t gid;
 
     c->switched = false;
+    /* The host ids the guest's ids translate to (--translate-uid/gid). */
+    int ret = pt_req_host_ids(fs, r, &uid, &gid);
+    if (ret < 0)
+        return ret;
     if (!fs->switch_creds || (uid == 0 && gid == 0))
         return 0;
     /* (uid_t)-1 means "unchanged" to the kernel: never let the client pick it. */

@@ -55,7 +55,10 @@ int pt_op_mkdir(struct fll_req *r, uint64_t parent, const char *name,
         if (mkdirat(p->fd, name, mode) < 0)
             return -errno;
     }
-    return pt_do_lookup(fs, p, name, out);
+    ret = pt_do_lookup(fs, p, name, out);
+    if (ret < 0)
+        return ret;
+    return pt_secctx_finish(fs, r, p, name, out, AT_REMOVEDIR);
 }
 
 /* FUSE carries rdev in the kernel's 32-bit new_encode_dev() form. */
@@ -87,7 +90,10 @@ int pt_op_mknod(struct fll_req *r, uint64_t parent, const char *name,
         if (mknodat(p->fd, name, mode, rdev) < 0)
             return -errno;
     }
-    return pt_do_lookup(fs, p, name, out);
+    ret = pt_do_lookup(fs, p, name, out);
+    if (ret < 0)
+        return ret;
+    return pt_secctx_finish(fs, r, p, name, out, 0);
 }
 
 int pt_op_symlink(struct fll_req *r, uint64_t parent, const char *name, const char *target,
@@ -112,7 +118,10 @@ int pt_op_symlink(struct fll_req *r, uint64_t parent, const char *name, const ch
         if (symlinkat(target, p->fd, name) < 0)
             return -errno;
     }
-    return pt_do_lookup(fs, p, name, out);
+    ret = pt_do_lookup(fs, p, name, out);
+    if (ret < 0)
+        return ret;
+    return pt_secctx_finish(fs, r, p, name, out, 0);
 }
 
 int pt_op_link(struct fll_req *r, uint64_t nodeid, uint64_t newparent, const char *newname,

@@ -216,6 +216,14 @@ static int pt_create_common(struct fll_req *r, uint64_t parent, const char *name
         ret = pt_entry_from_fd(fs, p, fd, &i, entry);
         if (ret < 0)
             goto unreserve;
+        /* A new inode: its security label, or no inode at all. */
+        ret = pt_secctx_apply(fs, r, i, fd);
+        if (ret < 0) {
+            if (!tmpfile)
+                (void)unlinkat(p->fd, name, 0);
+            pt_inode_forget(fs, entry->nodeid, 1);
+            goto unreserve;
+        }
     }
     ret = pt_handle_new(fs, i, pt_take_fd(&fd), flags, false, &fh);
     if (ret < 0) {

@@ -99,6 +99,22 @@ static int pt_fs_setup_xattr(struct pt_fs *fs, const struct vufsd_config *cfg)
     return ret == -ENOMEM ? ret : 0;
 }
 
+/*
+ * In a user namespace whose setgroups is "deny" (--uid-map as an unprivileged
+ * user) the supplementary groups cannot be changed by anyone, so there is
+ * nothing to drop.
+ */
+static bool pt_setgroups_denied(void)
+{
+    char buf[8] = "";
+    int fd = open("/proc/self/setgroups", O_RDONLY | O_CLOEXEC);
+    if (fd < 0)
+        return false;
+    ssize_t n = read(fd, buf, sizeof(buf) - 1);
+    close(fd);
+    return n >= 4 && strncmp(buf, "deny", 4) == 0;
+}
+
 struct pt_fs *pt_fs_new(const struct vufsd_config *cfg, int *err)
 {
     struct pt_fs *fs;
@@ -113,8 +129,7 @@ struct pt_fs *pt_fs_new(const struct vufsd_config *cfg, int *err)
         return NULL;
     }
     /* Not implemented yet: refuse rather than silently ignore. */
-    if (cfg->translate_uid || cfg->translate_gid || cfg->uid_map || cfg->gid_map ||
-        cfg->inode_file_handles != VUFSD_HANDLES_NEVER || cfg->security_label) {
+    if (cfg->inode_file_handles != VUFSD_HANDLES_NEVER) {
         *err = -EOPNOTSUPP;
         return NULL;
     }
@@ -143,6 +158,13 @@ struct pt_fs *pt_fs_new(const struct vufsd_config *cfg, int *err)
     fs->announce_submounts = cfg->announce_submounts;
     fs->readonly = cfg->readonly;
     fs->dax_policy_never = cfg->dax_policy == VUFSD_DAX_NEVER;
+    fs->security_label = cfg->security_label;
+    if (cfg->translate_uid)
+        ret = pt_idmap_parse(&fs->uidmap, cfg->translate_uid, NULL, 0);
+    if (ret == 0 && cfg->translate_gid)
+        ret = pt_idmap_parse(&fs->gidmap, cfg->translate_gid, NULL, 0);
+    if (ret < 0)
+        goto fail;
     ret = pt_fs_setup_xattr(fs, cfg);
     if (ret < 0)
         goto fail;
@@ -174,7 +196,7 @@ struct pt_fs *pt_fs_new(const struct vufsd_config *cfg, int *err)
 
     if (geteuid() == 0) {
         /* Creating operations run with the caller's ids and no other group. */
-        if (setgroups(0, NULL) < 0) {
+        if (setgroups(0, NULL) < 0 && !(errno == EPERM && pt_setgroups_denied())) {
             ret = -errno;
             goto fail;
         }
@@ -200,6 +222,8 @@ void pt_fs_free(struct pt_fs *fs)
     if (fs->proc_self_fd >= 0)
         close(fs->proc_self_fd);
     pt_xattrmap_free(&fs->xmap);
+    pt_idmap_free(&fs->uidmap);
+    pt_idmap_free(&fs->gidmap);
     free(fs->cap_mapped);
     pthread_mutex_destroy(&fs->cwd_lock);
     pthread_mutex_destroy(&fs->locks.lock);
@@ -246,6 +270,8 @@ static int pt_init(void *opaque, struct fll_conn *conn)
         want |= FUSE_SETXATTR_EXT;
     if (fs->allow_mmap)
         want |= FUSE_DIRECT_IO_ALLOW_MMAP;
+    if (fs->security_label)
+        want |= FUSE_SECURITY_CTX;
     conn->want |= want & conn->capable;
     pt_dax_init(fs, conn);
 

@@ -190,14 +190,58 @@ static void pt_owner_note_pid(struct pt_inode *i, int fd, uint32_t pid)
 }
 
 /*
+ * Whether the open file description fd holds a lock of exactly l's type and
+ * range, from the kernel's list of its locks in /proc/self/fdinfo/FD
+ * ("lock:\t1: OFDLCK ADVISORY  READ -1 fe:00:1234 0 EOF", inclusive range).
+ * Reached from proc_self_fd (/proc/self/fd, opened before the sandbox).
+ */
+static bool pt_fd_holds(struct pt_fs *fs, int fd, const struct flock *l)
+{
+    char path[PT_PROC_PATH_MAX + 16], line[256];
+    bool found = false;
+
+    snprintf(path, sizeof(path), "../fdinfo/%d", fd);
+    int dfd = openat(fs->proc_self_fd, path, O_RDONLY | O_CLOEXEC);
+    if (dfd < 0)
+        return false;
+    FILE *f = fdopen(dfd, "r");
+    if (!f) {
+        close(dfd);
+        return false;
+    }
+    unsigned long long want_end = l->l_len == 0 ? 0 : (unsigned long long)(l->l_start + l->l_len - 1);
+    while (!found && fgets(line, sizeof(line), f)) {
+        char kind[16], type[16], end[24];
+        unsigned long long start, e;
+        if (strncmp(line, "lock:", 5) != 0 ||
+            sscanf(line + 5, " %*d: %15s %*s %15s %*d %*s %llu %23s", kind, type, &start, end) != 4)
+            continue;
+        if (strcmp(kind, "OFDLCK") != 0 || start != (unsigned long long)l->l_start)
+            continue;
+        if (strcmp(type, l->l_type == F_RDLCK ? "READ" : "WRITE") != 0)
+            continue;
+        if (strcmp(end, "EOF") == 0)
+            found = l->l_len == 0;
+        else
+            found = l->l_len != 0 && sscanf(end, "%llu", &e) == 1 && e == want_end;
+    }
+    fclose(f);
+    return found;
+}
+
+/*
  * The client pid behind lock l that the owner with fd self found in its way:
  * an owner that holds l does not see l as a conflict from its own description,
- * every other owner does. 0 when l belongs to nobody we know (a host process),
- * or when several owners hold identical locks and cannot be told apart.
+ * every other owner does. When several owners hold identical locks (read
+ * locks), each sees another's copy and none stands out: then the kernel's list
+ * of each owner's locks decides, and any holder is a right answer, as F_GETLK
+ * reports one of the conflicting locks. 0 when l belongs to nobody we know
+ * (a host process).
  */
 static uint32_t pt_owner_pid_of(struct pt_inode *i, int self, const struct flock *l)
 {
     uint32_t pid = 0;
+    bool found = false;
 
     pthread_mutex_lock(&i->lock_mu);
     for (struct pt_lock_owner *o = i->owners; o; o = o->next) {
@@ -207,7 +251,14 @@ static uint32_t pt_owner_pid_of(struct pt_inode *i, int self, const struct flock
             continue;
         if (q.l_type != l->l_type || q.l_start != l->l_start || q.l_len != l->l_len) {
             pid = o->pid;
+            found = true;
             break;
+        }
+    }
+    for (struct pt_lock_owner *o = i->owners; o && !found; o = o->next) {
+        if (o->fd != self && pt_fd_holds(i->fs, o->fd, l)) {
+            pid = o->pid;
+            found = true;
         }
     }
     pthread_mutex_unlock(&i->lock_mu);

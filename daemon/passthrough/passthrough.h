@@ -53,9 +53,15 @@ long pt_fs_fd_budget(const struct pt_fs *fs);
 long pt_fs_fds_in_use(const struct pt_fs *fs);
 
 /*
- * Not supported yet, refused by pt_fs_new with -EOPNOTSUPP: --translate-uid/gid,
- * --uid-map/--gid-map, --inode-file-handles prefer|mandatory, --security-label.
- * --xattrmap implies --xattr; --posix-acl without xattrs is -EINVAL.
+ * Checks the --translate-uid / --translate-gid rules (idmap.c): 0, or -EINVAL
+ * with a sentence naming the bad rule in err.
+ */
+int pt_fs_check_ids(const struct vufsd_config *cfg, char *err, size_t errlen);
+
+/*
+ * Not supported yet, refused by pt_fs_new with -EOPNOTSUPP:
+ * --inode-file-handles prefer|mandatory. Bad --translate-uid/gid rules are
+ * -EINVAL. --xattrmap implies --xattr; --posix-acl without xattrs is -EINVAL.
  * pt_fs_new sets the process umask to 0 and, as root, drops supplementary groups.
  */
 

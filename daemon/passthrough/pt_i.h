@@ -207,6 +207,58 @@ void pt_cred_leave(struct pt_cred *c);
 /* The mode to create with, given the client's umask (FUSE_DONT_MASK). */
 mode_t pt_create_mode(struct pt_fs *fs, struct pt_inode *parent, mode_t mode, uint32_t umask);
 
+/* ---- uid/gid translation (idmap.c) ------------------------------------------ */
+
+enum pt_idmap_kind { PT_ID_RANGE, PT_ID_SQUASH, PT_ID_FAIL };
+
+/* [from, from + count) -> to + (id - from) (RANGE), to (SQUASH) or EPERM (FAIL). */
+struct pt_idmap_ent {
+    uint32_t from;
+    uint64_t count;
+    uint32_t to;
+    enum pt_idmap_kind kind;
+};
+
+struct pt_idmap_dir {
+    struct pt_idmap_ent *e;
+    size_t n;
+};
+
+/* One of uids or gids: the two directions are independent tables. */
+struct pt_idmap {
+    struct pt_idmap_dir to_host;
+    struct pt_idmap_dir to_guest;
+};
+
+/* Adds one --translate-uid/gid rule; -EINVAL with a message in err. */
+int pt_idmap_add(struct pt_idmap *m, const char *spec, char *err, size_t errlen);
+/* Adds space-separated rules (repeated options, as the option parser joins them). */
+int pt_idmap_parse(struct pt_idmap *m, const char *specs, char *err, size_t errlen);
+void pt_idmap_free(struct pt_idmap *m);
+/* 0 and *host, or -EPERM for a forbidden guest id. Unmapped ids map to themselves. */
+int pt_idmap_to_host(const struct pt_idmap *m, uint32_t guest, uint32_t *host);
+uint32_t pt_idmap_to_guest(const struct pt_idmap *m, uint32_t host);
+/* The request's caller as host ids; -EPERM when a rule forbids either. */
+int pt_req_host_ids(const struct pt_fs *fs, const struct fll_req *r, uid_t *uid, gid_t *gid);
+/* Host uid/gid of an attribute reply, as the guest sees them. */
+void pt_attr_to_guest(const struct pt_fs *fs, struct fuse_attr *a);
+
+/* ---- Security labels of new inodes (secctx.c) -------------------------------- */
+
+/*
+ * Sets the request's security context (if any, and --security-label) on the
+ * new object i, through fd when the caller has it open (CREATE, TMPFILE),
+ * else through pt_xattr_call. 0 or the host's -errno.
+ */
+int pt_secctx_apply(struct pt_fs *fs, const struct fll_req *r, struct pt_inode *i, int fd);
+/*
+ * MKDIR, MKNOD, SYMLINK: labels the entry name of parent that e was just
+ * filled for; on failure removes it again (unlinkat with unlink_flags), drops
+ * the lookup e counted and returns the error.
+ */
+int pt_secctx_finish(struct pt_fs *fs, const struct fll_req *r, struct pt_inode *parent,
+                     const char *name, struct fuse_entry_out *e, int unlink_flags);
+
 /* ---- xattr mapping (xattrmap.c) --------------------------------------------- */
 
 enum pt_xmap_type { PT_XMAP_PREFIX, PT_XMAP_OK, PT_XMAP_BAD, PT_XMAP_UNSUPPORTED };
@@ -280,6 +332,9 @@ struct pt_fs {
     bool killpriv_v2_opt;
     bool announce_submounts;
     bool readonly;
+    bool security_label;      /* --security-label: FUSE_SECURITY_CTX */
+    struct pt_idmap uidmap;   /* --translate-uid (empty: identity) */
+    struct pt_idmap gidmap;   /* --translate-gid */
     bool switch_creds;        /* running as root: creating ops take the caller's ids */
     double timeout;           /* entry/attr timeout, seconds */
     struct pt_xattrmap xmap;

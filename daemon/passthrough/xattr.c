@@ -167,7 +167,12 @@ int pt_op_setxattr(struct fll_req *r, uint64_t nodeid, const char *name, const v
         ret = pt_statx_fd(i->fd, &st);
         if (ret < 0)
             return ret;
-        if ((st.stx_mode & S_ISGID) && fll_req_gid(r) != st.stx_gid && fll_req_uid(r) != 0 &&
+        uid_t huid;
+        gid_t hgid;
+        /* The caller as host ids; a forbidden one is no member of anything. */
+        bool keeps = pt_req_host_ids(fs, r, &huid, &hgid) == 0 &&
+                     (hgid == st.stx_gid || huid == 0);
+        if ((st.stx_mode & S_ISGID) && !keeps &&
             i->type != S_IFLNK &&
             fchmodat(fs->proc_self_fd, pt_proc_name(num, i->fd), st.stx_mode & 07777 & ~S_ISGID,
                      0) < 0)

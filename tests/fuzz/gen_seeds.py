@@ -41,6 +41,21 @@ def fuse_req(opcode, nodeid, body, unique=2):
     return hdr + body
 
 
+def secctx(xname, value):
+    """A fuse_secctx_header blob with one context, padded as Linux pads it."""
+    ent = struct.pack("<II", len(value), 0) + xname + b"\0" + value
+    ent += b"\0" * (-len(ent) % 8)
+    return struct.pack("<II", 8 + len(ent), 1) + ent
+
+
+def with_ext(req, ext):
+    """req with ext appended as its request extensions (total_extlen, len)."""
+    req = bytearray(req + ext)
+    struct.pack_into("<I", req, 0, len(req))
+    struct.pack_into("<H", req, 36, len(ext) // 8)
+    return bytes(req)
+
+
 def fll_seed(req, init_first=True, reply=65536):
     ctl = bytes([0, 0]) + struct.pack("<H", reply // 16) + \
         bytes([(1 if init_first else 0), 0xff])
@@ -74,6 +89,13 @@ def fll_seeds():
     write("fuzz_fll", "create", fll_seed(fuse_req(
         "CREATE", 1, struct.pack("<IIII", 0o102, 0o644, 0o22, 0) + name("new"))))
     write("fuzz_fll", "symlink", fll_seed(fuse_req("SYMLINK", 1, name("link") + name("target"))))
+    # FUSE_SECURITY_CTX: a label as a 7.38+ request extension.
+    write("fuzz_fll", "mkdir-secctx", fll_seed(with_ext(
+        fuse_req("MKDIR", 1, struct.pack("<II", 0o755, 0o22) + name("dir")),
+        secctx(b"security.selinux", b"system_u:object_r:tmp_t:s0\0"))))
+    write("fuzz_fll", "create-secctx", fll_seed(with_ext(
+        fuse_req("CREATE", 1, struct.pack("<IIII", 0o102, 0o644, 0o22, 0) + name("new")),
+        secctx(b"security.SMACK64", b"_"))))
     # CVE-2026-47243: an absolute host path as the SYMLINK name must be refused.
     write("fuzz_fll", "symlink-abs-name", fll_seed(fuse_req(
         "SYMLINK", 1, name("/etc/cron.d/x") + name("/bin/sh"))))

@@ -16,6 +16,7 @@
 #   --rundir DIR         where logs go (default: a new ${VUFS_GUEST_LOGS:-/tmp}/vufs-guest.*)
 #   --keep               keep the shared directory even on PASS
 #   --smp N / --mem MB   guest size (default 2 / 2048)
+#   --append ARGS        extra guest kernel command line (e.g. an LSM choice)
 #
 # The guest prints its output on ttyS1 (RUNDIR/output.log), the kernel console is
 # RUNDIR/console.log and the backend's RUNDIR/backend.log. The verdict comes from
@@ -27,10 +28,10 @@
 set -uo pipefail
 
 here=$(cd "$(dirname "$0")" && pwd)
-backend= script= dir= timeout=600 min_sums=0 rundir= keep=0 smp=2 mem=2048
+backend= script= dir= timeout=600 min_sums=0 rundir= keep=0 smp=2 mem=2048 append=
 files=() sets=()
 
-usage() { sed -n '4,25p' "$0" >&2; exit 2; }
+usage() { sed -n '4,26p' "$0" >&2; exit 2; }
 while [ $# -gt 0 ]; do
     case "$1" in
     --backend) backend=$2; shift 2 ;;
@@ -44,6 +45,7 @@ while [ $# -gt 0 ]; do
     --keep) keep=1; shift ;;
     --smp) smp=$2; shift 2 ;;
     --mem) mem=$2; shift 2 ;;
+    --append) append=$2; shift 2 ;;
     -h|--help) usage ;;
     *) echo "run-guest: unknown argument $1" >&2; usage ;;
     esac
@@ -134,7 +136,7 @@ qemu=(qemu-system-x86_64 -machine q35 -accel tcg,thread=multi -cpu max
     -chardev "socket,id=vfs,path=$sock"
     -device vhost-user-fs-pci,chardev=vfs,tag=myfs,queue-size=1024
     -kernel "$kdir/vmlinux" -initrd "$rundir/initrd.img"
-    -append "console=ttyS0 rdinit=/init panic=-1 quiet loglevel=4 vufs.tag=myfs"
+    -append "console=ttyS0 rdinit=/init panic=-1 quiet loglevel=4 vufs.tag=myfs${append:+ $append}"
     -nodefaults -no-user-config -display none -no-reboot
     -chardev "file,id=con,path=$rundir/console.log" -serial chardev:con
     -chardev "file,id=out,path=$rundir/output.log" -serial chardev:out)

@@ -244,6 +244,7 @@ static void roundtrip(enum vfe_dax_proto proto, const char *daemon)
     }
     assert_int_equal(e->init.map_alignment, 12);
     assert_true(e->init.flags & FUSE_MAP_ALIGNMENT);
+    assert_true(e->init.flags & FUSE_HAS_INODE_DAX); /* auto, the default policy */
 
     host_file(e, "f", 6 * MiB, 1);
     uint64_t f = lookup(e, "f", NULL);

@@ -100,12 +100,32 @@ static void test_long_options(void **state)
     assert_string_equal(p->cfg.translate_uid, "map:1000:0:1");
     assert_string_equal(p->cfg.uid_map, ":0:1000:1:");
     assert_int_equal(p->cfg.log_level, VUFSD_LOG_DEBUG);
+    assert_null(vopt_unsupported(&p->cfg));
     assert_true(p->cfg.syslog);
     assert_string_equal(p->cfg.tag, "myfs");
     assert_string_equal(p->cfg.xattrmap, ":ok:all:::");
     assert_true(p->cfg.reconnect);
     assert_int_equal(p->cfg.dax_policy, VUFSD_DAX_ALWAYS);
     assert_int_equal(p->cfg.dax_protocol, VUFSD_DAX_PROTO_LEGACY);
+
+    /* The id options repeat, as in the Rust daemon; the values are kept in order. */
+    parse(p, "--shared-dir=/srv --fd=3 --translate-uid map:1:2:3 --translate-uid=forbid-guest:0:1 "
+             "--translate-gid squash-guest:0:5:10 --uid-map :0:1000:1: --uid-map=:1:2:3: "
+             "--gid-map :0:1000:1: -o translate_gid=host:5:0:1");
+    assert_int_equal(p->ret, 0);
+    assert_string_equal(p->cfg.translate_uid, "map:1:2:3 forbid-guest:0:1");
+    assert_string_equal(p->cfg.translate_gid, "squash-guest:0:5:10 host:5:0:1");
+    assert_string_equal(p->cfg.uid_map, ":0:1000:1: :1:2:3:");
+    assert_string_equal(p->cfg.gid_map, ":0:1000:1:");
+    /* A blank inside one value would split it into two rules: refused. */
+    char *argv[] = {(char *)"vufsd", (char *)"--shared-dir=/srv", (char *)"--fd=3",
+                    (char *)"--translate-uid=map:1:2:3 map:4:5:6", NULL};
+    vopt_config_clear(&p->cfg);
+    g_free(p->err);
+    p->err = NULL;
+    p->ret = vopt_parse(4, argv, &p->cfg, &p->action, &p->err);
+    assert_int_equal(p->ret, -EINVAL);
+    assert_non_null(strstr(p->err, "translate-uid"));
 
     parse(p, "--shared-dir /srv --socket-path /s --inode-file-handles");
     assert_int_equal(p->ret, 0);

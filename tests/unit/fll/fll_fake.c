@@ -24,6 +24,13 @@ static void rec(struct fll_req *r, const char *op, uint64_t nodeid, const void *
     fs->in_len = len < sizeof(fs->in) ? len : sizeof(fs->in);
     if (in)
         memcpy(fs->in, in, fs->in_len);
+    const struct fll_secctx *sc = fll_req_secctx(r);
+    fs->secctx_seen = sc != NULL;
+    if (sc) {
+        snprintf(fs->secctx_name, sizeof(fs->secctx_name), "%s", sc->name);
+        fs->secctx_size = sc->size <= sizeof(fs->secctx_value) ? sc->size : 0;
+        memcpy(fs->secctx_value, sc->value, fs->secctx_size);
+    }
 }
 
 static void rec_name(char *dst, size_t max, const char *s)

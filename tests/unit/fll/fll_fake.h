@@ -51,6 +51,10 @@ struct fllt_fake_fs {
     unsigned nforgets;
     struct fuse_removemapping_one rm[FLL_REMOVEMAPPING_MAX];
     unsigned rm_count;
+    bool secctx_seen; /* the last operation got a security context */
+    char secctx_name[FLL_SECCTX_NAME_MAX];
+    unsigned char secctx_value[FLL_SECCTX_VALUE_MAX];
+    size_t secctx_size;
     struct fll_conn conn; /* as init saw it */
     bool inited, destroyed;
     struct fll_req *pending; /* the request kept by an async setlk */

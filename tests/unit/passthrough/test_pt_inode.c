@@ -281,9 +281,13 @@ static void test_unsupported_options_refused(void **state)
 {
     struct pt_t *t = pt_t_new();
 
-    t->cfg.uid_map = (char *)":0:1000:1:";
-    assert_int_equal(pt_t_start(t), -EOPNOTSUPP);
-    t->cfg.uid_map = NULL;
+    /* A --translate-uid rule the grammar refuses. */
+    t->cfg.translate_uid = (char *)"map:1000:0";
+    assert_int_equal(pt_t_start(t), -EINVAL);
+    t->cfg.translate_uid = NULL;
+    t->cfg.translate_gid = (char *)"map:1:1:1 map:1:2:1";
+    assert_int_equal(pt_t_start(t), -EINVAL);
+    t->cfg.translate_gid = NULL;
     t->cfg.inode_file_handles = VUFSD_HANDLES_MANDATORY;
     assert_int_equal(pt_t_start(t), -EOPNOTSUPP);
     t->cfg.inode_file_handles = VUFSD_HANDLES_NEVER;

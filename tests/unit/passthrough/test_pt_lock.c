@@ -65,8 +65,40 @@ static void test_two_owners_conflict(void **state)
     assert_int_equal(t->ops->getlk(&q.r, a.node, &gi, &go), 0);
     assert_int_equal(go.lk.type, F_RDLCK);
     assert_int_equal(go.lk.end, OFFSET_MAX);
-    /* Two identical read locks: either holder, or 0 when they cannot be told apart. */
-    assert_true(go.lk.pid == 0 || go.lk.pid == 101 || go.lk.pid == 102);
+    /* Two identical read locks: either holder, never 0 (nobody). */
+    assert_true(go.lk.pid == 101 || go.lk.pid == 102);
+    /* A third owner with a lock elsewhere is never named for this one. */
+    PT_REQ(t, q3);
+    assert_int_equal(setlk(&a, &q3, 4, F_RDLCK, 50, 60, false, false), 0);
+    gi.lk.end = 20;
+    assert_int_equal(t->ops->getlk(&q.r, a.node, &gi, &go), 0);
+    assert_true(go.lk.pid == 101 || go.lk.pid == 102);
+    gi.lk.end = OFFSET_MAX;
+    /* Three identical holders, the asking owner among them: another one. */
+    struct fuse_lk_in gi2 = gi;
+    gi2.owner = 4;
+    assert_int_equal(setlk(&a, &q3, 4, F_RDLCK, 0, OFFSET_MAX, false, false), 0);
+    assert_int_equal(t->ops->getlk(&q.r, a.node, &gi2, &go), 0);
+    assert_int_equal(go.lk.type, F_RDLCK);
+    assert_true(go.lk.pid == 101 || go.lk.pid == 102);
+    assert_int_equal(setlk(&a, &q3, 4, F_UNLCK, 0, OFFSET_MAX, false, false), 0);
+    /* Identical bounded ranges too. */
+    assert_int_equal(setlk(&a, &q3, 5, F_RDLCK, 70, 79, false, false), 0);
+    assert_int_equal(setlk(&a, &q3, 6, F_RDLCK, 70, 79, false, false), 0);
+    gi.lk.start = 75;
+    assert_int_equal(t->ops->getlk(&q.r, a.node, &gi, &go), 0);
+    assert_int_equal(go.lk.start, 0); /* owners 1 and 2 still hold [0, EOF) */
+    assert_int_equal(setlk_now(&a, 1, F_UNLCK, false), 0);
+    assert_int_equal(setlk_now(&a, 2, F_UNLCK, false), 0);
+    assert_int_equal(t->ops->getlk(&q.r, a.node, &gi, &go), 0);
+    assert_int_equal(go.lk.start, 70);
+    assert_int_equal(go.lk.end, 79);
+    assert_true(go.lk.pid == 105 || go.lk.pid == 106);
+    assert_int_equal(setlk(&a, &q3, 5, F_UNLCK, 0, OFFSET_MAX, false, false), 0);
+    assert_int_equal(setlk(&a, &q3, 6, F_UNLCK, 0, OFFSET_MAX, false, false), 0);
+    gi.lk.start = 0;
+    assert_int_equal(setlk_now(&a, 1, F_RDLCK, false), 0);
+    assert_int_equal(setlk_now(&a, 2, F_RDLCK, false), 0);
     /* One holder: its pid exactly (F_GETLK's l_pid). */
     assert_int_equal(setlk_now(&a, 2, F_UNLCK, false), 0);
     assert_int_equal(t->ops->getlk(&q.r, a.node, &gi, &go), 0);
