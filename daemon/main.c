@@ -591,6 +591,19 @@ int main(int argc, char **argv)
         vmain_unmount();
         goto free_fs;
     }
+    /* Handles open with CAP_DAC_READ_SEARCH: checked with what the sandbox kept. */
+    bool fell_back = false;
+    err = pt_fs_check_handles(fs, &fell_back);
+    if (err < 0) {
+        vlog_err("--inode-file-handles=mandatory: cannot open a file handle (%s); it needs "
+                 "CAP_DAC_READ_SEARCH",
+                 strerror(-err));
+        vmain_unmount();
+        goto free_fs;
+    }
+    if (fell_back)
+        vlog_warn("--inode-file-handles=prefer: file handles do not open here (no "
+                  "CAP_DAC_READ_SEARCH?); inodes keep O_PATH fds");
 
     if (cfg.mountpoint) {
         status = vmain_run_devfuse(&cfg);

@@ -70,13 +70,15 @@ int pt_reopen(struct pt_fs *fs, const struct pt_inode *i, int flags)
     char num[16];
     int fd;
 
-    /* The type of an inode never changes, and the O_PATH fd pins the inode. */
+    /* The type of an inode never changes; its O_PATH fd or handle names one object. */
     if (i->type == S_IFDIR) {
         if ((flags & O_ACCMODE) != O_RDONLY)
             return -EISDIR;
     } else if (i->type != S_IFREG) {
         return i->type == S_IFLNK ? -ELOOP : -ENXIO;
     }
+    if (i->fd < 0)
+        return pt_fh_open(i->mnt, &i->fh, flags & ~(O_CREAT | O_EXCL | O_NOCTTY));
     snprintf(num, sizeof(num), "%d", i->fd);
     fd = openat(fs->proc_self_fd, num, (flags & ~(O_CREAT | O_EXCL | O_NOCTTY)) | O_CLOEXEC);
     return fd < 0 ? -errno : fd;
@@ -102,6 +104,20 @@ int pt_fill_entry(struct pt_fs *fs, struct pt_inode *parent, struct pt_inode *i,
 int pt_do_lookup(struct pt_fs *fs, struct pt_inode *parent, const char *name,
                  struct fuse_entry_out *out)
 {
+    _cleanup_ifd_ struct pt_ifd pf = PT_IFD_NONE;
+    int ret;
+
+    if (parent->type != S_IFDIR)
+        return -ENOTDIR;
+    ret = pt_inode_fd(fs, parent, &pf);
+    if (ret < 0)
+        return ret;
+    return pt_do_lookup_at(fs, parent, pf.fd, name, out);
+}
+
+int pt_do_lookup_at(struct pt_fs *fs, struct pt_inode *parent, int pfd, const char *name,
+                    struct fuse_entry_out *out)
+{
     _cleanup_close_ int fd = -1;
     _cleanup_inode_ struct pt_inode *i = NULL;
     struct statx st;
@@ -109,7 +125,7 @@ int pt_do_lookup(struct pt_fs *fs, struct pt_inode *parent, const char *name,
 
     if (parent->type != S_IFDIR)
         return -ENOTDIR;
-    fd = openat(parent->fd, name, O_PATH | O_NOFOLLOW | O_CLOEXEC);
+    fd = openat(pfd, name, O_PATH | O_NOFOLLOW | O_CLOEXEC);
     if (fd < 0)
         return -errno;
     ret = pt_statx_fd(fd, &st);
@@ -146,10 +162,12 @@ void pt_op_forget(struct fll_req *r, uint64_t nodeid, uint64_t nlookup)
     pt_inode_forget(pt_fs_of(r), nodeid, nlookup);
 }
 
-static int pt_attr_reply(struct pt_fs *fs, struct pt_inode *i, struct fuse_attr_out *out)
+/* fd: an fd of inode i (pt_inode_fd, or an open handle). */
+static int pt_attr_reply(struct pt_fs *fs, const struct pt_inode *i, int fd,
+                         struct fuse_attr_out *out)
 {
     struct statx st;
-    int ret = pt_statx_fd(i->fd, &st);
+    int ret = pt_statx_fd(fd, &st);
 
     if (ret < 0)
         return ret;
@@ -166,11 +184,15 @@ int pt_op_getattr(struct fll_req *r, uint64_t nodeid, const struct fuse_getattr_
 {
     struct pt_fs *fs = pt_fs_of(r);
     _cleanup_inode_ struct pt_inode *i = NULL;
+    _cleanup_ifd_ struct pt_ifd f = PT_IFD_NONE;
     int ret = pt_inode_get(fs, nodeid, &i);
 
     if (ret < 0)
         return ret;
-    return pt_attr_reply(fs, i, out);
+    ret = pt_inode_fd(fs, i, &f);
+    if (ret < 0)
+        return ret;
+    return pt_attr_reply(fs, i, f.fd, out);
 }
 
 void pt_drop_mapped_capability(struct pt_fs *fs, struct pt_inode *i, int fd)
@@ -191,11 +213,15 @@ void pt_drop_mapped_capability(struct pt_fs *fs, struct pt_inode *i, int fd)
 
 int pt_kill_suidgid(struct pt_fs *fs, struct pt_inode *i, int fd)
 {
+    _cleanup_ifd_ struct pt_ifd f = PT_IFD_NONE;
     struct statx st;
     mode_t mode, clear = S_ISUID;
     char path[PT_PROC_PATH_MAX];
-    int ret = pt_statx_fd(fd >= 0 ? fd : i->fd, &st);
+    int ret = fd >= 0 ? 0 : pt_inode_fd(fs, i, &f);
 
+    if (ret < 0)
+        return ret;
+    ret = pt_statx_fd(fd >= 0 ? fd : f.fd, &st);
     if (ret < 0)
         return ret;
     if (i->type != S_IFREG)
@@ -208,11 +234,11 @@ int pt_kill_suidgid(struct pt_fs *fs, struct pt_inode *i, int fd)
     if (fd >= 0)
         ret = fchmod(fd, mode & ~clear);
     else
-        ret = fchmodat(fs->proc_self_fd, pt_proc_name(path, i->fd), mode & ~clear, 0);
+        ret = fchmodat(fs->proc_self_fd, pt_proc_name(path, f.fd), mode & ~clear, 0);
     return ret < 0 ? -errno : 0;
 }
 
-static int pt_setattr_times(struct pt_fs *fs, struct pt_inode *i, int fd,
+static int pt_setattr_times(struct pt_fs *fs, struct pt_inode *i, int fd, int pfd,
                             const struct fuse_setattr_in *in)
 {
     struct timespec tv[2] = { { .tv_nsec = UTIME_OMIT }, { .tv_nsec = UTIME_OMIT } };
@@ -238,9 +264,9 @@ static int pt_setattr_times(struct pt_fs *fs, struct pt_inode *i, int fd,
     if (fd >= 0)
         ret = futimens(fd, tv);
     else {
-        ret = utimensat(i->fd, "", tv, AT_EMPTY_PATH);
+        ret = utimensat(pfd, "", tv, AT_EMPTY_PATH);
         if (ret < 0 && errno == EINVAL && i->type != S_IFLNK)
-            ret = utimensat(fs->proc_self_fd, pt_proc_name(path, i->fd), tv, 0);
+            ret = utimensat(fs->proc_self_fd, pt_proc_name(path, pfd), tv, 0);
     }
     return ret < 0 ? -errno : 0;
 }
@@ -251,6 +277,7 @@ int pt_op_setattr(struct fll_req *r, uint64_t nodeid, const struct fuse_setattr_
     struct pt_fs *fs = pt_fs_of(r);
     _cleanup_inode_ struct pt_inode *i = NULL;
     _cleanup_handle_ struct pt_handle *h = NULL;
+    _cleanup_ifd_ struct pt_ifd pf = PT_IFD_NONE;
     char path[PT_PROC_PATH_MAX];
     int fd = -1;
     int ret;
@@ -260,6 +287,9 @@ int pt_op_setattr(struct fll_req *r, uint64_t nodeid, const struct fuse_setattr_
         return ret;
     if (fs->readonly)
         return -EROFS;
+    ret = pt_inode_fd(fs, i, &pf);
+    if (ret < 0)
+        return ret;
     if (in->valid & FATTR_FH) {
         ret = pt_handle_get(fs, in->fh, nodeid, &h);
         if (ret < 0)
@@ -274,7 +304,7 @@ int pt_op_setattr(struct fll_req *r, uint64_t nodeid, const struct fuse_setattr_
         if (fd >= 0)
             ret = fchmod(fd, in->mode & 07777);
         else
-            ret = fchmodat(fs->proc_self_fd, pt_proc_name(path, i->fd), in->mode & 07777, 0);
+            ret = fchmodat(fs->proc_self_fd, pt_proc_name(path, pf.fd), in->mode & 07777, 0);
         if (ret < 0)
             return -errno;
     }
@@ -285,7 +315,7 @@ int pt_op_setattr(struct fll_req *r, uint64_t nodeid, const struct fuse_setattr_
             return ret;
         if ((in->valid & FATTR_GID) && (ret = pt_idmap_to_host(&fs->gidmap, in->gid, &gid)) < 0)
             return ret;
-        if (fchownat(i->fd, "", uid, gid, AT_EMPTY_PATH | AT_SYMLINK_NOFOLLOW) < 0)
+        if (fchownat(pf.fd, "", uid, gid, AT_EMPTY_PATH | AT_SYMLINK_NOFOLLOW) < 0)
             return -errno;
         pt_drop_mapped_capability(fs, i, fd);
         if (in->valid & FATTR_KILL_SUIDGID) {
@@ -319,17 +349,18 @@ int pt_op_setattr(struct fll_req *r, uint64_t nodeid, const struct fuse_setattr_
         pt_drop_mapped_capability(fs, i, fd);
     }
     if (in->valid & (FATTR_ATIME | FATTR_MTIME | FATTR_ATIME_NOW | FATTR_MTIME_NOW)) {
-        ret = pt_setattr_times(fs, i, fd, in);
+        ret = pt_setattr_times(fs, i, fd, pf.fd, in);
         if (ret < 0)
             return ret;
     }
-    return pt_attr_reply(fs, i, out);
+    return pt_attr_reply(fs, i, pf.fd, out);
 }
 
 int pt_op_readlink(struct fll_req *r, uint64_t nodeid, char *buf, size_t size)
 {
     struct pt_fs *fs = pt_fs_of(r);
     _cleanup_inode_ struct pt_inode *i = NULL;
+    _cleanup_ifd_ struct pt_ifd f = PT_IFD_NONE;
     ssize_t n;
     int ret = pt_inode_get(fs, nodeid, &i);
 
@@ -337,7 +368,10 @@ int pt_op_readlink(struct fll_req *r, uint64_t nodeid, char *buf, size_t size)
         return ret;
     if (i->type != S_IFLNK)
         return -EINVAL;
-    n = readlinkat(i->fd, "", buf, size);
+    ret = pt_inode_fd(fs, i, &f);
+    if (ret < 0)
+        return ret;
+    n = readlinkat(f.fd, "", buf, size);
     if (n < 0)
         return -errno;
     return (int)n;
@@ -347,6 +381,7 @@ int pt_op_access(struct fll_req *r, uint64_t nodeid, const struct fuse_access_in
 {
     struct pt_fs *fs = pt_fs_of(r);
     _cleanup_inode_ struct pt_inode *i = NULL;
+    _cleanup_ifd_ struct pt_ifd f = PT_IFD_NONE;
     _cleanup_cred_ struct pt_cred cred = { 0 };
     char num[16];
     int ret = pt_inode_get(fs, nodeid, &i);
@@ -357,10 +392,13 @@ int pt_op_access(struct fll_req *r, uint64_t nodeid, const struct fuse_access_in
         return -EINVAL;
     if (fs->readonly && (in->mask & W_OK))
         return -EROFS;
+    ret = pt_inode_fd(fs, i, &f); /* before the switch: it may need CAP_DAC_READ_SEARCH */
+    if (ret < 0)
+        return ret;
     ret = pt_cred_enter(fs, r, &cred);
     if (ret < 0)
         return ret;
-    snprintf(num, sizeof(num), "%d", i->fd);
+    snprintf(num, sizeof(num), "%d", f.fd);
     if (faccessat(fs->proc_self_fd, num, (int)in->mask, AT_EACCESS) < 0)
         return -errno;
     return 0;
@@ -371,6 +409,7 @@ int pt_op_statx(struct fll_req *r, uint64_t nodeid, const struct fuse_statx_in *
 {
     struct pt_fs *fs = pt_fs_of(r);
     _cleanup_inode_ struct pt_inode *i = NULL;
+    _cleanup_ifd_ struct pt_ifd f = PT_IFD_NONE;
     struct statx st;
     struct fuse_statx *s = &out->stat;
     int flags = AT_EMPTY_PATH | AT_SYMLINK_NOFOLLOW;
@@ -378,8 +417,11 @@ int pt_op_statx(struct fll_req *r, uint64_t nodeid, const struct fuse_statx_in *
 
     if (ret < 0)
         return ret;
+    ret = pt_inode_fd(fs, i, &f);
+    if (ret < 0)
+        return ret;
     flags |= (int)(in->sx_flags & AT_STATX_SYNC_TYPE);
-    if (statx(i->fd, "", flags, (in->sx_mask & STATX_ALL) | STATX_BASIC_STATS, &st) < 0)
+    if (statx(f.fd, "", flags, (in->sx_mask & STATX_ALL) | STATX_BASIC_STATS, &st) < 0)
         return -errno;
     memset(out, 0, sizeof(*out));
     pt_set_timeout(fs->timeout, &out->attr_valid, &out->attr_valid_nsec);

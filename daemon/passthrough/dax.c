@@ -153,14 +153,21 @@ int pt_fs_dax_open(struct pt_fs *fs, uint64_t nodeid, bool writable)
 static int pt_dax_check_access(struct pt_fs *fs, const struct fll_req *r, struct pt_inode *i,
                                bool writable)
 {
-    _cleanup_cred_ struct pt_cred cred = {0};
-    int ret = pt_cred_enter(fs, r, &cred);
+    /* Before the switch: opening a file handle needs a capability the caller lacks. */
+    _cleanup_ifd_ struct pt_ifd f = PT_IFD_NONE;
+    int ret = pt_inode_fd(fs, i, &f);
 
     if (ret < 0)
         return ret;
-    int fd = pt_reopen(fs, i, writable ? O_RDWR : O_RDONLY);
+    _cleanup_cred_ struct pt_cred cred = {0};
+    ret = pt_cred_enter(fs, r, &cred);
+    if (ret < 0)
+        return ret;
+    char name[PT_PROC_PATH_MAX];
+    int fd = openat(fs->proc_self_fd, pt_proc_name(name, f.fd),
+                    (writable ? O_RDWR : O_RDONLY) | O_CLOEXEC);
     if (fd < 0)
-        return fd;
+        return -errno;
     close(fd);
     return 0;
 }

@@ -18,9 +18,12 @@
 
 #define PT_DIRBUF_MAX (64u * 1024u)
 
-/* References the parent directory of a modifying operation on name. */
+/*
+ * References the parent directory of a modifying operation on name, and gives
+ * an fd on it for the *at() call (opened now, before any credential switch).
+ */
 static int pt_parent_for_change(struct pt_fs *fs, uint64_t parent, const char *name,
-                                struct pt_inode **out)
+                                struct pt_inode **out, struct pt_ifd *pf)
 {
     int ret = pt_check_name(name);
 
@@ -34,7 +37,7 @@ static int pt_parent_for_change(struct pt_fs *fs, uint64_t parent, const char *n
         return -ENOTDIR; /* the caller's cleanup drops the reference */
     if (fs->readonly)
         return -EROFS;
-    return 0;
+    return pt_inode_fd(fs, *out, pf);
 }
 
 int pt_op_mkdir(struct fll_req *r, uint64_t parent, const char *name,
@@ -42,7 +45,8 @@ int pt_op_mkdir(struct fll_req *r, uint64_t parent, const char *name,
 {
     struct pt_fs *fs = pt_fs_of(r);
     _cleanup_inode_ struct pt_inode *p = NULL;
-    int ret = pt_parent_for_change(fs, parent, name, &p);
+    _cleanup_ifd_ struct pt_ifd pf = PT_IFD_NONE;
+    int ret = pt_parent_for_change(fs, parent, name, &p, &pf);
 
     if (ret < 0)
         return ret;
@@ -52,10 +56,10 @@ int pt_op_mkdir(struct fll_req *r, uint64_t parent, const char *name,
         ret = pt_cred_enter(fs, r, &cred);
         if (ret < 0)
             return ret;
-        if (mkdirat(p->fd, name, mode) < 0)
+        if (mkdirat(pf.fd, name, mode) < 0)
             return -errno;
     }
-    ret = pt_do_lookup(fs, p, name, out);
+    ret = pt_do_lookup_at(fs, p, pf.fd, name, out);
     if (ret < 0)
         return ret;
     return pt_secctx_finish(fs, r, p, name, out, AT_REMOVEDIR);
@@ -72,7 +76,8 @@ int pt_op_mknod(struct fll_req *r, uint64_t parent, const char *name,
 {
     struct pt_fs *fs = pt_fs_of(r);
     _cleanup_inode_ struct pt_inode *p = NULL;
-    int ret = pt_parent_for_change(fs, parent, name, &p);
+    _cleanup_ifd_ struct pt_ifd pf = PT_IFD_NONE;
+    int ret = pt_parent_for_change(fs, parent, name, &p, &pf);
     mode_t type = in->mode & S_IFMT;
 
     if (ret < 0)
@@ -87,10 +92,10 @@ int pt_op_mknod(struct fll_req *r, uint64_t parent, const char *name,
         ret = pt_cred_enter(fs, r, &cred);
         if (ret < 0)
             return ret;
-        if (mknodat(p->fd, name, mode, rdev) < 0)
+        if (mknodat(pf.fd, name, mode, rdev) < 0)
             return -errno;
     }
-    ret = pt_do_lookup(fs, p, name, out);
+    ret = pt_do_lookup_at(fs, p, pf.fd, name, out);
     if (ret < 0)
         return ret;
     return pt_secctx_finish(fs, r, p, name, out, 0);
@@ -101,7 +106,8 @@ int pt_op_symlink(struct fll_req *r, uint64_t parent, const char *name, const ch
 {
     struct pt_fs *fs = pt_fs_of(r);
     _cleanup_inode_ struct pt_inode *p = NULL;
-    int ret = pt_parent_for_change(fs, parent, name, &p);
+    _cleanup_ifd_ struct pt_ifd pf = PT_IFD_NONE;
+    int ret = pt_parent_for_change(fs, parent, name, &p, &pf);
 
     if (ret < 0)
         return ret;
@@ -115,10 +121,10 @@ int pt_op_symlink(struct fll_req *r, uint64_t parent, const char *name, const ch
         ret = pt_cred_enter(fs, r, &cred);
         if (ret < 0)
             return ret;
-        if (symlinkat(target, p->fd, name) < 0)
+        if (symlinkat(target, pf.fd, name) < 0)
             return -errno;
     }
-    ret = pt_do_lookup(fs, p, name, out);
+    ret = pt_do_lookup_at(fs, p, pf.fd, name, out);
     if (ret < 0)
         return ret;
     return pt_secctx_finish(fs, r, p, name, out, 0);
@@ -130,8 +136,10 @@ int pt_op_link(struct fll_req *r, uint64_t nodeid, uint64_t newparent, const cha
     struct pt_fs *fs = pt_fs_of(r);
     _cleanup_inode_ struct pt_inode *p = NULL;
     _cleanup_inode_ struct pt_inode *i = NULL;
+    _cleanup_ifd_ struct pt_ifd pf = PT_IFD_NONE;
+    _cleanup_ifd_ struct pt_ifd f = PT_IFD_NONE;
     char path[PT_PROC_PATH_MAX];
-    int ret = pt_parent_for_change(fs, newparent, newname, &p);
+    int ret = pt_parent_for_change(fs, newparent, newname, &p, &pf);
 
     if (ret < 0)
         return ret;
@@ -140,37 +148,42 @@ int pt_op_link(struct fll_req *r, uint64_t nodeid, uint64_t newparent, const cha
         return ret;
     if (i->type == S_IFDIR)
         return -EPERM;
+    ret = pt_inode_fd(fs, i, &f);
+    if (ret < 0)
+        return ret;
     /* AT_EMPTY_PATH needs CAP_DAC_READ_SEARCH; the /proc link works without. */
-    if (linkat(i->fd, "", p->fd, newname, AT_EMPTY_PATH) < 0) {
+    if (linkat(f.fd, "", pf.fd, newname, AT_EMPTY_PATH) < 0) {
         if (errno != ENOENT && errno != EPERM)
             return -errno;
-        if (linkat(fs->proc_self_fd, pt_proc_name(path, i->fd), p->fd, newname,
+        if (linkat(fs->proc_self_fd, pt_proc_name(path, f.fd), pf.fd, newname,
                    AT_SYMLINK_FOLLOW) < 0)
             return -errno;
     }
-    return pt_do_lookup(fs, p, newname, out);
+    return pt_do_lookup_at(fs, p, pf.fd, newname, out);
 }
 
 int pt_op_unlink(struct fll_req *r, uint64_t parent, const char *name)
 {
     struct pt_fs *fs = pt_fs_of(r);
     _cleanup_inode_ struct pt_inode *p = NULL;
-    int ret = pt_parent_for_change(fs, parent, name, &p);
+    _cleanup_ifd_ struct pt_ifd pf = PT_IFD_NONE;
+    int ret = pt_parent_for_change(fs, parent, name, &p, &pf);
 
     if (ret < 0)
         return ret;
-    return unlinkat(p->fd, name, 0) < 0 ? -errno : 0;
+    return unlinkat(pf.fd, name, 0) < 0 ? -errno : 0;
 }
 
 int pt_op_rmdir(struct fll_req *r, uint64_t parent, const char *name)
 {
     struct pt_fs *fs = pt_fs_of(r);
     _cleanup_inode_ struct pt_inode *p = NULL;
-    int ret = pt_parent_for_change(fs, parent, name, &p);
+    _cleanup_ifd_ struct pt_ifd pf = PT_IFD_NONE;
+    int ret = pt_parent_for_change(fs, parent, name, &p, &pf);
 
     if (ret < 0)
         return ret;
-    return unlinkat(p->fd, name, AT_REMOVEDIR) < 0 ? -errno : 0;
+    return unlinkat(pf.fd, name, AT_REMOVEDIR) < 0 ? -errno : 0;
 }
 
 int pt_op_rename(struct fll_req *r, uint64_t parent, const char *name, uint64_t newparent,
@@ -179,17 +192,19 @@ int pt_op_rename(struct fll_req *r, uint64_t parent, const char *name, uint64_t 
     struct pt_fs *fs = pt_fs_of(r);
     _cleanup_inode_ struct pt_inode *p = NULL;
     _cleanup_inode_ struct pt_inode *np = NULL;
+    _cleanup_ifd_ struct pt_ifd pf = PT_IFD_NONE;
+    _cleanup_ifd_ struct pt_ifd npf = PT_IFD_NONE;
     int ret;
 
     if (flags & ~(uint32_t)(RENAME_NOREPLACE | RENAME_EXCHANGE | RENAME_WHITEOUT))
         return -EINVAL;
-    ret = pt_parent_for_change(fs, parent, name, &p);
+    ret = pt_parent_for_change(fs, parent, name, &p, &pf);
     if (ret < 0)
         return ret;
-    ret = pt_parent_for_change(fs, newparent, newname, &np);
+    ret = pt_parent_for_change(fs, newparent, newname, &np, &npf);
     if (ret < 0)
         return ret;
-    if (syscall(SYS_renameat2, p->fd, name, np->fd, newname, flags) < 0)
+    if (syscall(SYS_renameat2, pf.fd, name, npf.fd, newname, flags) < 0)
         return -errno;
     return 0;
 }
@@ -245,14 +260,20 @@ static bool pt_readdir_add(struct pt_fs *fs, struct pt_handle *h, struct fll_dir
                            const struct pt_dirent64 *d)
 {
     struct fuse_entry_out e;
+    uint64_t ino = d->d_ino;
 
+    /* The share's root has no parent for the client: its ".." is itself, and
+     * the number of the host directory above the share stays on the host. */
+    if (h->ino == fs->root && strcmp(d->d_name, "..") == 0)
+        ino = fs->root->ino;
     if (!db->plus)
-        return fll_dirbuf_add(db, d->d_name, d->d_ino, d->d_type, (uint64_t)d->d_off, NULL);
+        return fll_dirbuf_add(db, d->d_name, ino, d->d_type, (uint64_t)d->d_off, NULL);
     memset(&e, 0, sizeof(e));
-    /* No lookup for "." and "..", nor when it fails (nodeid 0 = attributes unknown). */
-    if (!pt_is_dot(d->d_name) && pt_do_lookup(fs, h->ino, d->d_name, &e) < 0)
+    /* No lookup for "." and "..", nor when it fails (nodeid 0 = attributes unknown).
+     * The directory's own open fd is the parent for the lookup. */
+    if (!pt_is_dot(d->d_name) && pt_do_lookup_at(fs, h->ino, h->fd, d->d_name, &e) < 0)
         memset(&e, 0, sizeof(e));
-    if (fll_dirbuf_add(db, d->d_name, d->d_ino, d->d_type, (uint64_t)d->d_off, &e))
+    if (fll_dirbuf_add(db, d->d_name, ino, d->d_type, (uint64_t)d->d_off, &e))
         return true;
     if (e.nodeid)
         pt_inode_forget(fs, e.nodeid, 1);

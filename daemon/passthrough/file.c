@@ -144,6 +144,7 @@ static int pt_create_common(struct fll_req *r, uint64_t parent, const char *name
     struct pt_fs *fs = pt_fs_of(r);
     _cleanup_inode_ struct pt_inode *p = NULL;
     _cleanup_inode_ struct pt_inode *i = NULL;
+    _cleanup_ifd_ struct pt_ifd pf = PT_IFD_NONE;
     _cleanup_close_ int fd = -1;
     mode_t type = in->mode & S_IFMT;
     uint64_t fh;
@@ -169,6 +170,9 @@ static int pt_create_common(struct fll_req *r, uint64_t parent, const char *name
     if (tmpfile && (flags & O_ACCMODE) == O_RDONLY)
         return -EINVAL;
     mode_t mode = pt_create_mode(fs, p, in->mode, in->umask);
+    ret = pt_inode_fd(fs, p, &pf); /* before the credential switch */
+    if (ret < 0)
+        return ret;
 
     ret = pt_fd_reserve(fs);
     if (ret < 0)
@@ -179,14 +183,14 @@ static int pt_create_common(struct fll_req *r, uint64_t parent, const char *name
         if (ret < 0)
             goto unreserve;
         if (tmpfile)
-            fd = openat(p->fd, ".", (flags & ~O_TRUNC) | O_TMPFILE | O_CLOEXEC, mode);
+            fd = openat(pf.fd, ".", (flags & ~O_TRUNC) | O_TMPFILE | O_CLOEXEC, mode);
         else
-            fd = openat(p->fd, name, flags | O_CREAT | O_EXCL | O_NOFOLLOW | O_CLOEXEC, mode);
+            fd = openat(pf.fd, name, flags | O_CREAT | O_EXCL | O_NOFOLLOW | O_CLOEXEC, mode);
         ret = fd < 0 ? -errno : 0;
     }
     if (ret == -EEXIST && !tmpfile && !(in->flags & O_EXCL)) {
         /* The name exists: open it only if it is a regular file. */
-        _cleanup_close_ int pfd = openat(p->fd, name, O_PATH | O_NOFOLLOW | O_CLOEXEC);
+        _cleanup_close_ int pfd = openat(pf.fd, name, O_PATH | O_NOFOLLOW | O_CLOEXEC);
         struct statx st;
         if (pfd < 0) {
             ret = -errno;
@@ -220,7 +224,7 @@ static int pt_create_common(struct fll_req *r, uint64_t parent, const char *name
         ret = pt_secctx_apply(fs, r, i, fd);
         if (ret < 0) {
             if (!tmpfile)
-                (void)unlinkat(p->fd, name, 0);
+                (void)unlinkat(pf.fd, name, 0);
             pt_inode_forget(fs, entry->nodeid, 1);
             goto unreserve;
         }

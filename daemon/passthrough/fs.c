@@ -100,6 +100,49 @@ static int pt_fs_setup_xattr(struct pt_fs *fs, const struct vufsd_config *cfg)
 }
 
 /*
+ * --inode-file-handles: the share's root gives the first handle and the mount
+ * fd of the share's own mount (the root directory reopened read-only). A share
+ * on a filesystem without handles fails with mandatory, and serves with O_PATH
+ * fds with prefer.
+ */
+static int pt_fs_setup_handles(struct pt_fs *fs, enum vufsd_inode_handles mode)
+{
+    int ret;
+
+    if (mode == VUFSD_HANDLES_NEVER)
+        return 0;
+    ret = pt_fh_make(fs, fs->root->fd, S_IFDIR, fs->root->mnt_id, &fs->root_fh, &fs->root_mnt);
+    if (ret < 0)
+        return mode == VUFSD_HANDLES_MANDATORY ? ret : 0;
+    fs->handles = mode;
+    return 0;
+}
+
+int pt_fs_check_handles(struct pt_fs *fs, bool *fell_back)
+{
+    int fd;
+
+    *fell_back = false;
+    if (fs->handles == VUFSD_HANDLES_NEVER)
+        return 0;
+    fd = pt_fh_open(fs->root_mnt, &fs->root_fh, O_PATH);
+    if (fd >= 0) {
+        close(fd);
+        return 0;
+    }
+    if (fs->handles == VUFSD_HANDLES_MANDATORY)
+        return fd;
+    fs->handles = VUFSD_HANDLES_NEVER;
+    *fell_back = true;
+    return 0;
+}
+
+enum vufsd_inode_handles pt_fs_handles(const struct pt_fs *fs)
+{
+    return fs->handles;
+}
+
+/*
  * In a user namespace whose setgroups is "deny" (--uid-map as an unprivileged
  * user) the supplementary groups cannot be changed by anyone, so there is
  * nothing to drop.
@@ -128,11 +171,6 @@ struct pt_fs *pt_fs_new(const struct vufsd_config *cfg, int *err)
         *err = -EINVAL;
         return NULL;
     }
-    /* Not implemented yet: refuse rather than silently ignore. */
-    if (cfg->inode_file_handles != VUFSD_HANDLES_NEVER) {
-        *err = -EOPNOTSUPP;
-        return NULL;
-    }
     fs = calloc(1, sizeof(*fs));
     if (!fs) {
         *err = -ENOMEM;
@@ -140,7 +178,12 @@ struct pt_fs *pt_fs_new(const struct vufsd_config *cfg, int *err)
     }
     fs->proc_self_fd = -1;
     pthread_mutex_init(&fs->cwd_lock, NULL);
+    for (unsigned k = 0; k < PT_INODE_LOCK_STRIPES; k++)
+        pthread_mutex_init(&fs->inode_locks[k], NULL);
     ret = pt_itab_init(&fs->itab);
+    if (ret == 0)
+        ret = pt_mnts_init(&fs->mnts);
+    pt_fdc_init(&fs->fdc);
     if (ret == 0)
         ret = pt_htab_init(&fs->htab);
     if (ret == 0)
@@ -189,8 +232,13 @@ struct pt_fs *pt_fs_new(const struct vufsd_config *cfg, int *err)
         close(fd);
         goto fail;
     }
-    /* The first inode gets index 1, generation 0: FUSE_ROOT_ID. Never put. */
+    /* The first inode gets index 1, generation 0: FUSE_ROOT_ID. Never put. It
+     * keeps its O_PATH fd whatever the handle setting (the xattr path form
+     * returns the working directory to it). */
     ret = pt_inode_intern(fs, fd, &st, false, &fs->root);
+    if (ret < 0)
+        goto fail;
+    ret = pt_fs_setup_handles(fs, cfg->inode_file_handles);
     if (ret < 0)
         goto fail;
 
@@ -218,7 +266,10 @@ void pt_fs_free(struct pt_fs *fs)
         return;
     pt_locks_cancel_all(fs, -EINTR, true);
     pt_htab_destroy(fs);
+    pt_fdc_destroy(fs); /* before the inodes it points to */
     pt_itab_destroy(fs);
+    pt_fh_free(&fs->root_fh);
+    pt_mnts_destroy(fs); /* with the root's mount */
     if (fs->proc_self_fd >= 0)
         close(fs->proc_self_fd);
     pt_xattrmap_free(&fs->xmap);
@@ -226,6 +277,8 @@ void pt_fs_free(struct pt_fs *fs)
     pt_idmap_free(&fs->gidmap);
     free(fs->cap_mapped);
     pthread_mutex_destroy(&fs->cwd_lock);
+    for (unsigned k = 0; k < PT_INODE_LOCK_STRIPES; k++)
+        pthread_mutex_destroy(&fs->inode_locks[k]);
     pthread_mutex_destroy(&fs->locks.lock);
     pthread_cond_destroy(&fs->locks.cond);
     free(fs);
@@ -301,12 +354,16 @@ static int pt_op_statfs(struct fll_req *r, uint64_t nodeid, struct fuse_statfs_o
 {
     struct pt_fs *fs = pt_fs_of(r);
     _cleanup_inode_ struct pt_inode *i = NULL;
+    _cleanup_ifd_ struct pt_ifd f = PT_IFD_NONE;
     struct statfs sf;
     int ret = pt_inode_get(fs, nodeid, &i);
 
     if (ret < 0)
         return ret;
-    if (fstatfs(i->fd, &sf) < 0)
+    ret = pt_inode_fd(fs, i, &f);
+    if (ret < 0)
+        return ret;
+    if (fstatfs(f.fd, &sf) < 0)
         return -errno;
     memset(out, 0, sizeof(*out));
     out->st.blocks = sf.f_blocks;

@@ -1,8 +1,8 @@
 /* SPDX-License-Identifier: GPL-2.0-or-later */
 /*
- * The inode table: one O_PATH fd per host object the client knows, keyed by
- * (st_dev, st_ino, mnt_id), addressed by the client through node ids that are
- * table indices plus a generation, never pointers.
+ * The inode table: one O_PATH fd or file handle per host object the client
+ * knows, keyed by (st_dev, st_ino, mnt_id), addressed by the client through
+ * node ids that are table indices plus a generation, never pointers.
  *
  * Everything here is protected by pt_itab.lock. The table is chunked so an
  * inode's address is stable while an operation holds a reference to it. The
@@ -51,6 +51,7 @@ static void pt_hash_insert_locked(struct pt_itab *t, struct pt_inode *i)
 
     i->hnext = t->buckets[b];
     t->buckets[b] = i->idx;
+    i->hashed = true;
 }
 
 static void pt_hash_remove_locked(struct pt_itab *t, struct pt_inode *i)
@@ -58,11 +59,14 @@ static void pt_hash_remove_locked(struct pt_itab *t, struct pt_inode *i)
     size_t b = pt_hash_key(i->dev, i->ino, i->mnt_id) & (t->nbuckets - 1);
     uint32_t *link = &t->buckets[b];
 
+    if (!i->hashed)
+        return; /* a stale inode, unhashed already */
     while (*link) {
         struct pt_inode *cur = pt_slot_locked(t, *link);
         if (cur == i) {
             *link = i->hnext;
             i->hnext = 0;
+            i->hashed = false;
             return;
         }
         link = &cur->hnext;
@@ -134,45 +138,65 @@ static struct pt_inode *pt_slot_alloc_locked(struct pt_fs *fs)
             chunk[k].fs = fs;
             chunk[k].idx = (c << PT_CHUNK_SHIFT) | k;
             chunk[k].fd = -1;
-            pthread_mutex_init(&chunk[k].lock_mu, NULL);
         }
         t->chunks[c] = chunk;
     }
     return &chunk[t->next_fresh++ & (PT_CHUNK_SIZE - 1)];
 }
 
-/* Unhashes a LIVE inode with no users, returns its fd for closing outside the lock. */
-static int pt_inode_free_locked(struct pt_itab *t, struct pt_inode *i)
-{
-    int fd = i->fd;
+/* What a freed inode held, released outside the table lock. */
+struct pt_inode_rest {
+    int fd;
+    int cached_fd; /* from the fd cache */
+    struct pt_mount *mnt;
+    struct pt_fh fh;
+    uint64_t nodeid; /* the freed node id (its DAX mappings go too), 0 = none */
+};
+static const struct pt_inode_rest pt_rest_none = {.fd = -1, .cached_fd = -1, .mnt = NULL};
 
+/* Unhashes a LIVE inode with no users; its fd or handle goes to rest. */
+static void pt_inode_free_locked(struct pt_itab *t, struct pt_inode *i, struct pt_inode_rest *rest)
+{
     assert(i->live && i->refs == 0 && i->nlookup == 0);
     assert(i->owners == NULL && i->nhandles == 0); /* handles hold references */
+    assert(rest->fd < 0 && !rest->mnt);
     pt_hash_remove_locked(t, i);
+    rest->fd = i->fd;
+    rest->mnt = i->mnt;
+    rest->fh = i->fh;
+    rest->nodeid = pt_inode_nodeid(i);
+    if (i->mnt)
+        rest->cached_fd = pt_fdc_drop_locked(i->fs, i);
     i->live = false;
     i->fd = -1;
+    i->mnt = NULL;
+    memset(&i->fh, 0, sizeof(i->fh));
     i->gen++;
     i->fnext = t->free_head;
     t->free_head = i->idx;
     t->count--;
-    return fd;
 }
 
-static void pt_inode_close_fd(struct pt_fs *fs, int fd)
+static void pt_inode_release_rest(struct pt_fs *fs, struct pt_inode_rest *rest)
 {
-    if (fd >= 0) {
-        close(fd);
+    if (rest->fd >= 0) {
+        close(rest->fd);
         pt_fd_unreserve(fs);
     }
-}
-
-/* After pt_inode_free_locked, without the table lock: its fd, its DAX mappings. */
-static void pt_inode_gone(struct pt_fs *fs, int fd, uint64_t nodeid)
-{
-    if (fd < 0)
-        return;
-    pt_inode_close_fd(fs, fd);
-    pt_dax_inode_gone(fs, nodeid);
+    if (rest->cached_fd >= 0) {
+        close(rest->cached_fd);
+        pt_fd_unreserve(fs);
+    }
+    if (rest->mnt) {
+        pt_fh_free(&rest->fh);
+        pt_mnt_put(fs, rest->mnt);
+    }
+    rest->fd = -1;
+    rest->cached_fd = -1;
+    rest->mnt = NULL;
+    if (rest->nodeid)
+        pt_dax_inode_gone(fs, rest->nodeid);
+    rest->nodeid = 0;
 }
 
 int pt_inode_get(struct pt_fs *fs, uint64_t nodeid, struct pt_inode **out)
@@ -210,18 +234,32 @@ void pt_inode_ref(struct pt_inode *i)
 void pt_inode_put(struct pt_inode *i)
 {
     struct pt_fs *fs = i->fs;
-    int fd = -1;
-
-    uint64_t nodeid = 0;
+    struct pt_inode_rest rest = pt_rest_none;
 
     pthread_mutex_lock(&fs->itab.lock);
     assert(i->live && i->refs > 0);
-    if (--i->refs == 0 && i->nlookup == 0) {
-        nodeid = pt_inode_nodeid(i);
-        fd = pt_inode_free_locked(&fs->itab, i);
-    }
+    if (--i->refs == 0 && i->nlookup == 0)
+        pt_inode_free_locked(&fs->itab, i, &rest);
     pthread_mutex_unlock(&fs->itab.lock);
-    pt_inode_gone(fs, fd, nodeid);
+    pt_inode_release_rest(fs, &rest);
+}
+
+/*
+ * With handles: a hash hit whose handle differs from the object's is an old
+ * inode whose number the host reused (a handle, unlike an fd, does not keep its
+ * object alive). It is unhashed: its node id keeps failing with ESTALE, and
+ * the new object gets an inode of its own.
+ */
+static struct pt_inode *pt_find_current_locked(struct pt_itab *t, dev_t dev, ino_t ino,
+                                               uint64_t mnt_id, const struct pt_fh *fh)
+{
+    struct pt_inode *i = pt_hash_find_locked(t, dev, ino, mnt_id);
+
+    if (i && fh && i->mnt && !pt_fh_equal(&i->fh, fh)) {
+        pt_hash_remove_locked(t, i);
+        return NULL;
+    }
+    return i;
 }
 
 int pt_inode_intern(struct pt_fs *fs, int fd, const struct statx *st, bool count_lookup,
@@ -229,32 +267,53 @@ int pt_inode_intern(struct pt_fs *fs, int fd, const struct statx *st, bool count
 {
     struct pt_itab *t = &fs->itab;
     dev_t dev = makedev(st->stx_dev_major, st->stx_dev_minor);
+    mode_t type = st->stx_mode & S_IFMT;
+    struct pt_inode_rest unused = pt_rest_none;
+    struct pt_fh fh = {0};
+    struct pt_mount *mnt = NULL;
     struct pt_inode *i;
     int ret;
 
     *out = NULL;
+    if (fs->handles != VUFSD_HANDLES_NEVER) {
+        /* Made before the lookup: a system call, never under the table lock. */
+        ret = pt_fh_make(fs, fd, type, st->stx_mnt_id, &fh, &mnt);
+        if (ret < 0 && fs->handles == VUFSD_HANDLES_MANDATORY) {
+            close(fd);
+            return ret;
+        }
+        /* prefer: without a handle, this object keeps an O_PATH fd. */
+    }
     pthread_mutex_lock(&t->lock);
-    i = pt_hash_find_locked(t, dev, st->stx_ino, st->stx_mnt_id);
+    i = pt_find_current_locked(t, dev, st->stx_ino, st->stx_mnt_id, mnt ? &fh : NULL);
     if (i) {
         i->refs++;
         if (count_lookup)
             i->nlookup++;
-        pthread_mutex_unlock(&t->lock);
-        close(fd); /* a temporary fd, never counted in the budget */
-        *out = i;
-        return 0;
-    }
-    ret = pt_fd_reserve(fs);
-    if (ret < 0)
+        ret = 0;
         goto unlock;
+    }
+    if (!mnt) {
+        ret = pt_fd_reserve(fs);
+        if (ret < 0)
+            goto unlock;
+    }
     i = pt_slot_alloc_locked(fs);
     if (!i) {
-        pt_fd_unreserve(fs);
+        if (!mnt)
+            pt_fd_unreserve(fs);
         ret = -ENFILE;
         goto unlock;
     }
-    i->fd = fd;
-    i->type = st->stx_mode & S_IFMT;
+    if (mnt) {
+        i->fd = -1;
+        i->mnt = mnt;
+        i->fh = fh; /* the handle replaces fd, closed below */
+        mnt = NULL;
+    } else {
+        i->fd = pt_take_fd(&fd);
+    }
+    i->type = (uint16_t)type;
     i->dev = dev;
     i->ino = st->stx_ino;
     i->mnt_id = st->stx_mnt_id;
@@ -265,13 +324,19 @@ int pt_inode_intern(struct pt_fs *fs, int fd, const struct statx *st, bool count
     t->count++;
     pt_hash_insert_locked(t, i);
     pt_hash_grow_locked(t);
-    pthread_mutex_unlock(&t->lock);
-    *out = i;
-    return 0;
+    ret = 0;
 
 unlock:
     pthread_mutex_unlock(&t->lock);
-    close(fd);
+    /* A temporary fd (never counted in the budget) or a handle nobody needs. */
+    if (fd >= 0)
+        close(fd);
+    if (mnt) {
+        unused.mnt = mnt;
+        unused.fh = fh;
+        pt_inode_release_rest(fs, &unused);
+    }
+    *out = ret == 0 ? i : NULL;
     return ret;
 }
 
@@ -280,7 +345,7 @@ void pt_inode_forget(struct pt_fs *fs, uint64_t nodeid, uint64_t n)
     struct pt_itab *t = &fs->itab;
     uint64_t idx = nodeid & 0xffffffffu;
     uint32_t gen = (uint32_t)(nodeid >> 32);
-    int fd = -1;
+    struct pt_inode_rest rest = pt_rest_none;
 
     if (idx == 0 || idx >= PT_MAX_SLOTS)
         return;
@@ -291,11 +356,11 @@ void pt_inode_forget(struct pt_fs *fs, uint64_t nodeid, uint64_t n)
             /* The client's count is untrusted: clamp, never underflow. */
             i->nlookup -= n < i->nlookup ? n : i->nlookup;
             if (i->nlookup == 0 && i->refs == 0)
-                fd = pt_inode_free_locked(t, i);
+                pt_inode_free_locked(t, i, &rest);
         }
     }
     pthread_mutex_unlock(&t->lock);
-    pt_inode_gone(fs, fd, nodeid);
+    pt_inode_release_rest(fs, &rest);
 }
 
 void pt_itab_reset(struct pt_fs *fs)
@@ -310,9 +375,12 @@ void pt_itab_reset(struct pt_fs *fs)
         i->nlookup = 0;
         /* Inodes still referenced (by handles being torn down) go with their last put. */
         if (i->refs == 0) {
+            struct pt_inode_rest rest = pt_rest_none;
+            pt_inode_free_locked(t, i, &rest);
             /* The window was reset before: no mapping is left to unmap. */
-            pt_dax_inode_forget(fs, pt_inode_nodeid(i));
-            pt_inode_close_fd(fs, pt_inode_free_locked(t, i));
+            pt_dax_inode_forget(fs, rest.nodeid);
+            rest.nodeid = 0;
+            pt_inode_release_rest(fs, &rest); /* close and free: nothing blocks */
         }
     }
     fs->root->nlookup = 0;
@@ -330,7 +398,8 @@ void pt_itab_destroy(struct pt_fs *fs)
         for (uint32_t k = 0; k < PT_CHUNK_SIZE; k++) {
             if (chunk[k].live && chunk[k].fd >= 0)
                 close(chunk[k].fd);
-            pthread_mutex_destroy(&chunk[k].lock_mu);
+            if (chunk[k].live && chunk[k].mnt)
+                pt_fh_free(&chunk[k].fh); /* the mount fds go with pt_mnts_destroy */
         }
         free(chunk);
         t->chunks[c] = NULL;

@@ -88,21 +88,21 @@ void pt_locks_kick(struct pt_fs *fs)
 
 void pt_lock_handle_opened(struct pt_inode *i)
 {
-    pthread_mutex_lock(&i->lock_mu);
+    pthread_mutex_lock(pt_inode_lock(i));
     i->nhandles++;
-    pthread_mutex_unlock(&i->lock_mu);
+    pthread_mutex_unlock(pt_inode_lock(i));
 }
 
 void pt_lock_handle_closed(struct pt_inode *i)
 {
     struct pt_lock_owner *list = NULL;
 
-    pthread_mutex_lock(&i->lock_mu);
+    pthread_mutex_lock(pt_inode_lock(i));
     if (--i->nhandles == 0) {
         list = i->owners;
         i->owners = NULL;
     }
-    pthread_mutex_unlock(&i->lock_mu);
+    pthread_mutex_unlock(pt_inode_lock(i));
     while (list) {
         struct pt_lock_owner *o = list;
         list = o->next;
@@ -125,7 +125,7 @@ static int pt_owner_fd(struct pt_handle *h, uint64_t owner)
     char num[16];
     int fd, ret;
 
-    pthread_mutex_lock(&i->lock_mu);
+    pthread_mutex_lock(pt_inode_lock(i));
     for (o = i->owners; o; o = o->next) {
         if (o->owner == owner) {
             fd = o->fd;
@@ -156,7 +156,7 @@ static int pt_owner_fd(struct pt_handle *h, uint64_t owner)
     o->next = i->owners;
     i->owners = o;
 unlock:
-    pthread_mutex_unlock(&i->lock_mu);
+    pthread_mutex_unlock(pt_inode_lock(i));
     return fd;
 }
 
@@ -166,7 +166,7 @@ void pt_lock_release_owner(struct pt_handle *h, uint64_t owner)
     struct pt_inode *i = h->ino;
     bool found = false;
 
-    pthread_mutex_lock(&i->lock_mu);
+    pthread_mutex_lock(pt_inode_lock(i));
     for (struct pt_lock_owner *o = i->owners; o; o = o->next) {
         if (o->owner == owner) {
             (void)fcntl(o->fd, F_OFD_SETLK, &fl);
@@ -174,7 +174,7 @@ void pt_lock_release_owner(struct pt_handle *h, uint64_t owner)
             break;
         }
     }
-    pthread_mutex_unlock(&i->lock_mu);
+    pthread_mutex_unlock(pt_inode_lock(i));
     if (found)
         pt_locks_kick(h->fs);
 }
@@ -182,11 +182,11 @@ void pt_lock_release_owner(struct pt_handle *h, uint64_t owner)
 /* Remembers which client pid holds locks through the owner fd (GETLK reports it). */
 static void pt_owner_note_pid(struct pt_inode *i, int fd, uint32_t pid)
 {
-    pthread_mutex_lock(&i->lock_mu);
+    pthread_mutex_lock(pt_inode_lock(i));
     for (struct pt_lock_owner *o = i->owners; o; o = o->next)
         if (o->fd == fd)
             o->pid = pid;
-    pthread_mutex_unlock(&i->lock_mu);
+    pthread_mutex_unlock(pt_inode_lock(i));
 }
 
 /*
@@ -243,7 +243,7 @@ static uint32_t pt_owner_pid_of(struct pt_inode *i, int self, const struct flock
     uint32_t pid = 0;
     bool found = false;
 
-    pthread_mutex_lock(&i->lock_mu);
+    pthread_mutex_lock(pt_inode_lock(i));
     for (struct pt_lock_owner *o = i->owners; o; o = o->next) {
         struct flock q = { .l_type = F_WRLCK, .l_whence = SEEK_SET, .l_start = l->l_start,
                            .l_len = l->l_len };
@@ -261,7 +261,7 @@ static uint32_t pt_owner_pid_of(struct pt_inode *i, int self, const struct flock
             found = true;
         }
     }
-    pthread_mutex_unlock(&i->lock_mu);
+    pthread_mutex_unlock(pt_inode_lock(i));
     return pid;
 }
 

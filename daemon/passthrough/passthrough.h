@@ -44,7 +44,7 @@ void pt_fs_cancel_waits(struct pt_fs *fs);
 
 /*
  * The fd budget: inode O_PATH fds, open handles and lock descriptions the fs
- * may hold. pt_fs_new sets it from cfg->rlimit_nofile (or RLIMIT_NOFILE) minus
+ * may hold (with file handles also the mount fds and the fd cache). pt_fs_new sets it from cfg->rlimit_nofile (or RLIMIT_NOFILE) minus
  * 64 + 5 % headroom for the daemon itself; past it, LOOKUP, OPEN, CREATE...
  * fail with EMFILE while everything already open keeps working.
  */
@@ -53,15 +53,33 @@ long pt_fs_fd_budget(const struct pt_fs *fs);
 long pt_fs_fds_in_use(const struct pt_fs *fs);
 
 /*
+ * --inode-file-handles prefer|mandatory: known inodes keep a file handle instead
+ * of an O_PATH fd, so their number is not bounded by RLIMIT_NOFILE. pt_fs_new
+ * fails with mandatory when the share's filesystem makes no handles (prefer
+ * serves with fds). Opening a handle needs CAP_DAC_READ_SEARCH: once the
+ * sandbox has dropped what it drops, pt_fs_check_handles opens the root's
+ * handle; mandatory fails with its errno, prefer goes back to O_PATH fds
+ * (*fell_back). Call it before serving.
+ */
+int pt_fs_check_handles(struct pt_fs *fs, bool *fell_back);
+/* The setting in force (NEVER after a fallback). */
+enum vufsd_inode_handles pt_fs_handles(const struct pt_fs *fs);
+/*
+ * The cache of O_PATH fds opened from handles: operations that found an
+ * inode's fd there, operations that had to open one, fds it holds now.
+ */
+void pt_fs_fd_cache_stats(const struct pt_fs *fs, uint64_t *hits, uint64_t *misses,
+                          unsigned *cached);
+
+/*
  * Checks the --translate-uid / --translate-gid rules (idmap.c): 0, or -EINVAL
  * with a sentence naming the bad rule in err.
  */
 int pt_fs_check_ids(const struct vufsd_config *cfg, char *err, size_t errlen);
 
 /*
- * Not supported yet, refused by pt_fs_new with -EOPNOTSUPP:
- * --inode-file-handles prefer|mandatory. Bad --translate-uid/gid rules are
- * -EINVAL. --xattrmap implies --xattr; --posix-acl without xattrs is -EINVAL.
+ * Bad --translate-uid/gid rules are -EINVAL. --xattrmap implies --xattr;
+ * --posix-acl without xattrs is -EINVAL.
  * pt_fs_new sets the process umask to 0 and, as root, drops supplementary groups.
  */
 

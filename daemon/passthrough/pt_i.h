@@ -4,7 +4,8 @@
  *
  * Files, one concern each:
  *   fs.c        pt_fs_new/free/reset, INIT flags, the ops table, statfs/syncfs
- *   inode.c     inode table: O_PATH fd per inode, key -> index hash, refcounts
+ *   inode.c     inode table: O_PATH fd or file handle per inode, key -> index hash, refcounts
+ *   fhandle.c   inode file handles, the mount fds they are opened on, pt_inode_fd
  *   handle.c    open-file handle table: lock-free lookup on the READ/WRITE path
  *   cred.c      per-thread caller credentials for creating operations, umask
  *   attr.c      lookup/forget/getattr/setattr/statx/access/readlink
@@ -18,9 +19,11 @@
  * Lock order (take in this order, never the reverse):
  *   1. pt_handle.lock        (per handle: directory stream)
  *   2. pt_locks.lock         (SETLKW waiter list)
- *   3. pt_inode.lock_mu      (per inode: lock owners, open handle count)
+ *   3. pt_inode_lock(i)      (per inode, striped: lock owners, open handle count)
  *   4. pt_itab.lock          (inode table)
- *   5. pt_htab.lock          (handle table free list; allocation only)
+ *   5. pt_mnts.lock          (mount fds of inode file handles)
+ *   6. pt_fdc.lock           (cache of O_PATH fds opened from handles)
+ *   7. pt_htab.lock          (handle table free list; allocation only)
  * No lock is held across a blocking syscall on guest-chosen objects except
  * pt_handle.lock around a directory's getdents.
  */
@@ -49,10 +52,98 @@
 #define PT_FD_HEADROOM_FIXED 64
 #define PT_FD_HEADROOM_PERCENT 5
 
+/* Stripes of the per-inode lock (pt_inode_lock). */
+#define PT_INODE_LOCK_STRIPES 64u
+
 /* Longest path written for /proc/self/fd/N. */
 #define PT_PROC_PATH_MAX 32
 
 struct pt_fs;
+
+/* ---- Inode file handles (fhandle.c) ------------------------------------------ */
+
+/* Handle bytes kept inside the inode; longer handles (btrfs, NFS, overlayfs) go
+ * to the heap. ext4 makes 8 bytes, tmpfs 12, XFS 8 to 16. */
+#define PT_FH_INLINE 16u
+/* The kernel's MAX_HANDLE_SZ: no filesystem encodes more. */
+#define PT_FH_MAX 128u
+
+/* A struct file_handle the daemon made with name_to_handle_at (never one from the client). */
+struct pt_fh {
+    int32_t type;      /* handle_type */
+    uint8_t len;       /* handle_bytes, <= PT_FH_MAX */
+    union {
+        unsigned char inl[PT_FH_INLINE]; /* len <= PT_FH_INLINE */
+        unsigned char *ext;              /* len > PT_FH_INLINE: malloc'd */
+    } u;
+};
+
+/*
+ * An fd open_by_handle_at() interprets handles against: a non-O_PATH fd on an
+ * object of the mount (the kernel refuses O_PATH). One per mount the share
+ * spans, created from the first object the daemon meets on it (the share's
+ * root, or a submount's root directory), freed with the last inode on it.
+ */
+struct pt_mount {
+    struct pt_mount *next; /* protected by pt_mnts.lock */
+    uint64_t mnt_id;       /* immutable */
+    int fd;                /* immutable */
+    unsigned refs;         /* inodes with a handle on this mount; protected by pt_mnts.lock */
+};
+
+struct pt_mnts {
+    pthread_mutex_t lock;
+    struct pt_mount *head; /* protected by lock */
+    unsigned count;        /* protected by lock */
+};
+
+int pt_mnts_init(struct pt_mnts *m);
+void pt_mnts_destroy(struct pt_fs *fs);
+
+/*
+ * A small cache of O_PATH fds opened from inode handles, so that a directory
+ * many LOOKUPs go through, or a file that is looked at again and again, is not
+ * reopened each time (open_by_handle_at costs about as much as the lookup it
+ * serves). Bounded: PT_FDC_SIZE fds and at most 1/PT_FDC_BUDGET_SHARE of the
+ * fd budget (which counts them); an entry in use is never evicted, the least
+ * recently used idle one is.
+ */
+#define PT_FDC_SIZE 128u
+#define PT_FDC_BUDGET_SHARE 8
+
+struct pt_fdc_entry {
+    struct pt_inode *ino; /* NULL: free */
+    int fd;
+    unsigned users;       /* pt_ifd borrowing fd now */
+    uint64_t used;        /* clock of the last use */
+};
+
+struct pt_fdc {
+    pthread_mutex_t lock;
+    struct pt_fdc_entry e[PT_FDC_SIZE]; /* protected by lock */
+    uint64_t clock;                     /* protected by lock */
+    unsigned count;                     /* entries in use; protected by lock */
+    uint64_t hits, misses;              /* protected by lock */
+};
+
+void pt_fdc_init(struct pt_fdc *c);
+void pt_fdc_destroy(struct pt_fs *fs);
+/* Under pt_itab.lock, for an inode being freed (no users): its cached fd, or -1. */
+int pt_fdc_drop_locked(struct pt_fs *fs, struct pt_inode *i);
+
+/*
+ * The handle of the object behind fd (O_PATH is fine) and a referenced mount fd
+ * for its mount, created on first use from fd itself when fd is a directory or
+ * a regular file. -EOPNOTSUPP when the filesystem makes no handles, or when
+ * its mount can be reached only through a special file.
+ */
+int pt_fh_make(struct pt_fs *fs, int fd, mode_t type, uint64_t mnt_id, struct pt_fh *fh,
+               struct pt_mount **mnt);
+bool pt_fh_equal(const struct pt_fh *a, const struct pt_fh *b);
+void pt_fh_free(struct pt_fh *fh);
+void pt_mnt_put(struct pt_fs *fs, struct pt_mount *m);
+/* open_by_handle_at(m->fd, fh, flags | O_CLOEXEC): a new fd or -errno (-ESTALE: gone). */
+int pt_fh_open(const struct pt_mount *m, const struct pt_fh *fh, int flags);
 
 /* ---- Inodes (inode.c) ------------------------------------------------------ */
 
@@ -60,32 +151,42 @@ struct pt_fs;
  * One host object the client may know. Node id = index | generation << 32;
  * the root is index 1 generation 0 = FUSE_ROOT_ID.
  *
+ * An inode holds either an O_PATH fd (fd >= 0; the root always, and every
+ * inode with --inode-file-handles never) or a file handle (mnt != NULL), which
+ * costs no fd: pt_inode_fd() gives operations an O_PATH fd either way.
+ *
  * Life: FREE --intern--> LIVE (refs>0 or nlookup>0) --last put/forget--> FREE
- * (gen incremented, fd closed). refs is ours (in-flight operations, open
- * handles, the root's permanent reference); nlookup is the client's, untrusted.
+ * (gen incremented, fd closed or handle freed). refs is ours (in-flight
+ * operations, open handles, the root's permanent reference); nlookup is the
+ * client's, untrusted. A LIVE inode found to be stale (its handle no longer
+ * matches what its key names: the host reused the inode number) is unhashed
+ * and lives on only for the node id the client has.
  */
 struct pt_inode {
     struct pt_fs *fs;    /* immutable */
     uint32_t idx;        /* immutable */
     /* Immutable while LIVE: */
-    int fd;              /* O_PATH|O_NOFOLLOW */
-    mode_t type;         /* S_IFMT bits: the type of an inode never changes */
+    int fd;              /* O_PATH|O_NOFOLLOW, or -1 with a handle */
     dev_t dev;
     ino_t ino;
     uint64_t mnt_id;
+    struct pt_mount *mnt; /* referenced; non-NULL iff the inode keeps fh */
+    struct pt_fh fh;
     /* Protected by pt_itab.lock: */
-    uint32_t gen;
-    bool live;
     uint64_t nlookup;
-    uint64_t refs;
+    uint32_t refs;       /* in-flight operations and open handles: bounded by the fd budget */
+    uint32_t gen;
     uint32_t hnext;      /* hash chain, 0 = end */
     uint32_t fnext;      /* free list, 0 = end */
+    uint16_t type;       /* S_IFMT bits (immutable while LIVE): the type never changes */
+    bool live;
+    bool hashed;         /* findable by its key */
+    uint8_t fdc_slot;    /* pt_fdc entry + 1, 0 = none; protected by pt_fdc.lock */
     /* Lock-free: the remapped security.capability is known to be absent. */
     atomic_bool cap_clean;
-    /* Protected by lock_mu (initialised with the chunk, never destroyed before it): */
-    pthread_mutex_t lock_mu;
-    struct pt_lock_owner *owners; /* POSIX lock owners' open file descriptions */
+    /* Protected by pt_inode_lock(i): */
     unsigned nhandles;            /* open handles on this inode */
+    struct pt_lock_owner *owners; /* POSIX lock owners' open file descriptions */
 };
 
 struct pt_itab {
@@ -114,7 +215,9 @@ void pt_inode_put(struct pt_inode *i);
 /*
  * Finds the inode of the object fd (O_PATH, ownership taken) refers to, or adds
  * it. Returns it referenced; with count_lookup, the client's count grows by one.
- * -EMFILE when a new inode would pass the fd budget.
+ * -EMFILE when a new inode would pass the fd budget. With file handles the
+ * inode keeps a handle and fd is closed; with mandatory handles, an object
+ * without one fails with the errno of name_to_handle_at (or -EOPNOTSUPP).
  */
 int pt_inode_intern(struct pt_fs *fs, int fd, const struct statx *st, bool count_lookup,
                     struct pt_inode **out);
@@ -122,6 +225,36 @@ int pt_inode_intern(struct pt_fs *fs, int fd, const struct statx *st, bool count
 void pt_inode_forget(struct pt_fs *fs, uint64_t nodeid, uint64_t n);
 /* Drops every inode but the root (reset). */
 void pt_itab_reset(struct pt_fs *fs);
+
+/*
+ * An O_PATH fd on the object of inode i for *at() calls and /proc/self/fd
+ * paths: the inode's own fd (borrowed), or one opened from its handle (owned,
+ * closed by the cleanup). Open it before pt_cred_enter: open_by_handle_at
+ * needs CAP_DAC_READ_SEARCH, which a switched thread no longer has.
+ */
+struct pt_ifd {
+    int fd;
+    bool owned;           /* a temporary fd to close */
+    uint8_t fdc_slot;     /* borrowed from the fd cache: entry + 1 */
+    struct pt_fs *fs;
+};
+#define PT_IFD_NONE { .fd = -1, .owned = false, .fdc_slot = 0, .fs = NULL }
+int pt_inode_fd(struct pt_fs *fs, struct pt_inode *i, struct pt_ifd *out);
+void pt_fdc_unborrow(struct pt_fs *fs, uint8_t slot);
+static inline void pt_ifd_close(struct pt_ifd *f)
+{
+    if (f->owned && f->fd >= 0) {
+        int saved = errno;
+        close(f->fd);
+        errno = saved;
+    }
+    if (f->fdc_slot)
+        pt_fdc_unborrow(f->fs, f->fdc_slot);
+    f->fd = -1;
+    f->owned = false;
+    f->fdc_slot = 0;
+}
+#define _cleanup_ifd_ __attribute__((cleanup(pt_ifd_close)))
 
 static inline void pt_inode_putp(struct pt_inode **i)
 {
@@ -320,6 +453,10 @@ void pt_lock_handle_closed(struct pt_inode *i);
 struct pt_fs {
     int proc_self_fd;         /* O_PATH of /proc/self/fd, opened before the sandbox */
     struct pt_inode *root;    /* permanently referenced */
+    /* --inode-file-handles; written by pt_fs_new and pt_fs_check_handles, before serving */
+    enum vufsd_inode_handles handles;
+    struct pt_fh root_fh;      /* with handles: the root's, for pt_fs_check_handles */
+    struct pt_mount *root_mnt; /* with handles: the share's mount, referenced */
 
     /* Settings, immutable after pt_fs_new */
     enum vufsd_cache cache;
@@ -356,14 +493,28 @@ struct pt_fs {
     /* Serialises the process-wide working directory for path-form xattr calls. */
     pthread_mutex_t cwd_lock;
 
+    /*
+     * The per-inode lock, striped: a mutex in every inode would be a quarter of
+     * its memory, and it is only taken around lock owner lists and open counts,
+     * one inode at a time (never two stripes at once).
+     */
+    pthread_mutex_t inode_locks[PT_INODE_LOCK_STRIPES];
+
     /* fd budget (lock-free) */
     atomic_long fds;
     atomic_long fd_budget;
 
     struct pt_itab itab;
+    struct pt_mnts mnts;
+    struct pt_fdc fdc;
     struct pt_htab htab;
     struct pt_locks locks;
 };
+
+static inline pthread_mutex_t *pt_inode_lock(const struct pt_inode *i)
+{
+    return &i->fs->inode_locks[i->idx % PT_INODE_LOCK_STRIPES];
+}
 
 /* Reserves / returns one fd of the budget; -EMFILE past it. */
 int pt_fd_reserve(struct pt_fs *fs);
@@ -384,8 +535,9 @@ static inline const char *pt_proc_name(char *buf, int fd)
     snprintf(buf, PT_PROC_PATH_MAX, "%d", fd);
     return buf;
 }
-/* Opens the inode's object for I/O via /proc/self/fd: regular files and
- * directories only (never a FIFO, socket, device or symlink). */
+/* Opens the inode's object for I/O via /proc/self/fd of its O_PATH fd, or from
+ * its file handle: regular files and directories only (never a FIFO, socket,
+ * device or symlink). A new fd (the caller's) or -errno. */
 int pt_reopen(struct pt_fs *fs, const struct pt_inode *i, int flags);
 
 /* Defence in depth: the name rules fll also applies, plus NAME_MAX. */
@@ -397,6 +549,9 @@ int pt_statx_fd(int fd, struct statx *st);
 /* Looks name up under parent (counting a lookup) and fills out. */
 int pt_do_lookup(struct pt_fs *fs, struct pt_inode *parent, const char *name,
                  struct fuse_entry_out *out);
+/* The same with an fd on parent at hand (pt_inode_fd, or an open directory). */
+int pt_do_lookup_at(struct pt_fs *fs, struct pt_inode *parent, int pfd, const char *name,
+                    struct fuse_entry_out *out);
 /* Fills an entry for an inode already referenced (counts a lookup). */
 int pt_fill_entry(struct pt_fs *fs, struct pt_inode *parent, struct pt_inode *i,
                   const struct statx *st, struct fuse_entry_out *out);
@@ -408,7 +563,7 @@ void pt_set_timeout(double t, uint64_t *sec, uint32_t *nsec);
  * with the working directory in proc_self_fd (under pt_fs.cwd_lock).
  */
 enum pt_xop { PT_XGET, PT_XSET, PT_XLIST, PT_XREMOVE };
-ssize_t pt_xattr_call(struct pt_fs *fs, const struct pt_inode *i, enum pt_xop op,
+ssize_t pt_xattr_call(struct pt_fs *fs, struct pt_inode *i, enum pt_xop op,
                       const char *name, void *buf, size_t size, int flags);
 
 /* Clears the remapped security.capability (CVE-2021-20263) on a write, truncate or chown. */

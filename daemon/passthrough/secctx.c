@@ -58,6 +58,7 @@ int pt_secctx_finish(struct pt_fs *fs, const struct fll_req *r, struct pt_inode 
                      const char *name, struct fuse_entry_out *e, int unlink_flags)
 {
     _cleanup_inode_ struct pt_inode *i = NULL;
+    _cleanup_ifd_ struct pt_ifd pf = PT_IFD_NONE;
     int ret;
 
     if (!fll_req_secctx(r) || !fs->security_label)
@@ -66,7 +67,8 @@ int pt_secctx_finish(struct pt_fs *fs, const struct fll_req *r, struct pt_inode 
     if (ret == 0)
         ret = pt_secctx_apply(fs, r, i, -1);
     if (ret < 0) {
-        (void)unlinkat(parent->fd, name, unlink_flags);
+        if (pt_inode_fd(fs, parent, &pf) == 0) /* an fd or a file handle */
+            (void)unlinkat(pf.fd, name, unlink_flags);
         pt_inode_forget(fs, e->nodeid, 1);
         memset(e, 0, sizeof(*e));
     }

@@ -64,9 +64,10 @@ static ssize_t pt_xattr_path(const char *path, enum pt_xop op, const char *name,
     return n < 0 ? -errno : n;
 }
 
-ssize_t pt_xattr_call(struct pt_fs *fs, const struct pt_inode *i, enum pt_xop op,
+ssize_t pt_xattr_call(struct pt_fs *fs, struct pt_inode *i, enum pt_xop op,
                       const char *name, void *buf, size_t size, int flags)
 {
+    _cleanup_ifd_ struct pt_ifd f = PT_IFD_NONE;
     char num[PT_PROC_PATH_MAX];
     ssize_t n;
 
@@ -85,12 +86,15 @@ ssize_t pt_xattr_call(struct pt_fs *fs, const struct pt_inode *i, enum pt_xop op
      * nothing else in the daemon uses relative paths once serving. It is left at
      * the shared directory (the sandbox's "/"), never at a host directory.
      */
+    n = pt_inode_fd(fs, i, &f);
+    if (n < 0)
+        return n;
     pthread_mutex_lock(&fs->cwd_lock);
     if (fchdir(fs->proc_self_fd) < 0) {
         n = -errno;
     } else {
-        n = pt_xattr_path(pt_proc_name(num, i->fd), op, name, buf, size, flags);
-        if (fchdir(fs->root->fd) < 0)
+        n = pt_xattr_path(pt_proc_name(num, f.fd), op, name, buf, size, flags);
+        if (fchdir(fs->root->fd) < 0) /* the root always keeps its O_PATH fd */
             n = n < 0 ? n : -errno;
     }
     pthread_mutex_unlock(&fs->cwd_lock);
@@ -163,8 +167,12 @@ int pt_op_setxattr(struct fll_req *r, uint64_t nodeid, const char *name, const v
      */
     if ((setxattr_flags & FUSE_SETXATTR_ACL_KILL_SGID) &&
         strcmp(name, "system.posix_acl_access") == 0) {
+        _cleanup_ifd_ struct pt_ifd f = PT_IFD_NONE;
         struct statx st;
-        ret = pt_statx_fd(i->fd, &st);
+        ret = pt_inode_fd(fs, i, &f);
+        if (ret < 0)
+            return ret;
+        ret = pt_statx_fd(f.fd, &st);
         if (ret < 0)
             return ret;
         uid_t huid;
@@ -174,7 +182,7 @@ int pt_op_setxattr(struct fll_req *r, uint64_t nodeid, const char *name, const v
                      (hgid == st.stx_gid || huid == 0);
         if ((st.stx_mode & S_ISGID) && !keeps &&
             i->type != S_IFLNK &&
-            fchmodat(fs->proc_self_fd, pt_proc_name(num, i->fd), st.stx_mode & 07777 & ~S_ISGID,
+            fchmodat(fs->proc_self_fd, pt_proc_name(num, f.fd), st.stx_mode & 07777 & ~S_ISGID,
                      0) < 0)
             return -errno;
     }

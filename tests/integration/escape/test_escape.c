@@ -753,7 +753,7 @@ static void test_rename_link_boundary(void **state)
 /* ---- 3b. ".." in READDIRPLUS: an entry must never be a node for the parent ------------ */
 
 struct dplus_seen {
-    uint64_t base_ino, outside_ino;
+    uint64_t base_ino, outside_ino, share_ino;
     unsigned entries, nodes;
 };
 
@@ -793,9 +793,12 @@ static void readdirplus_check(uint64_t dir, struct dplus_seen *seen)
             memcpy(name, buf + pos + FUSE_NAME_OFFSET_DIRENTPLUS, dp.dirent.namelen);
             name[dp.dirent.namelen] = '\0';
             seen->entries++;
-            /* (The root's ".." may carry the host parent's inode number, as
-             * every passthrough reports it; a number is no access. Its entry
-             * must not come with a node, checked below.) */
+            /* No entry names the host directory above the share, not even by
+             * number: the root's ".." is the root itself. */
+            assert_true(dp.dirent.ino != seen->base_ino);
+            assert_true(dp.dirent.ino != seen->outside_ino);
+            if (dir == FUSE_ROOT_ID && strcmp(name, "..") == 0)
+                assert_int_equal(dp.dirent.ino, seen->share_ino);
             if (dp.entry_out.nodeid != 0) {
                 struct fuse_entry_out x;
                 seen->nodes++;
@@ -826,6 +829,8 @@ static void test_dotdot_in_readdirplus(void **state)
     seen.base_ino = st.st_ino;
     assert_int_equal(lstat(g->outside, &st), 0);
     seen.outside_ino = st.st_ino;
+    assert_int_equal(lstat(g->share, &st), 0);
+    seen.share_ino = st.st_ino;
     write_file(spath("plus-f"), "x");
     assert_int_equal(mkdir(spath("plus-d"), 0755), 0);
     write_file(spath("plus-d/g"), "y");

@@ -384,6 +384,69 @@ static void test_lookup_storm_emfile(void **state)
     stop(e);
 }
 
+/*
+ * --inode-file-handles: 5000 inodes known without FORGET under a 200-fd limit.
+ * Without handles the daemon refuses past its fd budget (EMFILE/ENFILE); with
+ * them every lookup succeeds, and the nodes still reach their files.
+ */
+static void lookup_5000(const char *extra, int *ok, int *refused)
+{
+    struct env *e = start(extra, 0, 0);
+    struct fuse_entry_out eo;
+    struct fuse_attr_out ao;
+    struct fuse_open_out oo;
+    uint64_t first = 0, last = 0;
+    char name[32], buf[8];
+
+    *ok = *refused = 0;
+    for (int k = 0; k < 5000; k++) {
+        snprintf(name, sizeof(name), "n%04d", k);
+        host_file(e, name, k % 2 ? "odd" : "even");
+    }
+    for (int k = 0; k < 5000; k++) {
+        snprintf(name, sizeof(name), "n%04d", k);
+        int r = vfe_fuse_lookup(e->fuse, FUSE_ROOT_ID, name, &eo);
+        if (r == 0) {
+            (*ok)++;
+            if (!first)
+                first = eo.nodeid;
+            last = eo.nodeid;
+            assert_int_equal(eo.attr.size, k % 2 ? 3 : 4);
+        } else if (r == -EMFILE || r == -ENFILE) {
+            (*refused)++;
+        } else {
+            fail_msg("lookup %s: %d", name, r);
+        }
+    }
+    /* Known nodes keep working: attributes, a read, the same node on a second lookup. */
+    assert_true(first != 0);
+    assert_int_equal(vfe_fuse_getattr(e->fuse, first, &ao), 0);
+    assert_int_equal(ao.attr.size, 4);
+    assert_int_equal(vfe_fuse_getattr(e->fuse, last, &ao), 0);
+    assert_int_equal(vfe_fuse_lookup(e->fuse, FUSE_ROOT_ID, "n0000", &eo), 0);
+    assert_int_equal(eo.nodeid, first);
+    /* An open needs a new fd: FORGET of another node makes room without handles. */
+    assert_int_equal(vfe_fuse_forget(e->fuse, last, 1), 0);
+    assert_int_equal(vfe_fuse_open(e->fuse, first, O_RDONLY, &oo), 0);
+    assert_int_equal(vfe_fuse_read(e->fuse, first, oo.fh, 0, buf, 4), 4);
+    assert_memory_equal(buf, "even", 4);
+    assert_int_equal(vfe_fuse_release(e->fuse, first, oo.fh, 0), 0);
+    stop(e);
+}
+
+static void test_lookup_5000_with_file_handles(void **state)
+{
+    int ok, refused;
+
+    lookup_5000("--rlimit-nofile=200", &ok, &refused);
+    assert_true(ok > 0 && ok < 200);
+    assert_int_equal(ok + refused, 5000);
+    lookup_5000("--rlimit-nofile=200 --inode-file-handles=prefer", &ok, &refused);
+    assert_int_equal(ok, 5000);
+    lookup_5000("--rlimit-nofile=200 --inode-file-handles=mandatory", &ok, &refused);
+    assert_int_equal(ok, 5000);
+}
+
 /* ---- SGID (CVE-2022-0358) ------------------------------------------------------------------ */
 
 static void test_sgid_create_as_user(void **state)
@@ -695,6 +758,7 @@ int main(int argc, char **argv)
         cmocka_unit_test(test_open_fifo_and_device),
         cmocka_unit_test(test_forget_races_getattr_read),
         cmocka_unit_test(test_lookup_storm_emfile),
+        cmocka_unit_test(test_lookup_5000_with_file_handles),
         cmocka_unit_test(test_sgid_create_as_user),
         cmocka_unit_test(test_proc_paths_in_sandbox),
         cmocka_unit_test(test_setlkw_does_not_hold_the_queue),

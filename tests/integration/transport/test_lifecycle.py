@@ -348,9 +348,44 @@ def test_syslog():
     shutil.rmtree(work, ignore_errors=True)
 
 
+def test_file_handles():
+    """--inode-file-handles: opening a handle needs CAP_DAC_READ_SEARCH. Without
+    it (here taken away with --modcaps), mandatory refuses to start with exit
+    status 1 and a message, prefer warns and serves with O_PATH fds; with it,
+    both serve. Each case runs in the default (namespace) sandbox and without."""
+    if os.geteuid() != 0:
+        print("SKIP: capabilities are dropped only by a daemon that has them (root)")
+        sys.exit(77)
+    for sandbox in (UNSANDBOXED, ["--sandbox", "namespace"]):
+        sandboxed = sandbox != UNSANDBOXED
+        env = {"ASAN_OPTIONS": os.environ.get("ASAN_OPTIONS", "") + ":detect_leaks=0"}
+        d = Daemon(extra=sandbox + ["--inode-file-handles=mandatory",
+                                    "--modcaps=-dac_read_search"], sandboxed=sandboxed, env=env)
+        check(d.wait_exit(30) == 1, "mandatory without the capability: exit status")
+        check("CAP_DAC_READ_SEARCH" in d.text(), "no reason given:\n" + d.text())
+        shutil.rmtree(d.dir, ignore_errors=True)
+        for mode, caps, warned in (("prefer", ["--modcaps=-dac_read_search"], True),
+                                   ("prefer", [], False), ("mandatory", [], False)):
+            d = Daemon(extra=sandbox + ["--inode-file-handles=" + mode] + caps,
+                       sandboxed=sandboxed, env=env)
+            deadline = time.monotonic() + 30
+            while not os.path.exists(d.sock):
+                check(d.alive(), "--inode-file-handles=%s %s exited:\n%s" % (mode, caps, d.text()))
+                check(time.monotonic() < deadline, "vufsd did not listen")
+                time.sleep(0.05)
+            c = d.connect()  # served once the sandbox and the check are done
+            c.handshake()
+            c.close()
+            check(d.wait_exit(30) == 0, "exit status after disconnect:\n" + d.text())
+            check(("file handles do not open" in d.text()) == warned,
+                  "--inode-file-handles=%s %s: warning expected=%s:\n%s"
+                  % (mode, caps, warned, d.text()))
+            shutil.rmtree(d.dir, ignore_errors=True)
+
+
 if __name__ == "__main__":
     tests = {"pidfile": test_pidfile, "stale": test_stale_socket, "signals": test_signals,
              "cli": test_command_line, "fd": test_fd_handover, "group": test_socket_group, "mount": test_mount,
-             "fd-budget": test_fd_budget, "syslog": test_syslog}
+             "fd-budget": test_fd_budget, "syslog": test_syslog, "file-handles": test_file_handles}
     tests[sys.argv[1]]()
     print("PASS")

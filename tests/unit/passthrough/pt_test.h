@@ -120,6 +120,18 @@ static inline int pt_t_rm(const char *p, const struct stat *st, int type, struct
     return remove(p);
 }
 
+/* VUFSD_TEST_HANDLES=never|prefer|mandatory: the suite runs with that --inode-file-handles. */
+static inline enum vufsd_inode_handles pt_t_env_handles(void)
+{
+    const char *v = getenv("VUFSD_TEST_HANDLES");
+
+    if (v && strcmp(v, "prefer") == 0)
+        return VUFSD_HANDLES_PREFER;
+    if (v && strcmp(v, "mandatory") == 0)
+        return VUFSD_HANDLES_MANDATORY;
+    return VUFSD_HANDLES_NEVER;
+}
+
 static inline void pt_t_default_cfg(struct vufsd_config *c, const char *dir)
 {
     memset(c, 0, sizeof(*c));
@@ -128,6 +140,7 @@ static inline void pt_t_default_cfg(struct vufsd_config *c, const char *dir)
     c->cache = VUFSD_CACHE_AUTO;
     c->readdirplus = true;
     c->xattr = true;
+    c->inode_file_handles = pt_t_env_handles();
 }
 
 /* Creates the temp dir and (unless cfg_fn tweaks and calls pt_t_start itself) the fs. */
@@ -160,6 +173,26 @@ static inline int pt_t_start(struct pt_t *t)
     t->se = fll_session_new(&sc);
     assert_non_null(t->se);
     return 0;
+}
+
+/* O_PATH fds the handle fd cache holds now. */
+static inline long pt_t_fds_cached(struct pt_t *t)
+{
+    uint64_t hits, misses;
+    unsigned cached;
+
+    pt_fs_fd_cache_stats(t->fs, &hits, &misses, &cached);
+    return cached;
+}
+
+/*
+ * The fds the fs holds while the client knows `inodes` inodes (the root
+ * included) and has nothing open: one O_PATH fd each, or with file handles
+ * the root's fd, the share's mount fd and what the fd cache holds.
+ */
+static inline long pt_t_fds_for(struct pt_t *t, long inodes)
+{
+    return pt_fs_handles(t->fs) == VUFSD_HANDLES_NEVER ? inodes : 2 + pt_t_fds_cached(t);
 }
 
 static inline struct pt_t *pt_t_up(void)

@@ -179,7 +179,7 @@ static void test_forget_races_getattr_read(void **state)
     pt_t_forget(t, rc.node, UINT64_MAX);
     assert_int_equal(pt_t_release(t, rc.fh_node, rc.fh), 0);
     assert_int_equal(pt_fs_inode_count(t->fs), 1);
-    assert_int_equal(pt_fs_fds_in_use(t->fs), 1); /* the root's O_PATH fd */
+    assert_int_equal(pt_fs_fds_in_use(t->fs), pt_t_fds_for(t, 1)); /* the root's */
     pt_t_down(t);
 }
 
@@ -194,6 +194,35 @@ static void test_fd_budget_lookup_storm(void **state)
     /* 100 fds: 64 + 5 % kept back, 31 for the fs (one of them the root). */
     t->cfg.rlimit_nofile = 100;
     assert_int_equal(pt_t_start(t), 0);
+    if (pt_fs_handles(t->fs) != VUFSD_HANDLES_NEVER) {
+        /* Inodes with handles hold no fd: the storm is served, the budget untouched. */
+        for (int k = 0; k < 60; k++) {
+            snprintf(name, sizeof(name), "f%d", k);
+            pt_t_write_file(t, name, "x");
+            pt_t_lookup(t, FUSE_ROOT_ID, name);
+        }
+        assert_int_equal(pt_fs_inode_count(t->fs), 61);
+        assert_int_equal(pt_fs_fds_in_use(t->fs), pt_t_fds_for(t, 61));
+        long room = 31 - pt_fs_fds_in_use(t->fs);
+        /* Opens still take fds from the budget, and are refused past it. */
+        uint64_t f0 = pt_t_lookup(t, FUSE_ROOT_ID, "f0");
+        for (int k = 0; k < 40; k++) {
+            PT_REQ(t, q);
+            struct fuse_open_in oi = { .flags = O_RDONLY };
+            struct fuse_open_out oo;
+            int ret = t->ops->open(&q.r, f0, &oi, &oo);
+            if (ret == 0) {
+                ok++;
+            } else {
+                assert_int_equal(ret, -EMFILE);
+                emfile++;
+            }
+        }
+        assert_int_equal(ok, room);
+        assert_int_equal(emfile, 40 - room);
+        pt_t_down(t);
+        return;
+    }
     for (int k = 0; k < 60; k++) {
         snprintf(name, sizeof(name), "f%d", k);
         pt_t_write_file(t, name, "x");
@@ -246,7 +275,16 @@ static void test_fd_budget_setter(void **state)
     pt_t_write_file(t, "b", "x");
     pt_fs_set_fd_budget(t->fs, pt_fs_fds_in_use(t->fs) + 1);
     assert_int_equal(t->ops->lookup(&q.r, FUSE_ROOT_ID, "a", &e), 0);
-    assert_int_equal(t->ops->lookup(&q.r, FUSE_ROOT_ID, "b", &e), -EMFILE);
+    if (pt_fs_handles(t->fs) == VUFSD_HANDLES_NEVER) {
+        assert_int_equal(t->ops->lookup(&q.r, FUSE_ROOT_ID, "b", &e), -EMFILE);
+    } else {
+        /* No fd per inode: only the open takes the last fd. */
+        struct fuse_open_in oi = { .flags = O_RDONLY };
+        struct fuse_open_out oo;
+        assert_int_equal(t->ops->lookup(&q.r, FUSE_ROOT_ID, "b", &e), 0);
+        assert_int_equal(t->ops->open(&q.r, e.nodeid, &oi, &oo), 0);
+        assert_int_equal(t->ops->open(&q.r, e.nodeid, &oi, &oo), -EMFILE);
+    }
     pt_t_down(t);
 }
 
@@ -270,7 +308,7 @@ static void test_reset_keeps_root_only(void **state)
     assert_int_equal(pt_fs_inode_count(t->fs), 3);
     pt_fs_reset(t->fs);
     assert_int_equal(pt_fs_inode_count(t->fs), 1);
-    assert_int_equal(pt_fs_fds_in_use(t->fs), 1);
+    assert_int_equal(pt_fs_fds_in_use(t->fs), pt_t_fds_for(t, 1));
     assert_int_equal(t->ops->getattr(&q.r, a, &gi, &ao), -ESTALE);
     assert_int_equal(pt_t_release(t, a, fh), -EBADF);
     assert_int_equal(t->ops->getattr(&q.r, FUSE_ROOT_ID, &gi, &ao), 0);
@@ -288,9 +326,6 @@ static void test_unsupported_options_refused(void **state)
     t->cfg.translate_gid = (char *)"map:1:1:1 map:1:2:1";
     assert_int_equal(pt_t_start(t), -EINVAL);
     t->cfg.translate_gid = NULL;
-    t->cfg.inode_file_handles = VUFSD_HANDLES_MANDATORY;
-    assert_int_equal(pt_t_start(t), -EOPNOTSUPP);
-    t->cfg.inode_file_handles = VUFSD_HANDLES_NEVER;
     t->cfg.xattr = false;
     t->cfg.posix_acl = true;
     assert_int_equal(pt_t_start(t), -EINVAL);

@@ -156,7 +156,7 @@ static void test_special_files_never_opened(void **state)
     /* Unknown types from MKNOD. */
     assert_int_equal(do_mknod(t, "bad", 0170000 | 0644, 0, &e), -EINVAL);
     assert_int_equal(do_mknod(t, "bad", S_IFDIR | 0755, 0, &e), -EINVAL);
-    assert_int_equal(pt_fs_fds_in_use(t->fs), (long)pt_fs_inode_count(t->fs));
+    assert_int_equal(pt_fs_fds_in_use(t->fs), pt_t_fds_for(t, (long)pt_fs_inode_count(t->fs)));
     pt_t_down(t);
 }
 
@@ -544,6 +544,69 @@ static int count_names(const char *buf, size_t len, bool plus, int *with_node)
         n++;
     }
     return n;
+}
+
+/* The inode number of the entry called name in a READDIR(PLUS) reply, or 0. */
+static uint64_t entry_ino(const char *buf, size_t len, bool plus, const char *name)
+{
+    size_t pos = 0;
+
+    while (pos < len) {
+        const struct fuse_dirent *d;
+        if (plus) {
+            const struct fuse_direntplus *dp = (const void *)(buf + pos);
+            d = &dp->dirent;
+            pos += FUSE_DIRENTPLUS_SIZE(dp);
+        } else {
+            d = (const void *)(buf + pos);
+            pos += FUSE_DIRENT_SIZE(d);
+        }
+        if (d->namelen == strlen(name) && memcmp(d->name, name, d->namelen) == 0)
+            return d->ino;
+    }
+    return 0;
+}
+
+/* The share's root lists ".." as itself: the host directory above stays unnamed. */
+static void test_readdir_root_dotdot(void **state)
+{
+    struct pt_t *t = pt_t_up();
+    PT_REQ(t, q);
+    char *buf = malloc(65536);
+    struct stat root, above, sub;
+    char up[80];
+
+    snprintf(up, sizeof(up), "%s/..", t->dir);
+    assert_int_equal(stat(t->dir, &root), 0);
+    assert_int_equal(stat(up, &above), 0);
+    assert_true(root.st_ino != above.st_ino);
+    assert_int_equal(mkdir(pt_t_path(t, "sub"), 0755), 0);
+    assert_int_equal(stat(pt_t_path(t, "sub"), &sub), 0);
+    uint64_t d = pt_t_lookup(t, FUSE_ROOT_ID, "sub");
+    for (int plus = 0; plus < 2; plus++) {
+        struct fuse_open_in oi = { 0 };
+        struct fuse_open_out oo;
+        struct fll_dirbuf db = { .buf = buf, .size = 65536, .plus = plus };
+        struct fuse_read_in ri = { .offset = 0, .size = 65536 };
+        assert_int_equal(t->ops->opendir(&q.r, FUSE_ROOT_ID, &oi, &oo), 0);
+        ri.fh = oo.fh;
+        assert_int_equal(t->ops->readdir(&q.r, FUSE_ROOT_ID, &ri, &db), 0);
+        assert_int_equal(entry_ino(buf, db.len, plus, "."), root.st_ino);
+        assert_int_equal(entry_ino(buf, db.len, plus, ".."), root.st_ino);
+        struct fuse_release_in rel = { .fh = oo.fh };
+        assert_int_equal(t->ops->releasedir(&q.r, FUSE_ROOT_ID, &rel), 0);
+        /* Below the root, ".." is the real parent: the root. */
+        db.len = 0;
+        assert_int_equal(t->ops->opendir(&q.r, d, &oi, &oo), 0);
+        ri.fh = oo.fh;
+        assert_int_equal(t->ops->readdir(&q.r, d, &ri, &db), 0);
+        assert_int_equal(entry_ino(buf, db.len, plus, "."), sub.st_ino);
+        assert_int_equal(entry_ino(buf, db.len, plus, ".."), root.st_ino);
+        rel.fh = oo.fh;
+        assert_int_equal(t->ops->releasedir(&q.r, d, &rel), 0);
+    }
+    free(buf);
+    pt_t_down(t);
 }
 
 static void test_readdir_and_plus(void **state)
@@ -948,6 +1011,7 @@ int main(void)
         cmocka_unit_test(test_statx_getattr_statfs),
         cmocka_unit_test(test_setattr),
         cmocka_unit_test(test_readdir_and_plus),
+        cmocka_unit_test(test_readdir_root_dotdot),
         cmocka_unit_test(test_dir_ops),
         cmocka_unit_test(test_create_open_flags),
         cmocka_unit_test(test_writeback_opens_wronly_as_rdwr),
