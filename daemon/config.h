@@ -78,6 +78,10 @@ struct vufsd_config {
     bool security_label;
     bool killpriv_v2;
     bool announce_submounts;
+    /* -o no_posix_lock / no_flock (libvirt with locking off): the guest
+     * kernel keeps those locks local, as with the legacy daemon. */
+    bool no_posix_lock;
+    bool no_flock;
     bool readonly;
     enum vufsd_inode_handles inode_file_handles;
     char *translate_uid; /* --translate-uid, raw */

@@ -486,11 +486,13 @@ int main(int argc, char **argv)
     }
     if (action == VOPT_VERSION) {
         printf("vufsd %s\n", VUFSD_VERSION);
+        vopt_config_clear(&cfg);
         return 0;
     }
     if (action == VOPT_PRINT_CAPABILITIES) {
         g_autofree char *json = vopt_capabilities_json();
         printf("%s\n", json);
+        vopt_config_clear(&cfg);
         return 0;
     }
     vlog_init(cfg.log_level, cfg.syslog);

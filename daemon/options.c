@@ -146,8 +146,10 @@ static const struct vopt_row vopt_table[] = {
     {"log_level", VOPT_ENUM, F(log_level), vopt_log_names, 0, true},
     {"thread_pool_size", VOPT_UINT, F(thread_pool_size), NULL, 1024, true},
     /* Locks are real in vufsd; the legacy switches that turn them on are accepted. */
-    {"flock", VOPT_ACCEPT, 0, NULL, 0, true},
-    {"posix_lock", VOPT_ACCEPT, 0, NULL, 0, true},
+    {"flock", VOPT_FALSE, F(no_flock), NULL, 0, true},
+    {"no_flock", VOPT_TRUE, F(no_flock), NULL, 0, true},
+    {"posix_lock", VOPT_FALSE, F(no_posix_lock), NULL, 0, true},
+    {"no_posix_lock", VOPT_TRUE, F(no_posix_lock), NULL, 0, true},
 };
 
 #undef F

@@ -17,10 +17,17 @@ packages=(
     # real-guest tests and the peer we measure against (/usr/lib/qemu/virtiofsd)
     qemu-system-x86 qemu-system-common busybox-static fio xz-utils
     # tools the scripts use
-    python3 procps util-linux
+    python3 procps util-linux man-db groff-base
 )
+# Already there (a second run, a prepared CI image): no apt-get, no network.
+installed=$(dpkg-query -W -f='${db:Status-Abbrev}\n' "${packages[@]}" 2>/dev/null |
+            grep -c '^ii') || installed=0
+if [ "$installed" = ${#packages[@]} ]; then
+    echo "vufsd: all ${#packages[@]} build and test packages are installed"
+    exit 0
+fi
 echo "vufsd: installing build and test dependencies (apt-get)"
-$sudo apt-get update -q
-DEBIAN_FRONTEND=noninteractive $sudo apt-get install -y -q "${packages[@]}" >/dev/null
+$sudo apt-get -o DPkg::Lock::Timeout=300 update -q
+DEBIAN_FRONTEND=noninteractive $sudo apt-get -o DPkg::Lock::Timeout=300 install -y -q "${packages[@]}" >/dev/null
 exit 0
 }

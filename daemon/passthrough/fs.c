@@ -199,6 +199,8 @@ struct pt_fs *pt_fs_new(const struct vufsd_config *cfg, int *err)
     fs->allow_mmap = cfg->allow_mmap;
     fs->killpriv_v2_opt = cfg->killpriv_v2;
     fs->announce_submounts = cfg->announce_submounts;
+    fs->no_posix_lock = cfg->no_posix_lock;
+    fs->no_flock = cfg->no_flock;
     fs->readonly = cfg->readonly;
     fs->dax_policy_never = cfg->dax_policy == VUFSD_DAX_NEVER;
     fs->security_label = cfg->security_label;
@@ -308,6 +310,11 @@ static int pt_init(void *opaque, struct fll_conn *conn)
     uint64_t want = FUSE_ASYNC_READ | FUSE_PARALLEL_DIROPS | FUSE_BIG_WRITES |
                     FUSE_ATOMIC_O_TRUNC | FUSE_POSIX_LOCKS | FUSE_FLOCK_LOCKS |
                     FUSE_MAX_PAGES | FUSE_CACHE_SYMLINKS;
+
+    if (fs->no_posix_lock)
+        want &= ~(uint64_t)FUSE_POSIX_LOCKS;
+    if (fs->no_flock)
+        want &= ~(uint64_t)FUSE_FLOCK_LOCKS;
 
     if (fs->readdirplus)
         want |= FUSE_DO_READDIRPLUS | FUSE_READDIRPLUS_AUTO;

@@ -468,6 +468,8 @@ struct pt_fs {
     bool posix_acl;
     bool killpriv_v2_opt;
     bool announce_submounts;
+    bool no_posix_lock;
+    bool no_flock;
     bool readonly;
     bool security_label;      /* --security-label: FUSE_SECURITY_CTX */
     struct pt_idmap uidmap;   /* --translate-uid (empty: identity) */

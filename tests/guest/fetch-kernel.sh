@@ -4,7 +4,7 @@
 # Fetch Debian's current amd64 kernel into the guest-test cache and prepare it for
 # a fast boot under QEMU TCG:
 #   CACHE/kernel/KVER/vmlinux      ELF image extracted from the xz bzImage (PVH boot)
-#   CACHE/kernel/KVER/root/lib/modules/KVER/...   modules + modules.dep
+#   CACHE/kernel/KVER/root/lib/modules/KVER/...   the virtio and fuse modules + modules.dep
 #   CACHE/kernel/current           the KVER in use
 # Prints the kernel directory on stdout. Idempotent: a complete cache entry is
 # reused without touching the network.
@@ -54,12 +54,22 @@ fi
 log "preparing $pkg in $kdir"
 rm -rf "$kdir"
 mkdir -p "$kdir/dl"
-(cd "$kdir/dl" && apt-get download "$pkg" >&2) || die "apt-get download $pkg failed"
-deb=$(ls "$kdir"/dl/*.deb | head -n1)
+# apt's own cache first (a package apt-get install fetched), else the archive.
+deb=$(ls /var/cache/apt/archives/"${pkg}"_*_amd64.deb 2>/dev/null | tail -n1) || true
+if [ -z "$deb" ]; then
+    (cd "$kdir/dl" && apt-get download "$pkg" >&2) || die "apt-get download $pkg failed"
+    deb=$(ls "$kdir"/dl/*.deb | head -n1)
+fi
 [ -f "$deb" ] || die "no .deb downloaded"
 
+# Only what the guest uses: the kernel image and the virtio and fuse module
+# directories (the whole tree is 400 MB and busybox depmod over it takes seconds).
 mkdir -p "$kdir/pkg"
-dpkg-deb -x "$deb" "$kdir/pkg"
+dpkg-deb --fsys-tarfile "$deb" |
+    tar -x -C "$kdir/pkg" --wildcards "./boot/vmlinuz-$kver" \
+        "./lib/modules/$kver/kernel/drivers/virtio/*" "./lib/modules/$kver/kernel/fs/fuse/*" \
+        "./lib/modules/$kver/modules.order" "./lib/modules/$kver/modules.builtin*" ||
+    die "cannot unpack $deb"
 bz=$kdir/pkg/boot/vmlinuz-$kver
 [ -f "$bz" ] || die "$bz missing from the package"
 

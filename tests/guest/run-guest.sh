@@ -17,21 +17,33 @@
 #   --keep               keep the shared directory even on PASS
 #   --smp N / --mem MB   guest size (default 2 / 2048)
 #   --append ARGS        extra guest kernel command line (e.g. an LSM choice)
+#   --device TAG DIR CMD another vhost-user-fs device with mount tag TAG, served
+#                        by its own backend CMD ({socket}, {dir} as above) on
+#                        DIR (empty: RUNDIR/shared-TAG, removed on PASS); the
+#                        guest script finds the tags in $EXTRA_TAGS and mounts
+#                        them itself. Repeatable.
+#   --expect-exit0       every backend must exit by itself with status 0 once
+#                        QEMU has disconnected (vufsd's documented behaviour)
+#   --live               copy the guest's output to stdout as it arrives
+#   --host-file NAME=TEXT  write TEXT (and a newline) to NAME in the shared
+#                        directory before the backend starts. Repeatable.
 #
 # The guest prints its output on ttyS1 (RUNDIR/output.log), the kernel console is
 # RUNDIR/console.log and the backend's RUNDIR/backend.log. The verdict comes from
 # the guest's "VUFS-GUEST-RESULT rc=N" marker (QEMU exits 0 even when killed),
 # plus the host's own check of every "VUFS-SUM SHA256 PATH" line the guest
-# printed against the real file in the shared directory after the guest is gone.
+# printed against the real file in the shared directory after the guest is gone
+# (a PATH of the form @TAG/REL names a file in the --device TAG directory).
 # Exit status: 0 PASS, 1 FAIL, 2 usage.
 {
 set -uo pipefail
 
 here=$(cd "$(dirname "$0")" && pwd)
 backend= script= dir= timeout=600 min_sums=0 rundir= keep=0 smp=2 mem=2048 append=
-files=() sets=()
+files=() sets=() live=0 expect_exit0=0
+dev_tags=() dev_dirs=() dev_cmds=() host_files=()
 
-usage() { sed -n '4,26p' "$0" >&2; exit 2; }
+usage() { sed -n '4,38p' "$0" >&2; exit 2; }
 while [ $# -gt 0 ]; do
     case "$1" in
     --backend) backend=$2; shift 2 ;;
@@ -46,6 +58,20 @@ while [ $# -gt 0 ]; do
     --smp) smp=$2; shift 2 ;;
     --mem) mem=$2; shift 2 ;;
     --append) append=$2; shift 2 ;;
+    --device)
+        [ $# -ge 4 ] || usage
+        case "$2" in
+        ''|*[!A-Za-z0-9_-]*|myfs) echo "run-guest: bad device tag '$2'" >&2; usage ;;
+        esac
+        dev_tags+=("$2"); dev_dirs+=("$3"); dev_cmds+=("$4"); shift 4 ;;
+    --expect-exit0) expect_exit0=1; shift ;;
+    --live) live=1; shift ;;
+    --host-file)
+        case "$2" in
+        [!/.]*=*) case "${2%%=*}" in */*) usage ;; esac ;;
+        *) usage ;;
+        esac
+        host_files+=("$2"); shift 2 ;;
     -h|--help) usage ;;
     *) echo "run-guest: unknown argument $1" >&2; usage ;;
     esac
@@ -67,11 +93,27 @@ if [ -z "$dir" ]; then
 fi
 mkdir -p "$dir"
 dir=$(cd "$dir" && pwd)
+for hf in ${host_files[@]+"${host_files[@]}"}; do
+    printf '%s\n' "${hf#*=}" > "$dir/${hf%%=*}"
+done
 sock=$rundir/vhost.sock
-rm -f "$sock" "$rundir"/{console,output,backend}.log
+rm -f "$sock" "$rundir"/{console,output,backend}.log "$rundir"/backend-*.log
+dev_own=() dev_socks=()
+for i in "${!dev_tags[@]}"; do
+    dev_own[i]=0
+    if [ -z "${dev_dirs[i]}" ]; then
+        dev_dirs[i]=$rundir/shared-${dev_tags[i]}
+        dev_own[i]=1
+    fi
+    mkdir -p "${dev_dirs[i]}"
+    dev_dirs[i]=$(cd "${dev_dirs[i]}" && pwd)
+    dev_socks[i]=$rundir/${dev_tags[i]}.sock
+    rm -f "${dev_socks[i]}"
+done
 
 log() { echo "run-guest: $*" >&2; }
-qemu_pid= backend_pid=
+qemu_pid= backend_pid= live_pid=
+dev_pids=()
 
 # Stop one process group (the legacy daemon forks into a pid namespace, so its
 # children are only reachable through the group), politely first.
@@ -87,8 +129,20 @@ stop_group() {
     wait "$pid" 2>/dev/null || true
 }
 cleanup() {
+    local p
     stop_group "$qemu_pid"; qemu_pid=
     stop_group "$backend_pid"; backend_pid=
+    for p in ${dev_pids[@]+"${dev_pids[@]}"}; do stop_group "$p"; done
+    dev_pids=()
+    stop_live
+}
+# --live: a tail of output.log on stdout while the guest runs.
+stop_live() {
+    [ -n "$live_pid" ] || return 0
+    sleep 0.3   # tail polls: let it copy the last lines
+    kill "$live_pid" 2>/dev/null
+    wait "$live_pid" 2>/dev/null
+    live_pid=
 }
 trap cleanup EXIT
 trap 'log "interrupted"; exit 1' INT TERM HUP
@@ -104,29 +158,56 @@ verdict() {
         done
         exit 1
     fi
-    [ $own_dir = 1 ] && [ $keep = 0 ] && rm -rf "$dir"
+    if [ $keep = 0 ]; then
+        [ $own_dir = 1 ] && rm -rf "$dir"
+        for i in "${!dev_tags[@]}"; do
+            [ "${dev_own[i]}" = 1 ] && rm -rf "${dev_dirs[i]}"
+        done
+    fi
     rm -f "$rundir/initrd.img"   # 90 MB, rebuilt from the cache on every run
     exit 0
 }
 
 # Guest pieces: the kernel and the base initramfs (cached), plus this run's archive.
-base=$("$here/mkinitramfs.sh" base) || verdict FAIL "cannot build the base initramfs (kernel fetch needs Debian's archive)"
-kdir=$("$here/fetch-kernel.sh" 2>/dev/null) || verdict FAIL "no guest kernel"
+kdir=$("$here/fetch-kernel.sh") || verdict FAIL "no guest kernel (the first fetch needs Debian's archive)"
+# One apt-cache look-up per run is enough (seconds on a busy machine).
+export VUFS_GUEST_KPKG=${VUFS_GUEST_KPKG:-linux-image-$(basename "$kdir")}
+base=$("$here/mkinitramfs.sh" base) || verdict FAIL "cannot build the base initramfs"
+[ ${#dev_tags[@]} = 0 ] || sets+=("EXTRA_TAGS=${dev_tags[*]}")
 "$here/mkinitramfs.sh" run "$rundir/run.cpio" "$script" ${sets[@]+"${sets[@]}"} \
     ${files[@]+"${files[@]}"} || verdict FAIL "cannot build the per-run initramfs"
 cat "$base" "$rundir/run.cpio" > "$rundir/initrd.img"
 
-# Backend first: it creates the socket QEMU connects to.
-cmd=${backend//\{socket\}/$sock}
-cmd=${cmd//\{dir\}/$dir}
-echo "$cmd" > "$rundir/backend.cmd"
-setsid bash -c "exec $cmd" > "$rundir/backend.log" 2>&1 < /dev/null &
-backend_pid=$!
-bstart=$(date +%s)   # not $start: fetching the kernel may have taken a while
-while [ ! -S "$sock" ]; do
-    kill -0 "$backend_pid" 2>/dev/null || verdict FAIL "backend exited before creating $sock"
-    [ "$(date +%s)" -lt $((bstart + 30)) ] || verdict FAIL "backend did not create $sock within 30 s"
-    sleep 0.05
+# Backends first: each creates (or, handed a listening socket, already has) the
+# socket QEMU connects to.
+# start_backend CMD SOCKET DIR LOGNAME: starts it in its own session, sets $started.
+start_backend() {
+    local cmd=$1 bsock=$2 bdir=$3 name=$4
+    cmd=${cmd//\{socket\}/$bsock}
+    cmd=${cmd//\{dir\}/$bdir}
+    echo "$cmd" > "$rundir/$name.cmd"
+    setsid bash -c "exec $cmd" > "$rundir/$name.log" 2>&1 < /dev/null &
+    started=$!
+}
+# wait_socket PID SOCKET NAME
+wait_socket() {
+    local bstart
+    bstart=$(date +%s)   # not $start: fetching the kernel may have taken a while
+    while [ ! -S "$2" ]; do
+        kill -0 "$1" 2>/dev/null || verdict FAIL "$3 exited before creating $2"
+        [ "$(date +%s)" -lt $((bstart + 30)) ] || verdict FAIL "$3 did not create $2 within 30 s"
+        sleep 0.05
+    done
+}
+start_backend "$backend" "$sock" "$dir" backend
+backend_pid=$started
+for i in "${!dev_tags[@]}"; do
+    start_backend "${dev_cmds[i]}" "${dev_socks[i]}" "${dev_dirs[i]}" "backend-${dev_tags[i]}"
+    dev_pids[i]=$started
+done
+wait_socket "$backend_pid" "$sock" backend
+for i in "${!dev_tags[@]}"; do
+    wait_socket "${dev_pids[i]}" "${dev_socks[i]}" "backend ${dev_tags[i]}"
 done
 
 # shellcheck disable=SC2054
@@ -140,10 +221,19 @@ qemu=(qemu-system-x86_64 -machine q35 -accel tcg,thread=multi -cpu max
     -nodefaults -no-user-config -display none -no-reboot
     -chardev "file,id=con,path=$rundir/console.log" -serial chardev:con
     -chardev "file,id=out,path=$rundir/output.log" -serial chardev:out)
+for i in "${!dev_tags[@]}"; do
+    qemu+=(-chardev "socket,id=vfs$i,path=${dev_socks[i]}"
+        -device "vhost-user-fs-pci,chardev=vfs$i,tag=${dev_tags[i]},queue-size=1024")
+done
 printf '%q ' "${qemu[@]}" > "$rundir/qemu.cmd"
 setsid "${qemu[@]}" > "$rundir/qemu.log" 2>&1 < /dev/null &
 qemu_pid=$!
-log "guest started (qemu pid $qemu_pid, backend pid $backend_pid, logs $rundir)"
+log "guest started (qemu pid $qemu_pid, backend pid $backend_pid${dev_pids[*]:+, device backends ${dev_pids[*]}}, logs $rundir)"
+if [ $live = 1 ]; then
+    : >> "$rundir/output.log"
+    tail -s 0.1 -n +1 -F "$rundir/output.log" 2>/dev/null > >(sed -u 's/\r$//; s/^/  guest | /') &
+    live_pid=$!
+fi
 
 # Wait for the result marker, or QEMU's death, or the deadline.
 marker=
@@ -161,9 +251,34 @@ while kill -0 "$qemu_pid" 2>/dev/null && [ "$(date +%s)" -lt $((deadline + 30)) 
 done
 wait "$qemu_pid" 2>/dev/null; qemu_pid=
 [ -s "$rundir/console.log" ] && grep -a -E 'BUG:|Oops|Kernel panic|general protection' "$rundir/console.log" > "$rundir/kernel-errors.log"
+stop_live
+# --expect-exit0: with QEMU gone every backend must end by itself, status 0.
+exit_errors=()
+if [ $expect_exit0 = 1 ]; then
+    # backend_exit PID NAME: appends to exit_errors unless PID exits 0 within 15 s.
+    backend_exit() {
+        local i brc
+        for i in $(seq 150); do kill -0 "$1" 2>/dev/null || break; sleep 0.1; done
+        if kill -0 "$1" 2>/dev/null; then
+            exit_errors+=("$2 still running 15 s after QEMU disconnected")
+            return
+        fi
+        wait "$1"; brc=$?
+        [ $brc = 0 ] || exit_errors+=("$2 exited with status $brc after QEMU disconnected")
+    }
+    backend_exit "$backend_pid" backend
+    backend_pid=
+    for i in "${!dev_tags[@]}"; do
+        backend_exit "${dev_pids[i]}" "backend ${dev_tags[i]}"
+        dev_pids[i]=
+    done
+    dev_pids=()
+fi
 stop_group "$backend_pid"; backend_pid=
+for p in ${dev_pids[@]+"${dev_pids[@]}"}; do stop_group "$p"; done
+dev_pids=()
 
-grep -a -o 'VUFS-GUEST-\(BOOTED\|MOUNTED\)[[:print:]]*' "$rundir/output.log" >&2 || true
+[ $live = 1 ] || grep -a -o 'VUFS-GUEST-\(BOOTED\|MOUNTED\)[[:print:]]*' "$rundir/output.log" >&2 || true
 
 # Host-side check of the checksums the guest computed.
 nsums=0 bad=0
@@ -173,7 +288,18 @@ while read -r _ sum path; do
     case "$path" in
     /*|*..*) log "refusing checksum path $path"; bad=$((bad + 1)); continue ;;
     esac
-    host=$(sha256sum "$dir/$path" 2>/dev/null | cut -d' ' -f1)
+    base_dir=$dir rel=$path
+    if [ "${path#@}" != "$path" ]; then
+        # @TAG/REL: a file on the --device TAG share.
+        base_dir= rel=${path#*/}
+        for i in "${!dev_tags[@]}"; do
+            [ "${path%%/*}" = "@${dev_tags[i]}" ] && base_dir=${dev_dirs[i]}
+        done
+        if [ -z "$base_dir" ] || [ "$rel" = "$path" ]; then
+            log "checksum path $path names no device"; bad=$((bad + 1)); continue
+        fi
+    fi
+    host=$(sha256sum "$base_dir/$rel" 2>/dev/null | cut -d' ' -f1)
     if [ "$host" != "$sum" ]; then
         log "checksum mismatch for $path: guest $sum host ${host:-missing}"
         bad=$((bad + 1))
@@ -183,6 +309,7 @@ while read -r _ sum path; do
 done < <(grep -a -o 'VUFS-SUM [0-9a-f]\{64\} [^[:space:]]*' "$rundir/output.log")
 
 [ "$rc" = 0 ] || verdict FAIL "guest test exited with rc=$rc"
+[ ${#exit_errors[@]} = 0 ] || verdict FAIL "${exit_errors[*]}"
 [ -s "$rundir/kernel-errors.log" ] && verdict FAIL "guest kernel reported errors: $(head -n 1 "$rundir/kernel-errors.log")"
 [ $bad = 0 ] || verdict FAIL "$bad of $nsums host checksum comparisons failed"
 [ $nsums -ge "$min_sums" ] || verdict FAIL "guest printed $nsums checksums, expected at least $min_sums"

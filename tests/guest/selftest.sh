@@ -10,6 +10,10 @@
 #   checksum   script prints a wrong checksum and exits 0         -> FAIL mismatch
 #   no-sums    --min-sums 1, script prints none                   -> FAIL
 #   backend    the backend exits at once                          -> FAIL, no boot
+#   device-sum a second device (--device): right sum for the primary
+#              share, wrong one for @TAG                          -> FAIL mismatch
+#   exit0      --expect-exit0, the backend ends with status 3 once
+#              QEMU has gone                                      -> FAIL status 3
 #
 #   selftest.sh [--backend 'CMD {socket} {dir}']
 {
@@ -33,6 +37,13 @@ cd "$1" && echo selftest > f && echo "VUFS-SUM $(echo other | sha256sum | cut -d
 EOF
 cat > "$tmp/nosums.sh" <<'EOF'
 echo no sums here
+EOF
+cat > "$tmp/devsum.sh" <<'EOF'
+. /run/settings
+mkdir -p /mnt-two && mount -t virtiofs "$EXTRA_TAGS" /mnt-two || exit 5
+cd "$1" && echo one > f && echo "VUFS-SUM $(sha256sum f | cut -d' ' -f1) f"
+echo two > /mnt-two/f && echo "VUFS-SUM $(echo other | sha256sum | cut -d' ' -f1) @two/f"
+umount /mnt-two
 EOF
 
 # expect NAME WANT_RC WANT_REGEX run-guest-args...
@@ -60,6 +71,10 @@ expect no-sums 1 'FAIL: guest printed 0 checksums, expected at least 1' \
     --backend "$backend" --script "$tmp/nosums.sh" --min-sums 1
 expect backend 1 'FAIL: backend exited before creating' \
     --backend 'sh -c "exit 4" {socket} {dir}' --script "$tmp/pass.sh"
+expect device-sum 1 'FAIL: 1 of 2 host checksum comparisons failed' \
+    --backend "$backend" --device two "" "$backend" --script "$tmp/devsum.sh" --min-sums 2
+expect exit0 1 'FAIL: backend exited with status 3 after QEMU disconnected' \
+    --backend "bash -c '$backend; exit 3'" --script "$tmp/pass.sh" --expect-exit0
 
 echo "selftest: $fails failures"
 [ $fails = 0 ]

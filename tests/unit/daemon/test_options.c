@@ -161,8 +161,14 @@ static void test_legacy_o(void **state)
     assert_int_equal(p->ret, -EINVAL);
     parse(p, "--socket-path /s -o source=");
     assert_int_equal(p->ret, -EINVAL);
-    parse(p, "--socket-path /s -o source=/srv,no_flock"); /* locks cannot be switched off */
-    assert_int_equal(p->ret, -EINVAL);
+    parse(p, "--socket-path /s -o source=/srv,no_flock,no_posix_lock");
+    assert_int_equal(p->ret, 0);
+    assert_true(p->cfg.no_flock);
+    assert_true(p->cfg.no_posix_lock);
+    parse(p, "--socket-path /s -o source=/srv,no_flock,flock,posix_lock");
+    assert_int_equal(p->ret, 0);
+    assert_false(p->cfg.no_flock);
+    assert_false(p->cfg.no_posix_lock);
 }
 
 static void test_bad_input(void **state)

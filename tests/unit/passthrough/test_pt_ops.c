@@ -797,6 +797,22 @@ static void test_init_flags(void **state)
     pt_t_down(t);
 }
 
+/* libvirt's -o no_posix_lock,no_flock: the guest keeps those locks local. */
+static void test_init_locks_off(void **state)
+{
+    struct pt_t *t = pt_t_new();
+
+    t->cfg.no_posix_lock = true;
+    t->cfg.no_flock = true;
+    assert_int_equal(pt_t_start(t), 0);
+    struct fll_conn conn = { .capable = ~0ull };
+    assert_int_equal(t->ops->init(t->fs, &conn), 0);
+    assert_false(conn.want & FUSE_POSIX_LOCKS);
+    assert_false(conn.want & FUSE_FLOCK_LOCKS);
+    assert_true(conn.want & FUSE_ASYNC_READ);
+    pt_t_down(t);
+}
+
 /* ---- xattrs ------------------------------------------------------------------------- */
 
 static void test_xattr_plain(void **state)
@@ -1016,6 +1032,7 @@ int main(void)
         cmocka_unit_test(test_create_open_flags),
         cmocka_unit_test(test_writeback_opens_wronly_as_rdwr),
         cmocka_unit_test(test_init_flags),
+        cmocka_unit_test(test_init_locks_off),
         cmocka_unit_test(test_xattr_plain),
         cmocka_unit_test(test_xattr_mapped),
         cmocka_unit_test(test_mapped_capability_cleared),
