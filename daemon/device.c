@@ -13,6 +13,7 @@
 #include <sys/socket.h>
 #include <unistd.h>
 
+#include "dax.h"
 #include "log.h"
 #include "vu_msg.h"
 
@@ -75,6 +76,9 @@ static void vdev_stop_all(struct vufsd_dev *dev)
 {
     for (unsigned i = 0; i < VDEV_MAX_QUEUES; i++)
         vqt_stop(&dev->q[i]);
+    /* No request runs now: no mapping call is in flight to this frontend. */
+    if (dev->c.dax)
+        dax_window_reset(dev->c.dax);
 }
 
 void vdev_reset(struct vufsd_dev *dev)
@@ -198,6 +202,19 @@ void vdev_set_backend_fd(struct vufsd_dev *dev, int fd)
         close(dev->backend_fd);
     dev->backend_fd = fd;
     pthread_mutex_unlock(&dev->backend_lock);
+}
+
+bool vdev_can_map(struct vufsd_dev *dev, bool shmem)
+{
+    if (!vdev_has_protocol_feature(dev, VU_PROTOCOL_F_REPLY_ACK) ||
+        !vdev_has_protocol_feature(dev, VU_PROTOCOL_F_BACKEND_REQ) ||
+        !vdev_has_protocol_feature(dev, VU_PROTOCOL_F_BACKEND_SEND_FD) ||
+        (shmem && !vdev_has_protocol_feature(dev, VU_PROTOCOL_F_SHMEM)))
+        return false;
+    pthread_mutex_lock(&dev->backend_lock);
+    bool chan = dev->backend_fd >= 0;
+    pthread_mutex_unlock(&dev->backend_lock);
+    return chan;
 }
 
 static int vdev_send_all(int fd, const void *buf, size_t len, int pass_fd)

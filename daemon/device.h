@@ -78,6 +78,7 @@
 
 struct vufsd_dev;
 struct vqt_req;
+struct dax_window;
 
 enum vqt_state {
     VQT_IDLE,
@@ -135,6 +136,10 @@ struct vdev_config {
     /* Completes every request the fs parked (a SETLKW waiting for its lock) with
      * EINTR, from the calling thread (pt_fs_cancel_waits); NULL if it never parks. */
     void (*fs_cancel_waits)(void *fs);
+    /* The DAX window, or NULL. Cleared without frontend calls when the device is
+     * reset or the frontend leaves (the frontend drops its mappings itself),
+     * after the queues stopped and before the fs hears of it. */
+    struct dax_window *dax;
 };
 
 struct vufsd_dev {
@@ -184,6 +189,10 @@ bool vdev_is_broken(const struct vufsd_dev *dev);
 void vdev_clear_broken(struct vufsd_dev *dev);
 /* Replaces the backend request channel fd (takes fd; -1 closes it). */
 void vdev_set_backend_fd(struct vufsd_dev *dev, int fd);
+/* Whether a DAX window can be mapped through this frontend: the backend channel
+ * is set and REPLY_ACK, BACKEND_REQ, BACKEND_SEND_FD (and SHMEM when shmem is
+ * true) were negotiated. */
+bool vdev_can_map(struct vufsd_dev *dev, bool shmem);
 /* Reads exactly len bytes from a stream socket: 0, -ECONNRESET at EOF, or -errno. */
 int vdev_recv_all(int fd, void *buf, size_t len);
 

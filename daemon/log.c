@@ -5,6 +5,7 @@
 #include <stdio.h>
 #include <string.h>
 #include <sys/time.h>
+#include <sys/uio.h>
 #include <syslog.h>
 #include <time.h>
 #include <unistd.h>
@@ -45,6 +46,36 @@ bool vlog_enabled(enum vufsd_log_level level)
     return level <= vlog_level;
 }
 
+/* "HH:MM:SS.mmm vufsd[PID] LEVEL: " into buf; its length (0 on error). */
+static int vlog_prefix(char *buf, size_t size, enum vufsd_log_level level)
+{
+    struct timespec ts;
+    struct tm tm;
+
+    clock_gettime(CLOCK_REALTIME, &ts);
+    gmtime_r(&ts.tv_sec, &tm);
+    int n = snprintf(buf, size, "%02d:%02d:%02d.%03ld vufsd[%d] %s: ", tm.tm_hour, tm.tm_min,
+                     tm.tm_sec, ts.tv_nsec / 1000000, (int)getpid(), vlog_names[level]);
+    return n < 0 || (size_t)n >= size ? 0 : n;
+}
+
+void vlog_text(const char *label, const char *text)
+{
+    if (vlog_syslog) {
+        syslog(LOG_INFO, "%s%s", label, text);
+        return;
+    }
+    char prefix[96], nl[] = "\n";
+    struct iovec iov[4] = {
+        {.iov_base = prefix, .iov_len = (size_t)vlog_prefix(prefix, sizeof(prefix), VUFSD_LOG_INFO)},
+        {.iov_base = (void *)label, .iov_len = strlen(label)},
+        {.iov_base = (void *)text, .iov_len = strlen(text)},
+        {.iov_base = nl, .iov_len = 1},
+    };
+    ssize_t w = writev(STDERR_FILENO, iov, 4);
+    (void)w;
+}
+
 void vlog(enum vufsd_log_level level, const char *fmt, ...)
 {
     char line[1024];
@@ -54,17 +85,8 @@ void vlog(enum vufsd_log_level level, const char *fmt, ...)
     if (!vlog_enabled(level) || (unsigned)level >= sizeof(vlog_names) / sizeof(vlog_names[0]))
         return;
 
-    if (!vlog_syslog) {
-        struct timespec ts;
-        struct tm tm;
-
-        clock_gettime(CLOCK_REALTIME, &ts);
-        gmtime_r(&ts.tv_sec, &tm);
-        n = snprintf(line, sizeof(line), "%02d:%02d:%02d.%03ld vufsd[%d] %s: ", tm.tm_hour,
-                     tm.tm_min, tm.tm_sec, ts.tv_nsec / 1000000, (int)getpid(), vlog_names[level]);
-        if (n < 0)
-            n = 0;
-    }
+    if (!vlog_syslog)
+        n = vlog_prefix(line, sizeof(line), level);
     va_start(ap, fmt);
     int m = vsnprintf(line + n, sizeof(line) - (size_t)n, fmt, ap);
     va_end(ap);

@@ -17,6 +17,10 @@ void vlog_init(enum vufsd_log_level level, bool use_syslog);
 bool vlog_enabled(enum vufsd_log_level level);
 void vlog(enum vufsd_log_level level, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
 
+/* One line "label text" of any length, at every log level (what an operator asked
+ * for explicitly, e.g. the statistics on SIGUSR1), labelled info. One writev(2). */
+void vlog_text(const char *label, const char *text);
+
 #define vlog_err(...)  vlog(VUFSD_LOG_ERROR, __VA_ARGS__)
 #define vlog_warn(...) vlog(VUFSD_LOG_WARN, __VA_ARGS__)
 #define vlog_info(...) vlog(VUFSD_LOG_INFO, __VA_ARGS__)

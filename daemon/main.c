@@ -30,6 +30,7 @@
 #include <sys/un.h>
 #include <unistd.h>
 
+#include "dax_backend.h"
 #include "device.h"
 #include "log.h"
 #include "options.h"
@@ -179,19 +180,20 @@ static void vmain_listener_close(struct vmain_listener *l)
 /* ---- Signals ----------------------------------------------------------------------- */
 
 /*
- * SIGTERM/SIGINT write to an eventfd the serving loops poll. A handler rather
- * than a sigwait thread: write(2) is in every seccomp allowlist, and any
- * thread may take the signal (the loops retry on EINTR).
+ * SIGTERM/SIGINT write to an eventfd the serving loops poll; SIGUSR1 (the DAX
+ * statistics) to one the statistics thread polls. A handler rather than a
+ * sigwait thread: write(2) is in every seccomp allowlist, and any thread may
+ * take the signal (the loops retry on EINTR).
  */
 static int vmain_stop_fd = -1;
+static int vmain_stats_fd = -1;
 
 static void vmain_on_signal(int sig)
 {
     int saved = errno;
     uint64_t one = 1;
-    ssize_t w = write(vmain_stop_fd, &one, sizeof(one));
+    ssize_t w = write(sig == SIGUSR1 ? vmain_stats_fd : vmain_stop_fd, &one, sizeof(one));
     (void)w;
-    (void)sig;
     errno = saved;
 }
 
@@ -208,6 +210,21 @@ static int vmain_install_signals(void)
     return 0;
 }
 
+/* SIGUSR1 without a window is ignored: its default action would end the daemon. */
+static int vmain_install_stats_signal(bool dax)
+{
+    struct sigaction sa = {.sa_handler = vmain_on_signal, .sa_flags = SA_RESTART};
+    sigemptyset(&sa.sa_mask);
+    if (!dax) {
+        signal(SIGUSR1, SIG_IGN);
+        return 0;
+    }
+    vmain_stats_fd = eventfd(0, EFD_CLOEXEC | EFD_NONBLOCK);
+    if (vmain_stats_fd < 0 || sigaction(SIGUSR1, &sa, NULL) < 0)
+        return -errno;
+    return 0;
+}
+
 /* ---- Serving ----------------------------------------------------------------------- */
 
 static void vmain_fs_reset(void *fs)
@@ -220,7 +237,8 @@ static void vmain_fs_cancel_waits(void *fs)
     pt_fs_cancel_waits(fs);
 }
 
-static int vmain_serve(const struct vufsd_config *cfg, int listen_fd, struct pt_fs *fs)
+static int vmain_serve(const struct vufsd_config *cfg, int listen_fd, struct pt_fs *fs,
+                       struct vdax *dax)
 {
     struct vdev_config dc = {
         .cfg = cfg,
@@ -228,6 +246,7 @@ static int vmain_serve(const struct vufsd_config *cfg, int listen_fd, struct pt_
         .fs = fs,
         .fs_reset = vmain_fs_reset,
         .fs_cancel_waits = vmain_fs_cancel_waits,
+        .dax = dax ? vdax_window(dax) : NULL,
     };
 
     for (;;) {
@@ -260,8 +279,12 @@ static int vmain_serve(const struct vufsd_config *cfg, int listen_fd, struct pt_
             close(conn);
             return 1;
         }
+        if (dax)
+            vdax_attach(dax, dev);
         int ret = vu_serve(dev, conn, vmain_stop_fd, listen_fd);
         vdev_free(dev); /* stops the queues, completes in-flight requests, resets the fs */
+        if (dax)
+            vdax_attach(dax, NULL);
         close(conn);
         if (ret == 1) {
             vlog_info("signal received: stopped serving the frontend");
@@ -299,6 +322,8 @@ static struct sb_config vmain_sb_config(const struct vufsd_config *cfg)
         features |= SB_FEAT_DEVFUSE;
     if (cfg->inode_file_handles != VUFSD_HANDLES_NEVER)
         features |= SB_FEAT_FILE_HANDLES;
+    if (cfg->dax_window)
+        features |= SB_FEAT_DAX;
     return (struct sb_config){
         .mode = modes[cfg->sandbox],
         .shared_dir = cfg->shared_dir,
@@ -388,6 +413,28 @@ static void vmain_unmount(void)
     fll_devfuse_free(h);
 }
 
+/* ---- DAX ----------------------------------------------------------------------------- */
+
+/* The window, and the stats file's directory while the host's paths are visible. */
+static int vmain_dax_new(const struct vufsd_config *cfg, struct pt_fs *fs, struct vdax **out)
+{
+    int ret = vdax_new(cfg, fs, out);
+    if (ret < 0) {
+        vlog_err("cannot make a %llu-byte DAX window: %s", (unsigned long long)cfg->dax_window,
+                 strerror(-ret));
+        return ret;
+    }
+    if (cfg->stats_file && (ret = vdax_stats_prepare(*out, cfg->stats_file)) < 0)
+        return ret;
+    struct dax_window_stats st;
+    dax_window_get_stats(vdax_window(*out), &st);
+    vlog_info("DAX window: %llu MiB, policy %s, protocol %s",
+              (unsigned long long)(cfg->dax_window >> 20), dax_policy_name(st.policy),
+              cfg->dax_protocol == VUFSD_DAX_PROTO_LEGACY ? "legacy (SLAVE_FS_MAP/UNMAP)"
+                                                         : "shmem (BACKEND_SHMEM_MAP/UNMAP)");
+    return 0;
+}
+
 /* ---- Sandbox ----------------------------------------------------------------------- */
 
 /*
@@ -428,6 +475,7 @@ int main(int argc, char **argv)
     g_autofree char *errmsg = NULL;
     g_autofree char *mount_caps = NULL; /* --mount: the modcaps handed to the sandbox */
     struct vmain_listener l = {.fd = -1, .dir_fd = -1, .pid_fd = -1};
+    struct vdax *dax = NULL;
     int status = 1;
 
     vopt_config_init(&cfg);
@@ -508,7 +556,8 @@ int main(int argc, char **argv)
         vlog_warn("--mount: no sandbox (--sandbox none), the mount is made in the host's "
                   "mount namespace; seccomp still applies");
     /* --mount: the handlers stop the /dev/fuse loop, which then unmounts. */
-    if ((cfg.mountpoint ? vmain_install_devfuse_signals() : vmain_install_signals()) < 0) {
+    if ((cfg.mountpoint ? vmain_install_devfuse_signals() : vmain_install_signals()) < 0 ||
+        vmain_install_stats_signal(cfg.dax_window != 0) < 0) {
         vlog_err("cannot install signal handlers: %s", strerror(errno));
         goto out;
     }
@@ -537,6 +586,9 @@ int main(int argc, char **argv)
     vlog_debug("fd budget for the guest: %ld (RLIMIT_NOFILE %llu)", pt_fs_fd_budget(fs),
                (unsigned long long)nofile);
 
+    if (cfg.dax_window && vmain_dax_new(&cfg, fs, &dax) < 0)
+        goto free_fs;
+
     if (vmain_enter_sandbox(&sbc, &cfg, fs) < 0) {
         vmain_unmount();
         goto free_fs;
@@ -560,11 +612,16 @@ int main(int argc, char **argv)
         goto free_fs;
     }
 
-    status = vmain_serve(&cfg, l.fd, fs);
+    if (dax && (err = vdax_stats_start(dax, vmain_stats_fd)) < 0) {
+        vlog_err("cannot start the statistics thread: %s", strerror(-err));
+        goto free_fs;
+    }
+    status = vmain_serve(&cfg, l.fd, fs, dax);
     vlog_info("exiting");
 
 free_fs:
     pt_fs_free(fs);
+    vdax_free(dax); /* after the fs, which may still drop DAX records */
 out:
     vmain_listener_close(&l);
     vopt_config_clear(&cfg);

@@ -17,6 +17,7 @@
 #include <linux/virtio_config.h>
 #include <linux/virtio_ring.h>
 
+#include "dax.h"
 #include "log.h"
 #include "vu_msg.h"
 
@@ -26,11 +27,20 @@ uint64_t vu_offered_features(void)
            (1ull << VIRTIO_RING_F_EVENT_IDX) | (1ull << VU_F_PROTOCOL_FEATURES);
 }
 
-uint64_t vu_offered_protocol_features(void)
+/* A window the frontend learns about through GET_SHMEM_CONFIG (mainline protocol). */
+static bool vu_shmem_window(const struct vufsd_config *cfg)
 {
-    return (1ull << VU_PROTOCOL_F_MQ) | (1ull << VU_PROTOCOL_F_REPLY_ACK) |
-           (1ull << VU_PROTOCOL_F_BACKEND_REQ) | (1ull << VU_PROTOCOL_F_BACKEND_SEND_FD) |
-           (1ull << VU_PROTOCOL_F_CONFIGURE_MEM_SLOTS) | (1ull << VU_PROTOCOL_F_STATUS);
+    return cfg->dax_window && cfg->dax_protocol == VUFSD_DAX_PROTO_SHMEM;
+}
+
+uint64_t vu_offered_protocol_features(const struct vufsd_config *cfg)
+{
+    uint64_t f = (1ull << VU_PROTOCOL_F_MQ) | (1ull << VU_PROTOCOL_F_REPLY_ACK) |
+                 (1ull << VU_PROTOCOL_F_BACKEND_REQ) | (1ull << VU_PROTOCOL_F_BACKEND_SEND_FD) |
+                 (1ull << VU_PROTOCOL_F_CONFIGURE_MEM_SLOTS) | (1ull << VU_PROTOCOL_F_STATUS);
+    if (vu_shmem_window(cfg))
+        f |= 1ull << VU_PROTOCOL_F_SHMEM;
+    return f;
 }
 
 typedef int vu_handler(struct vufsd_dev *dev, struct vu_msg *m, int *fds, int nfds,
@@ -82,7 +92,7 @@ static int vu_set_features(struct vufsd_dev *dev, struct vu_msg *m, int *fds, in
 static int vu_get_protocol_features(struct vufsd_dev *dev, struct vu_msg *m, int *fds, int nfds,
                                     struct vu_msg *reply)
 {
-    vu_reply_u64(reply, vu_offered_protocol_features());
+    vu_reply_u64(reply, vu_offered_protocol_features(dev->c.cfg));
     return 0;
 }
 
@@ -90,7 +100,7 @@ static int vu_set_protocol_features(struct vufsd_dev *dev, struct vu_msg *m, int
                                     struct vu_msg *reply)
 {
     uint64_t f = m->payload.u64;
-    if (f & ~vu_offered_protocol_features())
+    if (f & ~vu_offered_protocol_features(dev->c.cfg))
         return -EINVAL;
     dev->protocol_features = f;
     return 0;
@@ -126,6 +136,10 @@ static int vu_set_status(struct vufsd_dev *dev, struct vu_msg *m, int *fds, int 
     dev->status = (uint8_t)m->payload.u64;
     if (dev->status == 0)
         vdev_clear_broken(dev);
+    /* A driver reset with every queue stopped: the frontend dropped its window
+     * mappings (no request runs, so no mapping call is in flight). */
+    if (dev->status == 0 && dev->c.dax && vu_all_idle(dev))
+        dax_window_reset(dev->c.dax);
     return 0;
 }
 
@@ -354,6 +368,22 @@ static int vu_set_vring_enable(struct vufsd_dev *dev, struct vu_msg *m, int *fds
     return 0;
 }
 
+/*
+ * GET_SHMEM_CONFIG: region 0 is the DAX window, sized by --dax-window. A frontend
+ * that did not negotiate VHOST_USER_PROTOCOL_F_SHMEM (or a daemon without a
+ * window) gets a well-formed reply with no region, so it exposes no window.
+ */
+static int vu_get_shmem_config(struct vufsd_dev *dev, struct vu_msg *m, int *fds, int nfds,
+                               struct vu_msg *reply)
+{
+    bool on = vu_shmem_window(dev->c.cfg) && vdev_has_protocol_feature(dev, VU_PROTOCOL_F_SHMEM);
+    uint64_t size = on ? dev->c.cfg->dax_window : 0;
+
+    dax_wire_shmem_config_encode(reply->payload.raw, &size, on ? 1 : 0);
+    reply->hdr.size = DAX_SHMEM_CONFIG_SIZE;
+    return on ? 0 : -EOPNOTSUPP;
+}
+
 static int vu_set_backend_req_fd(struct vufsd_dev *dev, struct vu_msg *m, int *fds, int nfds,
                                  struct vu_msg *reply)
 {
@@ -385,6 +415,7 @@ static vu_handler *const vu_handlers[VU_REQUEST_MAX] = {
     [VU_REM_MEM_REG] = vu_rem_mem_reg,
     [VU_SET_STATUS] = vu_set_status,
     [VU_GET_STATUS] = vu_get_status,
+    [VU_GET_SHMEM_CONFIG] = vu_get_shmem_config,
 };
 
 /* ---- Socket I/O ------------------------------------------------------------------------ */

@@ -18,8 +18,9 @@
  */
 int vu_serve(struct vufsd_dev *dev, int conn_fd, int stop_fd, int listen_fd);
 
-/* The virtio and protocol features vufsd offers. */
+/* The virtio and protocol features vufsd offers. VHOST_USER_PROTOCOL_F_SHMEM
+ * (bit 22) only with a DAX window (--dax-window) over the mainline protocol. */
 uint64_t vu_offered_features(void);
-uint64_t vu_offered_protocol_features(void);
+uint64_t vu_offered_protocol_features(const struct vufsd_config *cfg);
 
 #endif

@@ -54,6 +54,7 @@ static const struct vu_req_info vu_reqs[VU_REQUEST_MAX] = {
     [VU_REM_MEM_REG] = {"REM_MEM_REG", VU_SZ_EXACT, sizeof(struct vu_mem_reg), VU_FD_ZERO_ONE},
     [VU_SET_STATUS] = {"SET_STATUS", VU_SZ_EXACT, U64, VU_FD_NONE},
     [VU_GET_STATUS] = {"GET_STATUS", VU_SZ_EXACT, 0, VU_FD_NONE, true},
+    [VU_GET_SHMEM_CONFIG] = {"GET_SHMEM_CONFIG", VU_SZ_EXACT, 0, VU_FD_NONE, true},
 };
 
 #undef U64

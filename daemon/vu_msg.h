@@ -40,6 +40,7 @@ enum vu_request {
     VU_REM_MEM_REG = 38,
     VU_SET_STATUS = 39,
     VU_GET_STATUS = 40,
+    VU_GET_SHMEM_CONFIG = 44,
     VU_REQUEST_MAX = 64, /* ids at or above are unknown */
 };
 
@@ -57,6 +58,7 @@ enum vu_request {
 #define VU_PROTOCOL_F_BACKEND_SEND_FD     10
 #define VU_PROTOCOL_F_CONFIGURE_MEM_SLOTS 15
 #define VU_PROTOCOL_F_STATUS              16
+#define VU_PROTOCOL_F_SHMEM               22
 
 /* The u64 of SET_VRING_KICK/CALL/ERR: queue index in bits 0-7, no fd in bit 8. */
 #define VU_VRING_IDX_MASK 0xffu

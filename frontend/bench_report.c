@@ -8,6 +8,7 @@
  */
 #include <inttypes.h>
 #include <math.h>
+#include <stddef.h>
 #include <stdlib.h>
 #include <string.h>
 
@@ -75,8 +76,12 @@ static void summarise(const struct vb_series *s, struct summary *out)
 void vb_report(const struct vb_opts *o, const struct vb_series *s, FILE *to,
                const char *workload)
 {
-    fprintf(to, "\n%s, bs %u, %u queue(s) x depth %u, %.1f s x %u runs\n", workload, o->bs,
+    fprintf(to, "\n%s, bs %u, %u queue(s) x depth %u, %.1f s x %u runs", workload, o->bs,
             o->queues, o->depth, o->runtime_s, o->repeat);
+    if (o->dax_window)
+        fprintf(to, ", DAX window %" PRIu64 " MiB, policy %s, %s guest%s", o->dax_window >> 20,
+                o->dax_policy, o->dax_guest, o->dax_legacy ? ", legacy protocol" : "");
+    fputc('\n', to);
     fprintf(to, "%-12s %5s %5s | %27s | %21s | %21s | %21s | %7s | %9s | %5s | %7s\n",
             "backend", "q", "qd", "IOPS median (min-max)", "MiB/s med (min-max)",
             "p50 us med (min-max)", "p99 us med (min-max)", "ratio", "cpu us/op", "cpu %",
@@ -126,17 +131,25 @@ static void json_str(FILE *to, const char *key, const char *v)
     fputs("\", ", to);
 }
 
-void vb_report_json(const struct vb_opts *o, const struct vb_series *s, FILE *to,
-                    const char *workload)
+static double mean_u64(const struct vb_series *s, size_t field)
 {
-    struct summary first;
-    summarise(&s[0], &first);
-    fputs("[\n", to);
+    double sum = 0;
+    for (unsigned i = 0; i < s->nruns; i++)
+        sum += (double)*(const uint64_t *)((const char *)&s->runs[i] + field);
+    return s->nruns ? sum / s->nruns : 0;
+}
+
+void vb_report_json_objects(const struct vb_opts *o, const struct vb_series *s, FILE *to,
+                            const char *workload, bool *first)
+{
+    struct summary first_be;
+    summarise(&s[0], &first_be);
     for (unsigned b = 0; b < o->nbackends; b++) {
         struct summary m;
         summarise(&s[b], &m);
-        double ratio = first.med[F_IOPS] > 0 ? m.med[F_IOPS] / first.med[F_IOPS] : 0;
-        fputs("  {", to);
+        double ratio = first_be.med[F_IOPS] > 0 ? m.med[F_IOPS] / first_be.med[F_IOPS] : 0;
+        fputs(*first ? "  {" : ",\n  {", to);
+        *first = false;
         json_str(to, "backend", o->backends[b].name);
         json_str(to, "workload", workload);
         fprintf(to, "\"bs\": %u, \"queues\": %u, \"depth\": %u, ", o->bs, m.queues, m.depth);
@@ -164,11 +177,41 @@ void vb_report_json(const struct vb_opts *o, const struct vb_series *s, FILE *to
             fprintf(to, "\"dax_window\": %" PRIu64 ", ", o->dax_window);
             json_str(to, "dax_policy", o->dax_policy);
             json_str(to, "dax_guest", o->dax_guest);
+            json_str(to, "dax_protocol", o->dax_legacy ? "legacy" : "shmem");
+            if (!o->backends[b].host && s[b].nruns) {
+                fprintf(to, "\"dax_window_offered\": %" PRIu64 ", \"dax_files\": %u, ",
+                        s[b].runs[0].dax_offered, s[b].runs[0].dax_files);
+                /* Per run, averaged over the runs. */
+                json_num(to, "dax_setups", mean_u64(&s[b], offsetof(struct vb_run, dax_setups)),
+                         true);
+                json_num(to, "dax_upgrades",
+                         mean_u64(&s[b], offsetof(struct vb_run, dax_upgrades)), true);
+                json_num(to, "dax_removes",
+                         mean_u64(&s[b], offsetof(struct vb_run, dax_removes)), true);
+                json_num(to, "dax_hits", mean_u64(&s[b], offsetof(struct vb_run, dax_hits)),
+                         true);
+                json_num(to, "dax_plain_ops",
+                         mean_u64(&s[b], offsetof(struct vb_run, dax_plain)), true);
+                json_num(to, "dax_reclaims_inline",
+                         mean_u64(&s[b], offsetof(struct vb_run, dax_inline)), true);
+                json_num(to, "dax_reclaims_worker",
+                         mean_u64(&s[b], offsetof(struct vb_run, dax_bg)), true);
+                json_num(to, "dax_waits", mean_u64(&s[b], offsetof(struct vb_run, dax_waits)),
+                         true);
+            }
         }
         fputs("\"iops_runs\": [", to);
         for (unsigned i = 0; i < s[b].nruns; i++)
             fprintf(to, "%s%.1f", i ? ", " : "", s[b].runs[i].iops);
-        fprintf(to, "]}%s\n", b + 1 < o->nbackends ? "," : "");
+        fputs("]}", to);
     }
-    fputs("]\n", to);
+}
+
+void vb_report_json(const struct vb_opts *o, const struct vb_series *s, FILE *to,
+                    const char *workload)
+{
+    bool first = true;
+    fputs("[\n", to);
+    vb_report_json_objects(o, s, to, workload, &first);
+    fputs("\n]\n", to);
 }

@@ -23,7 +23,7 @@
 
 #define VB_HOST_MAX_THREADS 256u
 
-static void fill_run(struct vb_run *run, const struct vfe_bench_result *res)
+void vb_fill_run(struct vb_run *run, const struct vfe_bench_result *res)
 {
     run->ops = res->ops;
     run->errors = res->errors;
@@ -82,6 +82,24 @@ int vb_pgrp_sample(pid_t pgid, double *cpu_s, uint64_t *rss_kib)
 
 /* ---- A spawned backend -------------------------------------------------------- */
 
+static void replace_all(GString *s, const char *what, const char *with)
+{
+    for (char *p; (p = strstr(s->str, what));) {
+        gssize at = p - s->str;
+        g_string_erase(s, at, (gssize)strlen(what));
+        g_string_insert(s, at, with);
+    }
+}
+
+char *vb_backend_cmd(const struct vb_opts *o, const struct vb_backend *be)
+{
+    GString *s = g_string_new(be->cmd);
+    g_autofree char *w = g_strdup_printf("%" PRIu64, o->dax_window);
+    replace_all(s, "{dax_window}", w);
+    replace_all(s, "{dax_policy}", o->dax_window ? o->dax_policy : "never");
+    return g_string_free(s, FALSE);
+}
+
 struct vb_session {
     struct vfe_dev *dev;
     struct vfe_fuse *fuse;
@@ -99,16 +117,13 @@ static int session_connect(const struct vb_opts *o, const struct vb_backend *be,
     unsigned qs = 128;
     while (qs < 3 * depth && qs < VFE_VQ_MAX_SIZE)
         qs *= 2;
+    g_autofree char *cmd = vb_backend_cmd(o, be);
     struct vfe_dev_config cfg = {
-        .conn = { .backend_cmd = be->cmd, .dir = o->dir, .backend_log = log,
+        .conn = { .backend_cmd = cmd, .dir = o->dir, .backend_log = log,
                   .timeout_ms = 30000 },
         .request_queues = queues,
         .queue_size = qs,
     };
-    if (o->dax_window)
-        cfg.protocol_features = (1ull << VFE_VU_PF_MQ) | (1ull << VFE_VU_PF_REPLY_ACK) |
-                                (1ull << VFE_VU_PF_BACKEND_REQ) |
-                                (1ull << VFE_VU_PF_BACKEND_SEND_FD) | (1ull << VFE_VU_PF_SHMEM);
     return vfe_dev_connect(&cfg, &s->dev);
 }
 
@@ -209,32 +224,11 @@ static int session_resolve(const struct vb_opts *o, struct vb_session *s, const 
     return 0;
 }
 
-static int dax_check(const struct vb_opts *o, const struct vb_backend *be, struct vb_session *s,
-                     struct vb_run *run)
-{
-    if (!o->dax_window)
-        return 0;
-    uint64_t size = 0;
-    int r = -EOPNOTSUPP;
-    if (vfe_dev_protocol_features(s->dev) & (1ull << VFE_VU_PF_SHMEM))
-        r = vfe_conn_get_shmem_window(vfe_dev_conn(s->dev), &size);
-    if (r < 0 || size == 0) {
-        g_free(run->why);
-        run->why = g_strdup_printf("backend %s offers no DAX window (no SHMEM protocol "
-                                   "feature or a zero-sized region): nothing to measure",
-                                   be->name);
-        return -EOPNOTSUPP;
-    }
-    g_free(run->why);
-    run->why = g_strdup_printf("backend %s offers a %" PRIu64 "-byte window, but the DAX "
-                               "guest models (--dax-guest) are not implemented in this build",
-                               be->name, size);
-    return -ENOSYS;
-}
-
 int vb_run_backend(const struct vb_opts *o, const struct vb_backend *be, const char *sub,
                    const char *log, struct vb_run *run)
 {
+    if (o->dax_window)
+        return vb_run_dax(o, be, log, run);
     struct vb_session s = { 0 };
     unsigned queues = o->queues, depth = o->depth;
     int r = session_connect(o, be, log, queues, depth, &s);
@@ -250,9 +244,6 @@ int vb_run_backend(const struct vb_opts *o, const struct vb_backend *be, const c
     }
     run->queues = queues;
     run->depth = depth;
-    r = dax_check(o, be, &s, run);
-    if (r < 0)
-        goto out_session;
     r = vfe_dev_start(s.dev);
     if (r < 0) {
         why(run, r, "%s", "starting the device");
@@ -305,7 +296,7 @@ int vb_run_backend(const struct vb_opts *o, const struct vb_backend *be, const c
         why(run, r, "%s", "the benchmark loop");
     else if (res->ops && res->errors == res->ops)
         r = why(run, -EIO, "%s", "every request failed");
-    fill_run(run, res);
+    vb_fill_run(run, res);
     g_free(res);
 out_session:
     session_close(&s);
@@ -380,14 +371,16 @@ static int host_op(struct host_worker *w)
 static void *host_main(void *arg)
 {
     struct host_worker *w = arg;
-    while (vfe_now_ns() < w->deadline) {
+    /* At least one operation, even when a loaded machine starts the thread
+     * after the deadline (a run of 0 IOPS would be meaningless). */
+    do {
         uint64_t t = vfe_now_ns();
         int r = host_op(w);
         vfe_hist_add(w->hist, vfe_now_ns() - t);
         w->ops++;
         if (r < 0 && !w->errors++)
             w->first_error = r;
-    }
+    } while (vfe_now_ns() < w->deadline);
     return NULL;
 }
 
@@ -457,7 +450,7 @@ int vb_run_host(const struct vb_opts *o, int dirfd, const char *sub, struct vb_r
     }
     if (r == 0 && res->ops && res->errors == res->ops)
         r = why(run, -EIO, "%s", "every host operation failed");
-    fill_run(run, res);
+    vb_fill_run(run, res);
     g_free(res);
     g_free(ws);
     for (unsigned i = 0; i < nfds; i++)

@@ -14,6 +14,8 @@
 #include <sys/types.h>
 
 #define VB_MAX_BACKENDS 16u
+/* Values per --dax-window / --dax-policy / --dax-guest list. */
+#define VB_MAX_DAX_VALUES 16u
 /* The benchmark's directory inside --dir. */
 #define VB_TOP "vufs-bench"
 
@@ -46,6 +48,15 @@ struct vb_opts {
     double runtime_s;
     unsigned repeat;
     unsigned read_pct;     /* randrw */
+    /* DAX: the lists given; every combination is a variant, run interleaved. */
+    uint64_t dax_windows[VB_MAX_DAX_VALUES];
+    unsigned ndax_windows;
+    const char *dax_policies[VB_MAX_DAX_VALUES];
+    unsigned ndax_policies;
+    const char *dax_guests[VB_MAX_DAX_VALUES];
+    unsigned ndax_guests;
+    bool dax_legacy;       /* --dax-protocol legacy */
+    /* The variant being run or reported. */
     uint64_t dax_window;   /* 0: no DAX */
     const char *dax_policy;
     const char *dax_guest;
@@ -62,6 +73,11 @@ struct vb_run {
     double cpu_s;           /* backend process group utime + stime; -1 for host */
     uint64_t rss_kib;       /* backend process group RSS after the run; 0 for host */
     char *why;              /* on failure, a readable reason (g_free) */
+    /* DAX runs (bench_dax.c). */
+    uint64_t dax_offered;   /* the window the backend offered (0: none) */
+    unsigned dax_files;     /* data files with FUSE_ATTR_DAX */
+    uint64_t dax_setups, dax_upgrades, dax_removes, dax_hits, dax_plain, dax_rejects;
+    uint64_t dax_waits, dax_inline, dax_bg;
 };
 
 struct vb_series {
@@ -78,6 +94,14 @@ bool vb_workload_writes(enum vb_workload w);
  * run->why set when there is more to say than the errno. */
 int vb_run_backend(const struct vb_opts *o, const struct vb_backend *be, const char *sub,
                    const char *log, struct vb_run *run);
+/* A run through the emulated guest DAX client (o->dax_window set). */
+int vb_run_dax(const struct vb_opts *o, const struct vb_backend *be, const char *log,
+               struct vb_run *run);
+/* The backend's command with {dax_window} (bytes; 0 without DAX) and
+ * {dax_policy} (never without DAX) filled in (g_free). */
+char *vb_backend_cmd(const struct vb_opts *o, const struct vb_backend *be);
+struct vfe_bench_result;
+void vb_fill_run(struct vb_run *run, const struct vfe_bench_result *res);
 int vb_run_host(const struct vb_opts *o, int dirfd, const char *sub, struct vb_run *run);
 /* utime + stime (seconds) and resident memory (KiB) summed over every process
  * in process group pgid; -ESRCH when there is none. */
@@ -87,6 +111,10 @@ void vb_report(const struct vb_opts *o, const struct vb_series *s, FILE *to,
                const char *workload);
 void vb_report_json(const struct vb_opts *o, const struct vb_series *s, FILE *to,
                     const char *workload);
+/* The objects alone, each preceded by ",\n" unless *first (which is cleared):
+ * several variants' objects in one array. */
+void vb_report_json_objects(const struct vb_opts *o, const struct vb_series *s, FILE *to,
+                            const char *workload, bool *first);
 /* Median, min and max of n values (n > 0); v is not modified. */
 void vb_stats(const double *v, unsigned n, double *median, double *min, double *max);
 

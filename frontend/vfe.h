@@ -595,6 +595,134 @@ void vfe_dax_reset(struct vfe_dax *x);
  * backend asks for; -EPROTO on a malformed reply. */
 int vfe_conn_get_shmem_window(struct vfe_conn *c, uint64_t *size);
 
+/* ---- Emulated guest DAX client (daxguest.c) ------------------------------------ */
+
+/*
+ * What a Linux guest's fs/fuse/dax.c does with a DAX window, as a library: the
+ * window is cut into 2 MiB ranges; a free list and a busy list, both in FIFO
+ * order (a range joins the busy list when it is set up, and use does not move
+ * it); when fewer than 20% of the ranges are free a background worker reclaims
+ * up to 10 busy ranges per run from the head of the busy list (skipping ranges
+ * in use) and runs again 1 ms later while still below; a read or write that
+ * finds nothing free reclaims a range of the same file inline (lowest file
+ * offset first, REMOVEMAPPING of one entry), or waits for the worker when the
+ * file has none. Files whose LOOKUP/GETATTR attributes carry FUSE_ATTR_DAX are
+ * read and written with memcpy through the window (SETUPMAPPING of the whole
+ * 2 MiB range on a miss, with READ, plus WRITE when writing; the same range set
+ * up again READ|WRITE to upgrade); others, and writes that extend a file, go
+ * through FUSE READ/WRITE. Evicting a file removes its ranges in REMOVEMAPPING
+ * requests of up to 256 entries.
+ *
+ * VFE_DAXGUEST_LRU is the same guest with recency: every access moves its range
+ * to the tail of the busy list, so the worker reclaims the least recently used
+ * ranges, and a request that finds nothing free reclaims the least recently
+ * used idle range of any file instead of one of its own file's.
+ *
+ * Threads: any number of threads may read, write and evict concurrently, each
+ * naming the request queue it uses; a file must not be read or written while
+ * it is evicted, nor after.
+ */
+#define VFE_DAXGUEST_RANGE (2ull << 20)  /* FUSE_DAX_SZ: 1 << FUSE_DAX_SHIFT (21) */
+#define VFE_DAXGUEST_RECLAIM_PCT 20u     /* FUSE_DAX_RECLAIM_THRESHOLD */
+#define VFE_DAXGUEST_RECLAIM_CHUNK 10u   /* FUSE_DAX_RECLAIM_CHUNK */
+#define VFE_DAXGUEST_REMOVE_MAX 256u     /* FUSE_REMOVEMAPPING_MAX_ENTRY (4 KiB pages) */
+
+enum vfe_daxguest_model {
+    VFE_DAXGUEST_LINUX, /* fs/fuse/dax.c: reclaim in setup (FIFO) order */
+    VFE_DAXGUEST_LRU,   /* reclaim in recency order, inline reclaim from any file */
+};
+
+enum vfe_daxguest_bg {
+    VFE_DAXGUEST_BG_THREAD, /* the reclaim worker is a thread, as in the kernel */
+    VFE_DAXGUEST_BG_MANUAL, /* kicks are recorded; vfe_daxguest_reclaim_run runs a
+                               pass (also run in place of waiting for a free range) */
+};
+
+/* What the guest sends to the device; q is the calling thread's request queue.
+ * 0 / bytes done, or -errno. */
+struct vfe_daxguest_ops {
+    int (*setupmapping)(void *opaque, unsigned q, uint64_t nodeid, uint64_t foffset,
+                        uint64_t len, uint64_t flags, uint64_t moffset);
+    int (*removemapping)(void *opaque, unsigned q, uint64_t nodeid,
+                         const struct fuse_removemapping_one *e, uint32_t count);
+    ssize_t (*read)(void *opaque, unsigned q, uint64_t nodeid, uint64_t fh, uint64_t off,
+                    void *buf, uint32_t len);
+    ssize_t (*write)(void *opaque, unsigned q, uint64_t nodeid, uint64_t fh, uint64_t off,
+                     const void *buf, uint32_t len);
+};
+
+struct vfe_daxguest_config {
+    enum vfe_daxguest_model model;
+    enum vfe_daxguest_bg bg;
+    void *window;              /* NULL: no window, every file takes the plain path */
+    uint64_t window_size;      /* ranges: window_size / 2 MiB */
+    unsigned bg_queue;         /* the request queue the reclaim worker uses */
+    const struct vfe_daxguest_ops *ops;
+    void *opaque;
+};
+
+struct vfe_daxguest_stats {
+    uint64_t dax_reads, dax_writes;     /* calls served through the window */
+    uint64_t plain_reads, plain_writes; /* calls through FUSE READ/WRITE */
+    uint64_t hits;                      /* 2 MiB chunks found mapped */
+    uint64_t setups, upgrades;          /* SETUPMAPPING requests (new / read->write) */
+    uint64_t removes, remove_requests;  /* ranges removed, REMOVEMAPPING requests */
+    uint64_t inline_reclaims, bg_reclaims, bg_runs, bg_kicks;
+    uint64_t waits;                     /* waits for the worker to free a range */
+    uint64_t setup_errors, remove_errors;
+    unsigned nranges, free_ranges, busy_ranges;
+};
+
+struct vfe_daxguest;
+struct vfe_daxguest_file;
+
+int vfe_daxguest_new(const struct vfe_daxguest_config *cfg, struct vfe_daxguest **out);
+/* Stops the worker; sends nothing (the device is reset or gone). Files are freed. */
+void vfe_daxguest_free(struct vfe_daxguest *g);
+/* A file as LOOKUP or GETATTR described it (attr->flags & FUSE_ATTR_DAX chooses the
+ * path, and only when the guest has a window); fh from OPEN for the plain path. */
+struct vfe_daxguest_file *vfe_daxguest_file_add(struct vfe_daxguest *g, uint64_t nodeid,
+                                                uint64_t fh, const struct fuse_attr *attr);
+bool vfe_daxguest_file_dax(const struct vfe_daxguest_file *f);
+uint64_t vfe_daxguest_file_size(const struct vfe_daxguest_file *f);
+uint64_t vfe_daxguest_file_nodeid(const struct vfe_daxguest_file *f);
+uint64_t vfe_daxguest_file_fh(const struct vfe_daxguest_file *f);
+/* Inode eviction: REMOVEMAPPING of every range of f (batches of up to 256), the
+ * ranges back to the free list, f freed. 0 or the first -errno from the device. */
+int vfe_daxguest_evict(struct vfe_daxguest *g, unsigned q, struct vfe_daxguest_file *f);
+/* Like read(2)/write(2) at off (short at end of file); -errno. */
+ssize_t vfe_daxguest_read(struct vfe_daxguest *g, unsigned q, struct vfe_daxguest_file *f,
+                          uint64_t off, void *buf, size_t len);
+ssize_t vfe_daxguest_write(struct vfe_daxguest *g, unsigned q, struct vfe_daxguest_file *f,
+                           uint64_t off, const void *buf, size_t len);
+void vfe_daxguest_get_stats(struct vfe_daxguest *g, struct vfe_daxguest_stats *st);
+/* VFE_DAXGUEST_BG_MANUAL: whether the worker was kicked since the last pass, and
+ * one worker pass (returns the ranges it freed). */
+bool vfe_daxguest_reclaim_kicked(struct vfe_daxguest *g);
+int vfe_daxguest_reclaim_run(struct vfe_daxguest *g);
+/* Inspection for tests: window offsets of the busy list from its head (the next
+ * victim first), the free list likewise; and where f's range holding file
+ * offset off is mapped (-1 when it is not). */
+unsigned vfe_daxguest_busy_list(struct vfe_daxguest *g, uint64_t *moffsets, unsigned max);
+unsigned vfe_daxguest_free_list(struct vfe_daxguest *g, uint64_t *moffsets, unsigned max);
+int64_t vfe_daxguest_mapped_at(struct vfe_daxguest_file *f, uint64_t off, bool *writable);
+
+/* The device side over a vfe_fuse: the ops above as FUSE requests on request
+ * queue q (1..nqueues), calls on one queue serialized, a bounce buffer in guest
+ * memory per queue. Pass &vfe_daxguest_fuse_ops with the vfe_daxguest_fuse. */
+struct vfe_daxguest_fuse;
+extern const struct vfe_daxguest_ops vfe_daxguest_fuse_ops;
+int vfe_daxguest_fuse_new(struct vfe_fuse *fuse, struct vfe_mem *mem, unsigned nqueues,
+                          uint32_t max_io, struct vfe_daxguest_fuse **out);
+void vfe_daxguest_fuse_free(struct vfe_daxguest_fuse *df);
+/* LOOKUP name in parent and OPEN it (flags), on queue q; adds the file to g. */
+int vfe_daxguest_open(struct vfe_daxguest *g, struct vfe_daxguest_fuse *df, unsigned q,
+                      uint64_t parent, const char *name, uint32_t flags,
+                      struct vfe_daxguest_file **out);
+/* RELEASE and FORGET of a file opened with vfe_daxguest_open, after its eviction
+ * (nodeid and fh as it had). */
+int vfe_daxguest_close(struct vfe_daxguest_fuse *df, unsigned q, uint64_t nodeid, uint64_t fh);
+
 /* Monotonic nanoseconds (latency timestamps). */
 uint64_t vfe_now_ns(void);
 

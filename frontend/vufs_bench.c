@@ -6,7 +6,7 @@
  *   vufs-bench --backend NAME='COMMAND with {socket} and {dir}' [--backend ...]
  *              --dir DIR --workload W --bs SIZE --size SIZE --files N
  *              --queues N --depth N --runtime SEC --repeat N
- *              [--dax-window SIZE --dax-policy P --dax-guest G] [--json]
+ *              [--dax-window SIZE[,..] --dax-policy P[,..] --dax-guest G[,..]] [--json]
  *
  * The files are made once in DIR/vufs-bench/ before the first run (kept for the
  * next invocation when their sizes match) and read once on the host, so every
@@ -24,8 +24,10 @@
  * serves one) gets one queue with queues x depth requests in flight, so every
  * backend sees the same concurrency; the effective queues and depth are reported.
  *
- * The per-run statistics live in bench_stats.c; this file is the command line,
- * the file set and the run loop.
+ * With --dax-window every combination of the DAX lists is a variant, run
+ * interleaved with the backends (bench_dax.c runs them through the emulated
+ * guest DAX client). The statistics live in bench_report.c; this file is the
+ * command line, the file set and the run loop.
  */
 #include <dirent.h>
 #include <errno.h>
@@ -105,10 +107,14 @@ static void usage(FILE *to)
         "usage: vufs-bench --backend NAME='COMMAND with {socket} and {dir}' [--backend ...]\n"
         "                  --dir DIR --workload W [--bs SIZE] [--size SIZE] [--files N]\n"
         "                  [--queues N] [--depth N] [--runtime SEC] [--repeat N]\n"
-        "                  [--dax-window SIZE --dax-policy never|always|auto\n"
-        "                   --dax-guest linux|lru] [--read-pct N] [--json]\n"
+        "                  [--dax-window SIZE[,SIZE...] --dax-policy never|always|auto[,...]\n"
+        "                   --dax-guest linux|lru[,...] --dax-protocol shmem|legacy]\n"
+        "                  [--read-pct N] [--json]\n"
         "workloads: randread randwrite seqread seqwrite randrw lookup stat create\n"
-        "--backend host (no command): pread/pwrite on the host files directly.\n");
+        "--backend host (no command): pread/pwrite on the host files directly.\n"
+        "With --dax-window the runs go through an emulated guest DAX client; every\n"
+        "combination of the DAX lists is run, interleaved; {dax_window} and {dax_policy}\n"
+        "in a backend command are replaced by the variant's window (bytes) and policy.\n");
 }
 
 static int add_backend(struct vb_opts *o, const char *arg)
@@ -149,7 +155,7 @@ static int parse_args(int argc, char **argv, struct vb_opts *o)
     *o = (struct vb_opts){ .workload = VB_RANDREAD, .bs = 4096, .size = 64ull << 20,
                            .queues = 1, .depth = 1, .runtime_s = 5, .repeat = 3,
                            .read_pct = 50 };
-    bool files_set = false;
+    bool files_set = false, dax_protocol_set = false;
     for (int i = 1; i < argc; i++) {
         const char *a = argv[i];
         const char *v = i + 1 < argc ? argv[i + 1] : NULL;
@@ -210,15 +216,39 @@ static int parse_args(int argc, char **argv, struct vb_opts *o)
         } else if (!strcmp(a, "--read-pct")) {
             r = parse_uint(v, 100, &o->read_pct);
         } else if (!strcmp(a, "--dax-window")) {
-            r = parse_size(v, &o->dax_window);
-            if (!r && !o->dax_window)
-                r = -ERANGE;
-        } else if (!strcmp(a, "--dax-policy")) {
-            r = strcmp(v, "never") && strcmp(v, "always") && strcmp(v, "auto") ? -EINVAL : 0;
-            o->dax_policy = v;
-        } else if (!strcmp(a, "--dax-guest")) {
-            r = strcmp(v, "linux") && strcmp(v, "lru") ? -EINVAL : 0;
-            o->dax_guest = v;
+            g_auto(GStrv) parts = g_strsplit(v, ",", -1);
+            o->ndax_windows = 0;
+            for (unsigned k = 0; parts[k] && r == 0; k++) {
+                uint64_t w = 0;
+                r = o->ndax_windows == VB_MAX_DAX_VALUES ? -E2BIG : parse_size(parts[k], &w);
+                if (!r && (!w || w % (2u << 20)))
+                    r = -ERANGE; /* whole 2 MiB ranges */
+                if (!r)
+                    o->dax_windows[o->ndax_windows++] = w;
+            }
+        } else if (!strcmp(a, "--dax-policy") || !strcmp(a, "--dax-guest")) {
+            bool pol = !strcmp(a, "--dax-policy");
+            const char *const *ok = pol ? (const char *const[]){ "never", "always", "auto", NULL }
+                                        : (const char *const[]){ "linux", "lru", NULL };
+            const char **list = pol ? o->dax_policies : o->dax_guests;
+            unsigned *n = pol ? &o->ndax_policies : &o->ndax_guests;
+            *n = 0;
+            /* The values point into argv (split in place on ','). */
+            for (char *p = (char *)v, *next; p && r == 0; p = next) {
+                next = strchr(p, ',');
+                if (next)
+                    *next++ = 0;
+                r = *n == VB_MAX_DAX_VALUES ? -E2BIG : -EINVAL;
+                for (unsigned k = 0; ok[k] && r == -EINVAL; k++)
+                    if (!strcmp(p, ok[k]))
+                        r = 0;
+                if (!r)
+                    list[(*n)++] = p;
+            }
+        } else if (!strcmp(a, "--dax-protocol")) {
+            r = strcmp(v, "shmem") && strcmp(v, "legacy") ? -EINVAL : 0;
+            o->dax_legacy = !strcmp(v, "legacy");
+            dax_protocol_set = true;
         } else {
             fprintf(stderr, "vufs-bench: unknown option %s\n", a);
             return -EINVAL;
@@ -242,15 +272,19 @@ static int parse_args(int argc, char **argv, struct vb_opts *o)
         fprintf(stderr, "vufs-bench: at most 64 data files\n");
         return -EINVAL;
     }
-    if ((o->dax_policy || o->dax_guest) && !o->dax_window) {
-        fprintf(stderr, "vufs-bench: --dax-policy/--dax-guest need --dax-window\n");
+    if ((o->ndax_policies || o->ndax_guests || dax_protocol_set) && !o->ndax_windows) {
+        fprintf(stderr, "vufs-bench: --dax-policy/--dax-guest/--dax-protocol need --dax-window\n");
         return -EINVAL;
     }
-    if (o->dax_window) {
-        if (!o->dax_policy)
-            o->dax_policy = "auto";
-        if (!o->dax_guest)
-            o->dax_guest = "linux";
+    if (o->ndax_windows) {
+        if (!vb_is_data(o->workload)) {
+            fprintf(stderr, "vufs-bench: --dax-window runs data workloads only\n");
+            return -EINVAL;
+        }
+        if (!o->ndax_policies)
+            o->dax_policies[o->ndax_policies++] = "auto";
+        if (!o->ndax_guests)
+            o->dax_guests[o->ndax_guests++] = "linux";
     }
     return 0;
 }
@@ -451,9 +485,23 @@ int main(int argc, char **argv)
         }
         return 1;
     }
-    struct vb_series *series = g_new0(struct vb_series, o.nbackends);
-    for (unsigned b = 0; b < o.nbackends; b++)
-        series[b].runs = g_new0(struct vb_run, o.repeat);
+    /* Variants: every combination of the DAX lists (one without DAX). */
+    unsigned nw = o.ndax_windows ? o.ndax_windows : 1;
+    unsigned np = o.ndax_windows ? o.ndax_policies : 1;
+    unsigned ng = o.ndax_windows ? o.ndax_guests : 1;
+    unsigned nvar = nw * np * ng;
+    struct vb_opts *var = g_new0(struct vb_opts, nvar);
+    for (unsigned v = 0; v < nvar; v++) {
+        var[v] = o;
+        if (o.ndax_windows) {
+            var[v].dax_window = o.dax_windows[v / (np * ng)];
+            var[v].dax_policy = o.dax_policies[v / ng % np];
+            var[v].dax_guest = o.dax_guests[v % ng];
+        }
+    }
+    struct vb_series *series = g_new0(struct vb_series, nvar * o.nbackends);
+    for (unsigned k = 0; k < nvar * o.nbackends; k++)
+        series[k].runs = g_new0(struct vb_run, o.repeat);
 
     struct vb_progress prog = { .tty = isatty(2) };
     g_mutex_init(&prog.lock);
@@ -462,42 +510,49 @@ int main(int argc, char **argv)
 
     bool failed = false;
     for (unsigned rep = 0; rep < o.repeat && !failed; rep++) {
-        for (unsigned b = 0; b < o.nbackends && !failed; b++) {
-            struct vb_backend *be = &o.backends[b];
-            char label[160];
-            snprintf(label, sizeof(label), "[run %u/%u] %s %s", rep + 1, o.repeat, be->name,
-                     vb_workload_names[o.workload]);
-            progress_set(&prog, label);
-            struct vb_run *run = &series[b].runs[rep];
-            r = 0;
-            g_autofree char *sub = g_strdup_printf("%s-%u-%d", be->name, rep, (int)getpid());
-            g_autofree char *log = g_strdup_printf("%s/%s-%u.log", logdir, be->name, rep);
-            if (o.workload == VB_CREATE) {
-                g_autofree char *path = g_strdup_printf("create/%s", sub);
-                if (mkdirat(dirfd, path, 0755) < 0)
-                    r = -errno;
+        for (unsigned v = 0; v < nvar && !failed; v++) {
+            const struct vb_opts *ov = &var[v];
+            for (unsigned b = 0; b < o.nbackends && !failed; b++) {
+                struct vb_backend *be = &o.backends[b];
+                char label[160], dax[96] = "";
+                if (ov->dax_window)
+                    snprintf(dax, sizeof(dax), " dax %" PRIu64 "M %s %s",
+                             ov->dax_window >> 20, ov->dax_policy, ov->dax_guest);
+                snprintf(label, sizeof(label), "[run %u/%u] %s %s%s", rep + 1, o.repeat,
+                         be->name, vb_workload_names[o.workload], dax);
+                progress_set(&prog, label);
+                struct vb_run *run = &series[v * o.nbackends + b].runs[rep];
+                r = 0;
+                g_autofree char *sub = g_strdup_printf("%s-%u-%d", be->name, rep, (int)getpid());
+                g_autofree char *log = g_strdup_printf("%s/%s-%u-%u.log", logdir, be->name, v,
+                                                       rep);
+                if (o.workload == VB_CREATE) {
+                    g_autofree char *path = g_strdup_printf("create/%s", sub);
+                    if (mkdirat(dirfd, path, 0755) < 0)
+                        r = -errno;
+                }
+                if (r == 0)
+                    r = be->host ? vb_run_host(ov, dirfd, sub, run)
+                                 : vb_run_backend(ov, be, sub, log, run);
+                if (o.workload == VB_CREATE)
+                    remove_create_dir(dirfd, sub);
+                if (r < 0) {
+                    progress_done(&prog, "failed");
+                    if (prog.tty)
+                        fputc('\n', stderr);
+                    fprintf(stderr, "vufs-bench: backend %s, run %u: %s\n", be->name, rep + 1,
+                            run->why ? run->why : g_strerror(-r));
+                    if (!be->host)
+                        fprintf(stderr, "vufs-bench: backend log: %s\n", log);
+                    failed = true;
+                    break;
+                }
+                char res[96];
+                snprintf(res, sizeof(res), "%.0f IOPS, %.1f MiB/s, p99 %.1f us", run->iops,
+                         run->mib_s, run->p99_us);
+                progress_done(&prog, res);
+                series[v * o.nbackends + b].nruns++;
             }
-            if (r == 0)
-                r = be->host ? vb_run_host(&o, dirfd, sub, run)
-                             : vb_run_backend(&o, be, sub, log, run);
-            if (o.workload == VB_CREATE)
-                remove_create_dir(dirfd, sub);
-            if (r < 0) {
-                progress_done(&prog, "failed");
-                if (prog.tty)
-                    fputc('\n', stderr);
-                fprintf(stderr, "vufs-bench: backend %s, run %u: %s\n", be->name, rep + 1,
-                        run->why ? run->why : g_strerror(-r));
-                if (!be->host)
-                    fprintf(stderr, "vufs-bench: backend log: %s\n", log);
-                failed = true;
-                break;
-            }
-            char res[96];
-            snprintf(res, sizeof(res), "%.0f IOPS, %.1f MiB/s, p99 %.1f us", run->iops,
-                     run->mib_s, run->p99_us);
-            progress_done(&prog, res);
-            series[b].nruns++;
         }
     }
     g_mutex_lock(&prog.lock);
@@ -510,9 +565,17 @@ int main(int argc, char **argv)
     close(dirfd);
 
     if (!failed) {
-        vb_report(&o, series, o.json ? stderr : stdout, vb_workload_names[o.workload]);
-        if (o.json)
-            vb_report_json(&o, series, stdout, vb_workload_names[o.workload]);
+        for (unsigned v = 0; v < nvar; v++)
+            vb_report(&var[v], &series[v * o.nbackends], o.json ? stderr : stdout,
+                      vb_workload_names[o.workload]);
+        if (o.json) {
+            bool first = true;
+            fputs("[\n", stdout);
+            for (unsigned v = 0; v < nvar; v++)
+                vb_report_json_objects(&var[v], &series[v * o.nbackends], stdout,
+                                       vb_workload_names[o.workload], &first);
+            fputs("\n]\n", stdout);
+        }
         GDir *d = g_dir_open(logdir, 0, NULL);
         const char *n;
         while (d && (n = g_dir_read_name(d))) {
@@ -523,14 +586,17 @@ int main(int argc, char **argv)
             g_dir_close(d);
         rmdir(logdir);
     }
-    for (unsigned b = 0; b < o.nbackends; b++) {
+    for (unsigned k = 0; k < nvar * o.nbackends; k++) {
         for (unsigned i = 0; i < o.repeat; i++)
-            g_free(series[b].runs[i].why);
-        g_free(series[b].runs);
+            g_free(series[k].runs[i].why);
+        g_free(series[k].runs);
+    }
+    for (unsigned b = 0; b < o.nbackends; b++) {
         g_free(o.backends[b].name);
         g_free(o.backends[b].cmd);
     }
     g_free(series);
+    g_free(var);
     return failed ? 1 : 0;
 }
 

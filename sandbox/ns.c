@@ -7,7 +7,7 @@
  *
  *   host process
  *     | sb_enter_pid_ns(): unshare(CLONE_NEWPID), fork
- *     +-- parent: forwards SIGTERM/SIGINT/SIGHUP, waits, exits with the status
+ *     +-- parent: forwards SIGTERM/SIGINT/SIGHUP/SIGUSR1, waits, exits with the status
  *     +-- child (pid 1 in the new pid namespace): returns 0
  *           | sb_enter(): open SHARED (O_PATH) = SHARE_FD, on the original mount
  *           | unshare(NEWNS|NEWNET|NEWIPC|NEWUTS)
@@ -35,9 +35,11 @@
 
 #include "sandbox_i.h"
 
-/* The signals the pid namespace parent forwards to the daemon. */
-static const int sb_forwarded[] = {SIGTERM, SIGINT, SIGHUP};
+/* The signals the pid namespace parent forwards to the daemon; the first
+ * SB_NSTOPPING end it (SIGUSR1 asks for statistics). */
+static const int sb_forwarded[] = {SIGTERM, SIGINT, SIGHUP, SIGUSR1};
 #define SB_NFORWARDED (sizeof(sb_forwarded) / sizeof(sb_forwarded[0]))
+#define SB_NSTOPPING 3
 
 static void sb_forwarded_set(sigset_t *set)
 {
@@ -112,7 +114,8 @@ int sb_enter_pid_ns(void)
         prctl(PR_SET_PDEATHSIG, SIGKILL);
         struct sigaction sa = {.sa_handler = sb_pid1_signal};
         sigemptyset(&sa.sa_mask);
-        for (size_t i = 0; i < SB_NFORWARDED; i++)
+        /* SIGUSR1 gets no handler yet: pid 1 ignores it until the daemon has one. */
+        for (size_t i = 0; i < SB_NSTOPPING; i++)
             sigaction(sb_forwarded[i], &sa, NULL);
         sigprocmask(SIG_SETMASK, &old, NULL);
         return 0;

@@ -56,7 +56,8 @@ enum sb_seccomp_action {
 enum {
     SB_FEAT_XATTR = 1u << 0,        /* get/set/list/removexattr */
     SB_FEAT_LOCKS = 1u << 1,        /* flock (POSIX/OFD locks go through fcntl) */
-    SB_FEAT_DAX = 1u << 2,          /* mapping file ranges for the DAX window */
+    SB_FEAT_DAX = 1u << 2,          /* the DAX window: needs nothing beyond the base list
+                                     * (openat via /proc/self/fd, sendmsg with an fd) */
     SB_FEAT_SYSLOG = 1u << 3,       /* an AF_UNIX datagram socket to /dev/log */
     SB_FEAT_DEVFUSE = 1u << 4,      /* the /dev/fuse transport (splice, unmount) */
     SB_FEAT_FILE_HANDLES = 1u << 5, /* name_to_handle_at/open_by_handle_at */

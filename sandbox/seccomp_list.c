@@ -21,7 +21,6 @@
 #define BASE    0u
 #define XATTR   SB_FEAT_XATTR
 #define LOCKS   SB_FEAT_LOCKS
-#define DAX     SB_FEAT_DAX
 #define SYSLOG  SB_FEAT_SYSLOG
 #define DEVFUSE SB_FEAT_DEVFUSE
 #define HANDLES SB_FEAT_FILE_HANDLES
@@ -105,7 +104,6 @@ const struct sb_syscall sb_syscalls[] = {
     {"mmap", BASE, SB_ARGS_ANY, "guest memory regions (vhost-user SET_MEM_TABLE), malloc"},
     {"mprotect", BASE, SB_ARGS_ANY, "thread stack guard pages, malloc arenas"},
     {"mremap", BASE, SB_ARGS_ANY, "realloc of large blocks"},
-    {"msync", DAX, SB_ARGS_ANY, "DAX: writing back a mapped range on FUSE_FSYNC"},
     {"munmap", BASE, SB_ARGS_ANY, "guest memory regions removed, free"},
     {"name_to_handle_at", HANDLES, SB_ARGS_ANY, "inode file handles instead of O_PATH fds"},
     {"nanosleep", BASE, SB_ARGS_ANY, "sleeps (older glibc)"},

@@ -94,6 +94,7 @@ int pt_fill_entry(struct pt_fs *fs, struct pt_inode *parent, struct pt_inode *i,
     pt_set_timeout(fs->timeout, &out->attr_valid, &out->attr_valid_nsec);
     pt_fill_attr(st, &out->attr);
     pt_attr_to_guest(fs, &out->attr);
+    pt_dax_attr(fs, i, &out->attr);
     if (fs->announce_submounts && parent && i->type == S_IFDIR &&
         (i->dev != parent->dev || i->mnt_id != parent->mnt_id))
         out->attr.flags |= FUSE_ATTR_SUBMOUNT;
@@ -173,7 +174,9 @@ void pt_op_forget(struct fll_req *r, uint64_t nodeid, uint64_t nlookup)
     pt_inode_forget(pt_fs_of(r), nodeid, nlookup);
 }
 
-static int pt_attr_reply(struct pt_fs *fs, int fd, struct fuse_attr_out *out)
+/* fd: an fd of inode i (pt_inode_fd, or an open handle). */
+static int pt_attr_reply(struct pt_fs *fs, const struct pt_inode *i, int fd,
+                         struct fuse_attr_out *out)
 {
     struct statx st;
     int ret = pt_statx_fd(fd, &st);
@@ -184,6 +187,7 @@ static int pt_attr_reply(struct pt_fs *fs, int fd, struct fuse_attr_out *out)
     pt_set_timeout(fs->timeout, &out->attr_valid, &out->attr_valid_nsec);
     pt_fill_attr(&st, &out->attr);
     pt_attr_to_guest(fs, &out->attr);
+    pt_dax_attr(fs, i, &out->attr);
     return 0;
 }
 
@@ -200,7 +204,7 @@ int pt_op_getattr(struct fll_req *r, uint64_t nodeid, const struct fuse_getattr_
     ret = pt_inode_fd(fs, i, &f);
     if (ret < 0)
         return ret;
-    return pt_attr_reply(fs, f.fd, out);
+    return pt_attr_reply(fs, i, f.fd, out);
 }
 
 void pt_drop_mapped_capability(struct pt_fs *fs, struct pt_inode *i, int fd)
@@ -361,7 +365,7 @@ int pt_op_setattr(struct fll_req *r, uint64_t nodeid, const struct fuse_setattr_
         if (ret < 0)
             return ret;
     }
-    return pt_attr_reply(fs, pf.fd, out);
+    return pt_attr_reply(fs, i, pf.fd, out);
 }
 
 int pt_op_readlink(struct fll_req *r, uint64_t nodeid, char *buf, size_t size)

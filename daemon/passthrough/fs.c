@@ -202,6 +202,7 @@ struct pt_fs *pt_fs_new(const struct vufsd_config *cfg, int *err)
     fs->no_posix_lock = cfg->no_posix_lock;
     fs->no_flock = cfg->no_flock;
     fs->readonly = cfg->readonly;
+    fs->dax_policy_never = cfg->dax_policy == VUFSD_DAX_NEVER;
     fs->security_label = cfg->security_label;
     if (cfg->translate_uid)
         ret = pt_idmap_parse(&fs->uidmap, cfg->translate_uid, NULL, 0);
@@ -332,6 +333,7 @@ static int pt_init(void *opaque, struct fll_conn *conn)
     if (fs->security_label)
         want |= FUSE_SECURITY_CTX;
     conn->want |= want & conn->capable;
+    pt_dax_init(fs, conn);
 
     atomic_store(&fs->writeback, (conn->want & FUSE_WRITEBACK_CACHE) != 0);
     atomic_store(&fs->dont_mask, (conn->want & FUSE_DONT_MASK) != 0);
@@ -341,8 +343,15 @@ static int pt_init(void *opaque, struct fll_conn *conn)
     return 0;
 }
 
+/*
+ * DESTROY from the guest: its mappings go first, through the frontend (a Linux
+ * guest has removed them all by then). When the transport ends the session
+ * instead (reset, disconnect), it has cleared the window beforehand, so nothing
+ * is sent from its thread.
+ */
 static void pt_destroy(void *opaque)
 {
+    pt_dax_unmap_all(opaque);
     pt_fs_reset(opaque);
 }
 
@@ -434,9 +443,8 @@ static const struct fll_ops pt_ops = {
     .syncfs = pt_op_syncfs,
     .statx = pt_op_statx,
     .interrupt = pt_op_interrupt,
-    /* DAX mappings belong to the DAX window manager: ENOSYS until it lands. */
-    .setupmapping = NULL,
-    .removemapping = NULL,
+    .setupmapping = pt_op_setupmapping,
+    .removemapping = pt_op_removemapping,
 };
 
 const struct fll_ops *pt_fs_ops(void)

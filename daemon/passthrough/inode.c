@@ -150,6 +150,7 @@ struct pt_inode_rest {
     int cached_fd; /* from the fd cache */
     struct pt_mount *mnt;
     struct pt_fh fh;
+    uint64_t nodeid; /* the freed node id (its DAX mappings go too), 0 = none */
 };
 static const struct pt_inode_rest pt_rest_none = {.fd = -1, .cached_fd = -1, .mnt = NULL};
 
@@ -163,6 +164,7 @@ static void pt_inode_free_locked(struct pt_itab *t, struct pt_inode *i, struct p
     rest->fd = i->fd;
     rest->mnt = i->mnt;
     rest->fh = i->fh;
+    rest->nodeid = pt_inode_nodeid(i);
     if (i->mnt)
         rest->cached_fd = pt_fdc_drop_locked(i->fs, i);
     i->live = false;
@@ -192,6 +194,9 @@ static void pt_inode_release_rest(struct pt_fs *fs, struct pt_inode_rest *rest)
     rest->fd = -1;
     rest->cached_fd = -1;
     rest->mnt = NULL;
+    if (rest->nodeid)
+        pt_dax_inode_gone(fs, rest->nodeid);
+    rest->nodeid = 0;
 }
 
 int pt_inode_get(struct pt_fs *fs, uint64_t nodeid, struct pt_inode **out)
@@ -395,6 +400,9 @@ void pt_itab_reset(struct pt_fs *fs)
         if (i->refs == 0) {
             struct pt_inode_rest rest = pt_rest_none;
             pt_inode_free_locked(t, i, &rest);
+            /* The window was reset before: no mapping is left to unmap. */
+            pt_dax_inode_forget(fs, rest.nodeid);
+            rest.nodeid = 0;
             pt_inode_release_rest(fs, &rest); /* close and free: nothing blocks */
         }
     }

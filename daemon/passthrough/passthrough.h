@@ -83,6 +83,23 @@ int pt_fs_check_ids(const struct vufsd_config *cfg, char *err, size_t errlen);
  * pt_fs_new sets the process umask to 0 and, as root, drops supplementary groups.
  */
 
+/*
+ * DAX: serve FUSE_SETUPMAPPING/REMOVEMAPPING and FUSE_ATTR_DAX from window w
+ * (node ids are its file keys). usable(ctx) says whether the connected frontend
+ * can map now (protocol features and backend channel); without it the mapping
+ * requests get ENOSYS and INIT offers no map_alignment, as without a window.
+ * Call once, before serving; pt_fs_free does not free w.
+ */
+struct dax_window;
+void pt_fs_set_dax(struct pt_fs *fs, struct dax_window *w, bool (*usable)(void *ctx), void *ctx);
+/*
+ * For the window's map callback: opens the regular file behind nodeid for the
+ * frontend, O_RDWR when writable else O_RDONLY, as the daemon (the caller's
+ * access was checked by SETUPMAPPING). Returns the fd (the caller closes it) or
+ * -ESTALE, -EINVAL (not a regular file), -errno.
+ */
+int pt_fs_dax_open(struct pt_fs *fs, uint64_t nodeid, bool writable);
+
 /* Number of inodes currently known (for statistics and the RSS target). */
 size_t pt_fs_inode_count(const struct pt_fs *fs);
 

@@ -14,6 +14,7 @@
  *   xattr.c     get/set/list/removexattr
  *   xattrmap.c  the --xattrmap rule language
  *   lock.c      POSIX (OFD) locks, flock, the SETLKW waiter thread
+ *   dax.c       SETUPMAPPING/REMOVEMAPPING, FUSE_ATTR_DAX, the window's file opens
  *
  * Lock order (take in this order, never the reverse):
  *   1. pt_handle.lock        (per handle: directory stream)
@@ -491,6 +492,13 @@ struct pt_fs {
     _Atomic bool dont_mask;
     _Atomic bool killpriv_v2;
 
+    /* DAX (dax.c): the window, or NULL; set once by pt_fs_set_dax before serving */
+    struct dax_window *dax;
+    bool (*dax_usable)(void *ctx);
+    void *dax_ctx;
+    bool dax_policy_never;     /* --dax-policy never: FUSE_HAS_INODE_DAX not asked for */
+    _Atomic bool dax_attr;     /* negotiated FUSE_HAS_INODE_DAX: FUSE_ATTR_DAX per file */
+
     /* Serialises the process-wide working directory for path-form xattr calls. */
     pthread_mutex_t cwd_lock;
 
@@ -571,6 +579,23 @@ ssize_t pt_xattr_call(struct pt_fs *fs, struct pt_inode *i, enum pt_xop op,
 void pt_drop_mapped_capability(struct pt_fs *fs, struct pt_inode *i, int fd);
 /* Clears set-user-ID and (group-executable) set-group-ID bits. */
 int pt_kill_suidgid(struct pt_fs *fs, struct pt_inode *i, int fd);
+
+/* dax.c */
+/* INIT: map_alignment and FUSE_HAS_INODE_DAX when the window can be used. */
+void pt_dax_init(struct pt_fs *fs, struct fll_conn *conn);
+/* Sets FUSE_ATTR_DAX in a when the policy gives inode i the window. */
+void pt_dax_attr(struct pt_fs *fs, const struct pt_inode *i, struct fuse_attr *a);
+/* Inode nodeid was freed: its mappings are unmapped and its DAX state dropped (at
+ * once, or when the window call running on this thread returns). Call with no
+ * pt lock held. */
+void pt_dax_inode_gone(struct pt_fs *fs, uint64_t nodeid);
+/* The same without frontend calls, for pt_itab_reset (the window was reset). */
+void pt_dax_inode_forget(struct pt_fs *fs, uint64_t nodeid);
+/* DESTROY: unmaps every mapping through the frontend. */
+void pt_dax_unmap_all(struct pt_fs *fs);
+int pt_op_setupmapping(struct fll_req *r, uint64_t nodeid, const struct fuse_setupmapping_in *in);
+int pt_op_removemapping(struct fll_req *r, const struct fuse_removemapping_one *entries,
+                        unsigned count);
 
 /* ops implemented in each file, collected in fs.c */
 int pt_op_lookup(struct fll_req *r, uint64_t parent, const char *name, struct fuse_entry_out *out);

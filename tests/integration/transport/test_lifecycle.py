@@ -166,9 +166,13 @@ def test_command_line():
         check(r.returncode == 1, "%r exited %d" % (args, r.returncode))
         check(r.stderr.strip() != "", "%r failed without a message" % (args,))
     # Accepted but not implemented in this build: refused with a reason.
-    r = run(["--shared-dir", work, "--socket-path", work + "/s", "--dax-window", "2M"]
+    r = run(["--shared-dir", work, "--socket-path", work + "/s", "--poll-us", "10"]
             + UNSANDBOXED)
-    check(r.returncode == 1 and "dax-window" in r.stderr, "--dax-window: %r" % r.stderr)
+    check(r.returncode == 1 and "poll-us" in r.stderr, "--poll-us: %r" % r.stderr)
+    # DAX statistics without a window.
+    r = run(["--shared-dir", work, "--socket-path", work + "/s", "--stats-file", work + "/st"]
+            + UNSANDBOXED)
+    check(r.returncode == 1 and "dax-window" in r.stderr, "--stats-file: %r" % r.stderr)
     # --fd that is not a listening socket.
     r = run(["--shared-dir", work, "--fd", "0"] + UNSANDBOXED)
     check(r.returncode == 1 and "not a listening socket" in r.stderr, "--fd 0: %r" % r.stderr)

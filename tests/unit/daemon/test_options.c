@@ -248,10 +248,17 @@ static void test_sizes_and_unsupported(void **state)
     parse(p, "--shared-dir /srv --socket-path /s --dax-window 1G");
     assert_int_equal(p->ret, 0);
     assert_int_equal(p->cfg.dax_window, 1ull << 30);
-    /* Parsed, but this build has no window transport: main refuses to start. */
-    assert_non_null(vopt_unsupported(&p->cfg));
+    assert_null(vopt_unsupported(&p->cfg));
     parse(p, "--shared-dir /srv --mount /mnt --dax-window 1G");
     assert_int_equal(p->ret, -EINVAL);
+    assert_non_null(strstr(p->err, "--mount"));
+    /* The statistics are the window's: no window, no stats file. */
+    parse(p, "--shared-dir /srv --socket-path /s --stats-file /tmp/s.json");
+    assert_int_equal(p->ret, -EINVAL);
+    assert_non_null(strstr(p->err, "--dax-window"));
+    parse(p, "--shared-dir /srv --socket-path /s --dax-window 64M --stats-file /tmp/s.json");
+    assert_int_equal(p->ret, 0);
+    assert_null(vopt_unsupported(&p->cfg));
 
     /* --poll-us is served (queue.c), on virtqueues only. */
     parse(p, "--shared-dir /srv --socket-path /s --poll-us 50");

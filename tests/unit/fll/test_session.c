@@ -253,6 +253,35 @@ static void init_negotiates(void **state)
     assert_true(fll_session_initialized(h->se));
 }
 
+/* DAX: FUSE_HAS_INODE_DAX travels in flags2 (with INIT_EXT); map_alignment and the
+ * per-file flag only when the client offered them. */
+static void init_dax_flags(void **state)
+{
+    struct fllt_harness *h = *state;
+    h->fs.want = FUSE_HAS_INODE_DAX;
+    h->fs.map_alignment = 12;
+    assert_int_equal(fllt_init(h, 41, FUSE_MAP_ALIGNMENT | FUSE_HAS_INODE_DAX), 0);
+    struct fuse_init_out out;
+    memcpy(&out, fllt_body(h), sizeof(out));
+    assert_int_equal(out.flags2 & (FUSE_HAS_INODE_DAX >> 32), FUSE_HAS_INODE_DAX >> 32);
+    assert_true(out.flags & FUSE_INIT_EXT);
+    assert_true(out.flags & FUSE_MAP_ALIGNMENT);
+    assert_int_equal(out.map_alignment, 12);
+}
+
+static void init_dax_flags_not_offered(void **state)
+{
+    struct fllt_harness *h = *state;
+    h->fs.want = FUSE_HAS_INODE_DAX;
+    h->fs.map_alignment = 12;
+    assert_int_equal(fllt_init(h, 41, FUSE_ASYNC_READ), 0);
+    struct fuse_init_out out;
+    memcpy(&out, fllt_body(h), sizeof(out));
+    assert_int_equal(out.flags2, 0);
+    assert_false(out.flags & (FUSE_INIT_EXT | FUSE_MAP_ALIGNMENT));
+    assert_int_equal(out.map_alignment, 0);
+}
+
 static void init_max_pages_capped(void **state)
 {
     struct fllt_harness *h = *state;
@@ -1408,6 +1437,8 @@ int main(void)
         cmocka_unit_test_setup_teardown(before_init_eio, setup, teardown),
         cmocka_unit_test_setup_teardown(no_room_for_header, setup_ready, teardown),
         cmocka_unit_test_setup_teardown(init_negotiates, setup, teardown),
+        cmocka_unit_test_setup_teardown(init_dax_flags, setup, teardown),
+        cmocka_unit_test_setup_teardown(init_dax_flags_not_offered, setup, teardown),
         cmocka_unit_test_setup_teardown(init_max_pages_capped, setup, teardown),
         cmocka_unit_test_setup_teardown(init_max_pages_defaults_to_transport, setup, teardown),
         cmocka_unit_test_setup_teardown(init_old_minor_is_kept, setup, teardown),

@@ -1,0 +1,313 @@
+/* SPDX-License-Identifier: GPL-2.0-or-later */
+/*
+ * The DAX window's frontend side: struct dax_ops over the backend request channel,
+ * and the statistics thread. See dax_backend.h.
+ */
+#include "dax_backend.h"
+
+#include <errno.h>
+#include <fcntl.h>
+#include <poll.h>
+#include <pthread.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/eventfd.h>
+#include <unistd.h>
+
+#include <glib.h>
+
+#include "log.h"
+
+/* How often --stats-file is rewritten. */
+#define VDAX_STATS_PERIOD_MS 1000
+
+struct vdax {
+    struct dax_window *w;
+    bool legacy;
+    struct pt_fs *fs;
+    struct vufsd_dev *dev; /* atomic: the connected frontend, NULL between connections */
+
+    /* Statistics: the thread, the stats file's directory and names. */
+    int stats_dir_fd; /* -1: no stats file */
+    char *stats_name;
+    char *stats_tmp;
+    int sig_fd;  /* not owned */
+    int stop_fd; /* eventfd */
+    pthread_t thread;
+    bool thread_started;
+};
+
+/* ---- struct dax_ops ------------------------------------------------------------------ */
+
+static int vdax_send(struct vdax *x, uint32_t request, const void *payload, size_t size, int fd)
+{
+    struct vufsd_dev *dev = __atomic_load_n(&x->dev, __ATOMIC_ACQUIRE);
+    if (!dev)
+        return -ENOTCONN;
+    return vdev_backend_request(dev, request, payload, size, fd, NULL);
+}
+
+/* One legacy message: up to 8 entries (the caller never passes more). */
+static int vdax_legacy_send(struct vdax *x, uint32_t request, const struct dax_legacy_entry *e,
+                            unsigned n, int fd)
+{
+    uint8_t buf[DAX_LEGACY_MSG_SIZE];
+    int taken = dax_wire_legacy_encode(buf, e, n);
+    if (taken < 0)
+        return taken;
+    if ((unsigned)taken != n)
+        return -EINVAL;
+    return vdax_send(x, request, buf, sizeof(buf), fd);
+}
+
+static int vdax_map_fd(struct vdax *x, int fd, uint64_t foffset, uint64_t moffset, uint64_t len,
+                       bool writable)
+{
+    if (x->legacy) {
+        struct dax_legacy_entry e = {
+            .fd_offset = foffset, .c_offset = moffset, .len = len,
+            .flags = DAX_LEGACY_FLAG_R | (writable ? DAX_LEGACY_FLAG_W : 0)};
+        return vdax_legacy_send(x, DAX_VHOST_USER_SLAVE_FS_MAP, &e, 1, fd);
+    }
+    uint8_t buf[DAX_SHMEM_MSG_SIZE];
+    struct dax_shmem_msg m = {.shmid = 0, .fd_offset = foffset, .shm_offset = moffset,
+                              .len = len, .flags = writable ? DAX_SHMEM_FLAG_RW : 0};
+    dax_wire_shmem_encode(buf, &m);
+    return vdax_send(x, DAX_VHOST_USER_BACKEND_SHMEM_MAP, buf, sizeof(buf), fd);
+}
+
+static int vdax_map(void *ctx, uint64_t key, uint64_t foffset, uint64_t moffset, uint64_t len,
+                    bool writable)
+{
+    struct vdax *x = ctx;
+    int fd = pt_fs_dax_open(x->fs, key, writable);
+    if (fd < 0)
+        return fd;
+    int ret = vdax_map_fd(x, fd, foffset, moffset, len, writable);
+    close(fd); /* the frontend holds its own reference once it mapped */
+    return ret;
+}
+
+static int vdax_unmap(void *ctx, uint64_t moffset, uint64_t len)
+{
+    struct vdax *x = ctx;
+    if (x->legacy) {
+        struct dax_legacy_entry e = {.c_offset = moffset, .len = len};
+        return vdax_legacy_send(x, DAX_VHOST_USER_SLAVE_FS_UNMAP, &e, 1, -1);
+    }
+    uint8_t buf[DAX_SHMEM_MSG_SIZE];
+    struct dax_shmem_msg m = {.shm_offset = moffset, .len = len};
+    dax_wire_shmem_encode(buf, &m);
+    return vdax_send(x, DAX_VHOST_USER_BACKEND_SHMEM_UNMAP, buf, sizeof(buf), -1);
+}
+
+/* Legacy only: up to 8 unmaps in one message. */
+static int vdax_unmap_batch(void *ctx, const struct fuse_removemapping_one *r, unsigned n)
+{
+    struct dax_legacy_entry e[DAX_LEGACY_ENTRIES] = {0};
+    if (n > DAX_LEGACY_ENTRIES)
+        return -EINVAL;
+    for (unsigned i = 0; i < n; i++)
+        e[i] = (struct dax_legacy_entry){.c_offset = r[i].moffset, .len = r[i].len};
+    return vdax_legacy_send(ctx, DAX_VHOST_USER_SLAVE_FS_UNMAP, e, n, -1);
+}
+
+static const struct dax_ops vdax_shmem_ops = {
+    .map = vdax_map,
+    .unmap = vdax_unmap,
+};
+
+static const struct dax_ops vdax_legacy_ops = {
+    .map = vdax_map,
+    .unmap = vdax_unmap,
+    .unmap_batch = vdax_unmap_batch,
+};
+
+/* pt_fs_set_dax's usable(): the attached frontend can take mapping requests. */
+static bool vdax_usable(void *ctx)
+{
+    struct vdax *x = ctx;
+    struct vufsd_dev *dev = __atomic_load_n(&x->dev, __ATOMIC_ACQUIRE);
+    return dev && vdev_can_map(dev, !x->legacy);
+}
+
+/* ---- Life cycle ----------------------------------------------------------------------- */
+
+static enum dax_policy vdax_policy(enum vufsd_dax_policy p)
+{
+    switch (p) {
+    case VUFSD_DAX_NEVER:
+        return DAX_POLICY_NEVER;
+    case VUFSD_DAX_ALWAYS:
+        return DAX_POLICY_ALWAYS;
+    case VUFSD_DAX_AUTO:
+    default:
+        return DAX_POLICY_AUTO;
+    }
+}
+
+int vdax_new(const struct vufsd_config *cfg, struct pt_fs *fs, struct vdax **out)
+{
+    struct vdax *x = calloc(1, sizeof(*x));
+    if (!x)
+        return -ENOMEM;
+    long page = sysconf(_SC_PAGESIZE);
+    struct dax_config dc = {
+        .window_size = cfg->dax_window,
+        .page_size = page > 0 ? (uint64_t)page : 4096,
+        .policy = vdax_policy(cfg->dax_policy),
+    };
+    x->legacy = cfg->dax_protocol == VUFSD_DAX_PROTO_LEGACY;
+    x->fs = fs;
+    x->stats_dir_fd = -1;
+    x->sig_fd = -1;
+    x->stop_fd = -1;
+    int ret = dax_window_new(&dc, x->legacy ? &vdax_legacy_ops : &vdax_shmem_ops, x, &x->w);
+    if (ret < 0) {
+        free(x);
+        return ret;
+    }
+    pt_fs_set_dax(fs, x->w, vdax_usable, x);
+    *out = x;
+    return 0;
+}
+
+void vdax_free(struct vdax *x)
+{
+    if (!x)
+        return;
+    vdax_stats_stop(x);
+    if (x->stats_dir_fd >= 0)
+        close(x->stats_dir_fd);
+    g_free(x->stats_name);
+    g_free(x->stats_tmp);
+    dax_window_free(x->w);
+    free(x);
+}
+
+struct dax_window *vdax_window(struct vdax *x)
+{
+    return x->w;
+}
+
+void vdax_attach(struct vdax *x, struct vufsd_dev *dev)
+{
+    __atomic_store_n(&x->dev, dev, __ATOMIC_RELEASE);
+}
+
+/* ---- Statistics ------------------------------------------------------------------------- */
+
+int vdax_stats_prepare(struct vdax *x, const char *stats_file)
+{
+    g_autofree char *dir = g_path_get_dirname(stats_file);
+    x->stats_name = g_path_get_basename(stats_file);
+    x->stats_tmp = g_strdup_printf(".%s.tmp", x->stats_name);
+    x->stats_dir_fd = open(dir, O_PATH | O_DIRECTORY | O_CLOEXEC);
+    if (x->stats_dir_fd < 0) {
+        int e = errno;
+        vlog_err("--stats-file: cannot open the directory %s: %s", dir, strerror(e));
+        return -e;
+    }
+    return 0;
+}
+
+/* Writes the JSON to the temporary file and renames it over the stats file. */
+static int vdax_write_stats_file(struct vdax *x)
+{
+    int fd = openat(x->stats_dir_fd, x->stats_tmp,
+                    O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC | O_NOFOLLOW, 0644);
+    if (fd < 0)
+        return -errno;
+    FILE *f = fdopen(fd, "w");
+    if (!f) {
+        int e = errno;
+        close(fd);
+        return -e;
+    }
+    int ret = dax_stats_json(x->w, f);
+    if (fclose(f) != 0 && ret == 0)
+        ret = -errno;
+    if (ret == 0 && renameat(x->stats_dir_fd, x->stats_tmp, x->stats_dir_fd, x->stats_name) < 0)
+        ret = -errno;
+    return ret;
+}
+
+static void vdax_log_stats(struct vdax *x)
+{
+    char *buf = NULL;
+    size_t len = 0;
+    FILE *f = open_memstream(&buf, &len);
+    if (!f)
+        return;
+    int ret = dax_stats_json(x->w, f);
+    fclose(f);
+    if (ret == 0 && buf) {
+        buf[strcspn(buf, "\n")] = '\0';
+        vlog_text("DAX statistics: ", buf); /* any length, whatever --log-level says */
+    }
+    free(buf);
+}
+
+/* One round: a signal logs (and refreshes the file), the period refreshes the file. */
+static void vdax_stats_round(struct vdax *x, bool signalled)
+{
+    if (signalled)
+        vdax_log_stats(x);
+    if (x->stats_dir_fd < 0)
+        return;
+    int ret = vdax_write_stats_file(x);
+    if (ret < 0)
+        vlog_warn("--stats-file %s: %s", x->stats_name, strerror(-ret));
+}
+
+static void *vdax_stats_thread(void *arg)
+{
+    struct vdax *x = arg;
+    int timeout = x->stats_dir_fd >= 0 ? VDAX_STATS_PERIOD_MS : -1;
+
+    for (;;) {
+        struct pollfd p[2] = {
+            {.fd = x->sig_fd, .events = POLLIN},
+            {.fd = x->stop_fd, .events = POLLIN},
+        };
+        int n = poll(p, 2, timeout);
+        if (n < 0 && errno == EINTR)
+            continue;
+        if (n < 0 || (p[1].revents & POLLIN))
+            break;
+        uint64_t v;
+        bool signalled = (p[0].revents & POLLIN) && read(x->sig_fd, &v, sizeof(v)) > 0;
+        vdax_stats_round(x, signalled);
+    }
+    return NULL;
+}
+
+int vdax_stats_start(struct vdax *x, int sig_fd)
+{
+    x->sig_fd = sig_fd;
+    x->stop_fd = eventfd(0, EFD_CLOEXEC);
+    if (x->stop_fd < 0)
+        return -errno;
+    int ret = pthread_create(&x->thread, NULL, vdax_stats_thread, x);
+    if (ret) {
+        close(x->stop_fd);
+        x->stop_fd = -1;
+        return -ret;
+    }
+    x->thread_started = true;
+    return 0;
+}
+
+void vdax_stats_stop(struct vdax *x)
+{
+    if (!x->thread_started)
+        return;
+    uint64_t one = 1;
+    ssize_t w = write(x->stop_fd, &one, sizeof(one));
+    (void)w;
+    pthread_join(x->thread, NULL);
+    x->thread_started = false;
+    close(x->stop_fd);
+    x->stop_fd = -1;
+}

@@ -1,0 +1,868 @@
+/* SPDX-License-Identifier: GPL-2.0-or-later */
+/*
+ * The DAX window end to end: the real vufsd binary maps host files into the
+ * in-tree frontend's real mmap'ed window (frontend/dax.c, which refuses overlaps
+ * and inexact unmaps), through both frontend protocols:
+ *
+ *   test_dax --vufsd "CMD" [--extra "OPTIONS"] [--log FILE]
+ *
+ * CMD may carry an env prefix (sanitizer options); OPTIONS are added to every
+ * daemon command line (e.g. "--sandbox none"). Each test spawns vufsd on a fresh
+ * shared directory, checks bytes through the window against the host file, the
+ * replies to hostile requests, the attributes per policy, the statistics, and
+ * that the daemon still serves.
+ */
+#include <errno.h>
+#include <fcntl.h>
+#include <ftw.h>
+#include <getopt.h>
+#include <setjmp.h>
+#include <signal.h>
+#include <stdarg.h>
+#include <stddef.h>
+#include <stdint.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/stat.h>
+#include <sys/wait.h>
+#include <time.h>
+#include <unistd.h>
+#include <cmocka.h>
+
+#include "vfe.h"
+
+#define MiB (1ull << 20)
+#define KiB (1ull << 10)
+#define WINDOW (16 * MiB)
+#define RD FUSE_SETUPMAPPING_FLAG_READ
+#define RW (FUSE_SETUPMAPPING_FLAG_READ | FUSE_SETUPMAPPING_FLAG_WRITE)
+#define NOFH (~0ull)
+
+static const char *opt_vufsd;
+static const char *opt_extra = "";
+
+struct env {
+    char dir[64];
+    char log[64];
+    char cmd[2048];
+    struct vfe_dax *dax;
+    struct vfe_dev *dev;
+    struct vfe_fuse *fuse;
+    struct vfe_fuse_init_result init;
+    uint64_t offered_protocol;
+    uint64_t shmem_window; /* what GET_SHMEM_CONFIG said (0: no region / refused) */
+};
+
+struct opts {
+    const char *daemon;            /* extra daemon options */
+    enum vfe_dax_proto proto;
+    bool no_shmem_feature;         /* the frontend does not ask for SHMEM */
+    uint32_t uid, gid;
+    uint64_t init_flags;           /* 0: MAP_ALIGNMENT | HAS_INODE_DAX and the usual */
+};
+
+static int rm_one(const char *p, const struct stat *st, int flag, struct FTW *f)
+{
+    (void)st;
+    (void)flag;
+    (void)f;
+    return remove(p);
+}
+
+static const char *hpath(struct env *e, const char *name)
+{
+    static char buf[256];
+    snprintf(buf, sizeof(buf), "%s/%s", e->dir, name);
+    return buf;
+}
+
+/* A host file of size bytes: byte i is (i * 7 + seed) & 0xff, 0644 root. */
+static void host_file(struct env *e, const char *name, uint64_t size, unsigned seed)
+{
+    int fd = open(hpath(e, name), O_WRONLY | O_CREAT | O_TRUNC, 0644);
+    assert_true(fd >= 0);
+    uint8_t *buf = malloc(size ? size : 1);
+    for (uint64_t i = 0; i < size; i++)
+        buf[i] = (uint8_t)(i * 7 + seed);
+    assert_int_equal(write(fd, buf, size), (ssize_t)size);
+    free(buf);
+    close(fd);
+}
+
+static void host_pread(struct env *e, const char *name, void *buf, size_t len, off_t off)
+{
+    int fd = open(hpath(e, name), O_RDONLY);
+    assert_true(fd >= 0);
+    assert_int_equal(pread(fd, buf, len, off), (ssize_t)len);
+    close(fd);
+}
+
+static void host_pwrite(struct env *e, const char *name, const void *buf, size_t len, off_t off)
+{
+    int fd = open(hpath(e, name), O_WRONLY);
+    assert_true(fd >= 0);
+    assert_int_equal(pwrite(fd, buf, len, off), (ssize_t)len);
+    close(fd);
+}
+
+/* The shared directory, the log, the daemon's command line and the window. */
+static struct env *prepare(const struct opts *o)
+{
+    struct env *e = calloc(1, sizeof(*e));
+    assert_non_null(e);
+    strcpy(e->dir, "/tmp/vufsd-dax-XXXXXX");
+    assert_non_null(mkdtemp(e->dir));
+    chmod(e->dir, 0755);
+    strcpy(e->log, "/tmp/vufsd-dax-log-XXXXXX");
+    int lfd = mkstemp(e->log);
+    assert_true(lfd >= 0);
+    close(lfd);
+    snprintf(e->cmd, sizeof(e->cmd), "%s --socket-path={socket} --shared-dir={dir} %s %s",
+             opt_vufsd, opt_extra, o->daemon ? o->daemon : "");
+    assert_int_equal(vfe_dax_new(WINDOW, o->proto, &e->dax), 0);
+    return e;
+}
+
+/* Connects (spawning the daemon, or to socket when not NULL), starts, INIT. */
+static void attach(struct env *e, const struct opts *o, const char *socket)
+{
+    uint64_t pf = (1ull << VFE_VU_PF_MQ) | (1ull << VFE_VU_PF_REPLY_ACK) |
+                  (1ull << VFE_VU_PF_BACKEND_REQ) | (1ull << VFE_VU_PF_BACKEND_SEND_FD);
+    if (o->proto == VFE_DAX_SHMEM && !o->no_shmem_feature)
+        pf |= 1ull << VFE_VU_PF_SHMEM;
+    struct vfe_dev_config cfg = {
+        .conn = { .backend_cmd = socket ? NULL : e->cmd, .socket_path = socket, .dir = e->dir,
+                  .backend_log = e->log, .timeout_ms = 20000 },
+        .request_queues = 2,
+        .queue_size = 128,
+        .protocol_features = pf,
+        .backend_req = vfe_dax_handle,
+        .backend_req_opaque = e->dax,
+    };
+    assert_int_equal(vfe_dev_connect(&cfg, &e->dev), 0);
+    assert_int_equal(vfe_conn_get_u64(vfe_dev_conn(e->dev), VFE_VU_GET_PROTOCOL_FEATURES,
+                                      &e->offered_protocol),
+                     0);
+    if (vfe_dev_protocol_features(e->dev) & (1ull << VFE_VU_PF_SHMEM))
+        assert_int_equal(vfe_conn_get_shmem_window(vfe_dev_conn(e->dev), &e->shmem_window), 0);
+    assert_int_equal(vfe_dev_start(e->dev), 0);
+    uint64_t flags = o->init_flags ? o->init_flags
+                                   : FUSE_ASYNC_READ | FUSE_DO_READDIRPLUS | FUSE_MAP_ALIGNMENT |
+                                         FUSE_HAS_INODE_DAX;
+    struct vfe_fuse_config fc = { .depth = 16, .timeout_ms = 20000, .uid = o->uid,
+                                  .gid = o->gid, .pid = 77, .init_flags = flags };
+    assert_int_equal(vfe_fuse_new(e->dev, &fc, &e->fuse), 0);
+    assert_int_equal(vfe_fuse_init(e->fuse, &e->init), 0);
+}
+
+static struct env *start(const struct opts *o)
+{
+    struct env *e = prepare(o);
+    attach(e, o, NULL);
+    return e;
+}
+
+static void assert_alive(struct env *e)
+{
+    struct fuse_attr_out ao;
+    int status;
+    assert_int_equal(vfe_fuse_getattr(e->fuse, FUSE_ROOT_ID, &ao), 0);
+    assert_false(vfe_conn_backend_exited(vfe_dev_conn(e->dev), &status));
+}
+
+/* The frontend never had to refuse a request: the daemon kept the mainline rules. */
+static void assert_no_rejects(struct env *e)
+{
+    struct vfe_dax_stats st;
+    vfe_dax_get_stats(e->dax, &st);
+    assert_int_equal(st.rejects, 0);
+}
+
+static void teardown(struct env *e)
+{
+    vfe_fuse_free(e->fuse);
+    vfe_dev_close(e->dev);
+    vfe_dax_free(e->dax);
+    nftw(e->dir, rm_one, 16, FTW_DEPTH | FTW_PHYS);
+    unlink(e->log);
+    free(e);
+}
+
+static void stop(struct env *e)
+{
+    assert_alive(e);
+    assert_no_rejects(e);
+    teardown(e);
+}
+
+static uint64_t lookup(struct env *e, const char *name, struct fuse_entry_out *eo)
+{
+    struct fuse_entry_out tmp;
+    if (!eo)
+        eo = &tmp;
+    assert_int_equal(vfe_fuse_lookup(e->fuse, FUSE_ROOT_ID, name, eo), 0);
+    return eo->nodeid;
+}
+
+static uint8_t *win(struct env *e, uint64_t off)
+{
+    return (uint8_t *)vfe_dax_window(e->dax) + off;
+}
+
+/* The window at moffset shows the host file at foffset, len bytes. */
+static void assert_window_is_file(struct env *e, const char *name, uint64_t moffset,
+                                  uint64_t foffset, uint64_t len)
+{
+    uint8_t *buf = malloc(len);
+    host_pread(e, name, buf, len, (off_t)foffset);
+    assert_true(vfe_dax_is_mapped(e->dax, moffset, len));
+    assert_memory_equal(win(e, moffset), buf, len);
+    free(buf);
+}
+
+static int rm1(struct env *e, uint64_t nodeid, uint64_t moffset, uint64_t len)
+{
+    const uint64_t r[1][2] = { { moffset, len } };
+    return vfe_fuse_removemapping(e->fuse, nodeid, r, 1);
+}
+
+/* ---- Both protocols: data both ways, upgrade, partial removal --------------------------- */
+
+static void roundtrip(enum vfe_dax_proto proto, const char *daemon)
+{
+    struct opts o = { .daemon = daemon, .proto = proto };
+    struct env *e = start(&o);
+    struct vfe_dax_stats st;
+
+    if (proto == VFE_DAX_SHMEM) {
+        assert_true(e->offered_protocol & (1ull << VFE_VU_PF_SHMEM));
+        assert_int_equal(e->shmem_window, WINDOW);
+    } else {
+        /* The legacy protocol has no SHMEM negotiation: the VMM sizes its window. */
+        assert_false(e->offered_protocol & (1ull << VFE_VU_PF_SHMEM));
+    }
+    assert_int_equal(e->init.map_alignment, 12);
+    assert_true(e->init.flags & FUSE_MAP_ALIGNMENT);
+    assert_true(e->init.flags & FUSE_HAS_INODE_DAX); /* auto, the default policy */
+
+    host_file(e, "f", 6 * MiB, 1);
+    uint64_t f = lookup(e, "f", NULL);
+
+    /* Read-only mapping of the first range: the window shows the file. */
+    assert_int_equal(vfe_fuse_setupmapping(e->fuse, f, NOFH, 0, 2 * MiB, RD, 0), 0);
+    assert_window_is_file(e, "f", 0, 0, 2 * MiB);
+    /* A host write is visible through the window (one page cache). */
+    host_pwrite(e, "f", "HOST", 4, 100);
+    assert_memory_equal(win(e, 100), "HOST", 4);
+
+    /* The guest's upgrade: the same range again, writable. */
+    assert_int_equal(vfe_fuse_setupmapping(e->fuse, f, NOFH, 0, 2 * MiB, RW, 0), 0);
+    memcpy(win(e, 8192), "GUEST-WRITE", 11);
+    char back[11];
+    host_pread(e, "f", back, sizeof(back), 8192);
+    assert_memory_equal(back, "GUEST-WRITE", 11);
+    vfe_dax_get_stats(e->dax, &st);
+    assert_int_equal(st.maps, 2);   /* the read map, then the writable one */
+    assert_int_equal(st.unmaps, 1); /* the read map went first: no overlap */
+    assert_int_equal(rm1(e, f, 0, 2 * MiB), 0);
+    assert_false(vfe_dax_is_mapped(e->dax, 0, 4096));
+    host_pread(e, "f", back, sizeof(back), 8192);
+    assert_memory_equal(back, "GUEST-WRITE", 11);
+
+    /* A second range elsewhere in the window, then a hole punched in its middle. */
+    assert_int_equal(vfe_fuse_setupmapping(e->fuse, f, NOFH, 4 * MiB, 2 * MiB, RD, 6 * MiB), 0);
+    assert_window_is_file(e, "f", 6 * MiB, 4 * MiB, 2 * MiB);
+    assert_int_equal(rm1(e, f, 6 * MiB + 512 * KiB, 256 * KiB), 0);
+    assert_false(vfe_dax_is_mapped(e->dax, 6 * MiB + 512 * KiB, 4096));
+    assert_window_is_file(e, "f", 6 * MiB, 4 * MiB, 512 * KiB);
+    assert_window_is_file(e, "f", 6 * MiB + 768 * KiB, 4 * MiB + 768 * KiB, 1280 * KiB);
+    /* Removing the whole range removes both survivors; unmapped space is no error. */
+    assert_int_equal(rm1(e, f, 6 * MiB, 2 * MiB), 0);
+    assert_int_equal(rm1(e, f, 6 * MiB, 2 * MiB), 0);
+    vfe_dax_get_stats(e->dax, &st);
+    assert_int_equal(st.mappings, 0);
+
+    /* A request over several 2 MiB slots maps slot by slot. */
+    assert_int_equal(vfe_fuse_setupmapping(e->fuse, f, NOFH, 0, 6 * MiB, RD, 2 * MiB), 0);
+    assert_window_is_file(e, "f", 2 * MiB, 0, 6 * MiB);
+    const uint64_t all[1][2] = { { 0, WINDOW } };
+    assert_int_equal(vfe_fuse_removemapping(e->fuse, f, all, 1), 0);
+    vfe_dax_get_stats(e->dax, &st);
+    assert_int_equal(st.mappings, 0);
+    stop(e);
+}
+
+static void test_shmem_roundtrip(void **state)
+{
+    roundtrip(VFE_DAX_SHMEM, "--dax-window 16M");
+}
+
+static void test_legacy_roundtrip(void **state)
+{
+    roundtrip(VFE_DAX_LEGACY, "--dax-window 16M --dax-protocol legacy");
+}
+
+/* ---- Hostile requests ------------------------------------------------------------------- */
+
+static void hostile(enum vfe_dax_proto proto, const char *daemon)
+{
+    struct opts o = { .daemon = daemon, .proto = proto };
+    struct env *e = start(&o);
+    host_file(e, "f", 4 * MiB, 2);
+    assert_int_equal(mkfifo(hpath(e, "fifo"), 0644), 0);
+    assert_int_equal(mkdir(hpath(e, "d"), 0755), 0);
+    uint64_t f = lookup(e, "f", NULL);
+    uint64_t fifo = lookup(e, "fifo", NULL);
+    uint64_t d = lookup(e, "d", NULL);
+    struct vfe_fuse *x = e->fuse;
+
+    /* Outside the window, crossing its end, misaligned, overflowing, unknown flags. */
+    assert_int_equal(vfe_fuse_setupmapping(x, f, NOFH, 0, 2 * MiB, RD, WINDOW), -EINVAL);
+    assert_int_equal(vfe_fuse_setupmapping(x, f, NOFH, 0, 2 * MiB, RD, WINDOW - MiB), -EINVAL);
+    assert_int_equal(vfe_fuse_setupmapping(x, f, NOFH, 0, 2 * MiB, RD, 100), -EINVAL);
+    assert_int_equal(vfe_fuse_setupmapping(x, f, NOFH, 100, 2 * MiB, RD, 0), -EINVAL);
+    assert_int_equal(vfe_fuse_setupmapping(x, f, NOFH, 0, 100, RD, 0), -EINVAL);
+    assert_int_equal(vfe_fuse_setupmapping(x, f, NOFH, 0, 0, RD, 0), -EINVAL);
+    assert_int_equal(vfe_fuse_setupmapping(x, f, NOFH, 0, UINT64_MAX - 4095, RD, 4096), -EINVAL);
+    assert_int_equal(
+        vfe_fuse_setupmapping(x, f, NOFH, (uint64_t)INT64_MAX & ~4095ull, 2 * MiB, RD, 0),
+        -EOVERFLOW);
+    assert_int_equal(vfe_fuse_setupmapping(x, f, NOFH, 0, 2 * MiB, 1ull << 5, 0), -EINVAL);
+    /* Not a regular file, or no file at all. */
+    assert_int_equal(vfe_fuse_setupmapping(x, d, NOFH, 0, 2 * MiB, RD, 0), -EINVAL);
+    assert_int_equal(vfe_fuse_setupmapping(x, fifo, NOFH, 0, 2 * MiB, RD, 0), -EINVAL);
+    assert_int_equal(vfe_fuse_setupmapping(x, FUSE_ROOT_ID, NOFH, 0, 2 * MiB, RD, 0), -EINVAL);
+    assert_int_equal(vfe_fuse_setupmapping(x, 0xdeadbeefull, NOFH, 0, 2 * MiB, RD, 0), -ESTALE);
+    assert_int_equal(vfe_fuse_setupmapping(x, f | (7ull << 32), NOFH, 0, 2 * MiB, RD, 0),
+                     -ESTALE);
+
+    /* REMOVEMAPPING: too many entries, one bad entry among good ones (nothing done). */
+    assert_int_equal(vfe_fuse_setupmapping(x, f, NOFH, 0, 2 * MiB, RD, 0), 0);
+    static uint64_t many[257][2];
+    for (unsigned i = 0; i < 257; i++) {
+        many[i][0] = 0;
+        many[i][1] = 4096;
+    }
+    assert_int_equal(vfe_fuse_removemapping(x, f, (const uint64_t(*)[2])many, 257), -EINVAL);
+    const uint64_t bad[3][2] = { { 0, 4096 }, { WINDOW, 4096 }, { 4096, 4096 } };
+    assert_int_equal(vfe_fuse_removemapping(x, f, bad, 3), -EINVAL);
+    const uint64_t wrap[1][2] = { { 4096, UINT64_MAX - 4095 } };
+    assert_int_equal(vfe_fuse_removemapping(x, f, wrap, 1), -EINVAL);
+    const uint64_t odd[1][2] = { { 100, 4096 } };
+    assert_int_equal(vfe_fuse_removemapping(x, f, odd, 1), -EINVAL);
+    assert_window_is_file(e, "f", 0, 0, 2 * MiB); /* untouched by the refusals */
+
+    /* The daemon still maps and unmaps. */
+    assert_int_equal(vfe_fuse_setupmapping(x, f, NOFH, 2 * MiB, 2 * MiB, RW, 2 * MiB), 0);
+    assert_window_is_file(e, "f", 2 * MiB, 2 * MiB, 2 * MiB);
+    const uint64_t both[2][2] = { { 0, 2 * MiB }, { 2 * MiB, 2 * MiB } };
+    assert_int_equal(vfe_fuse_removemapping(x, f, both, 2), 0);
+    stop(e);
+}
+
+static void test_shmem_hostile(void **state)
+{
+    hostile(VFE_DAX_SHMEM, "--dax-window 16M");
+}
+
+static void test_legacy_hostile(void **state)
+{
+    hostile(VFE_DAX_LEGACY, "--dax-window 16M --dax-protocol legacy");
+}
+
+/* A caller that may only read the file gets no writable mapping. */
+static void test_write_needs_permission(void **state)
+{
+    if (geteuid() != 0) {
+        skip(); /* needs root: files of another owner, a daemon that switches ids */
+        return;
+    }
+    struct opts o = { .daemon = "--dax-window 16M", .proto = VFE_DAX_SHMEM, .uid = 1000,
+                      .gid = 1000 };
+    struct env *e = start(&o);
+    host_file(e, "ro", 2 * MiB, 3); /* 0644, root's */
+    host_file(e, "secret", 2 * MiB, 4);
+    chmod(hpath(e, "secret"), 0600);
+    uint64_t ro = lookup(e, "ro", NULL);
+    uint64_t secret = lookup(e, "secret", NULL);
+    assert_int_equal(vfe_fuse_setupmapping(e->fuse, ro, NOFH, 0, 2 * MiB, RW, 0), -EACCES);
+    assert_int_equal(vfe_fuse_setupmapping(e->fuse, secret, NOFH, 0, 2 * MiB, RD, 0), -EACCES);
+    assert_false(vfe_dax_is_mapped(e->dax, 0, 4096));
+    /* Reading is allowed, and a refused upgrade leaves the read mapping alone. */
+    assert_int_equal(vfe_fuse_setupmapping(e->fuse, ro, NOFH, 0, 2 * MiB, RD, 0), 0);
+    assert_int_equal(vfe_fuse_setupmapping(e->fuse, ro, NOFH, 0, 2 * MiB, RW, 0), -EACCES);
+    assert_window_is_file(e, "ro", 0, 0, 2 * MiB);
+    struct vfe_dax_stats st;
+    vfe_dax_get_stats(e->dax, &st);
+    assert_int_equal(st.maps, 1);
+    stop(e);
+}
+
+/* A --readonly share maps for reading only. */
+static void test_readonly_share(void **state)
+{
+    struct opts o = { .daemon = "--dax-window 16M --readonly", .proto = VFE_DAX_SHMEM };
+    struct env *e = start(&o);
+    host_file(e, "f", 2 * MiB, 5);
+    uint64_t f = lookup(e, "f", NULL);
+    assert_int_equal(vfe_fuse_setupmapping(e->fuse, f, NOFH, 0, 2 * MiB, RW, 0), -EROFS);
+    assert_int_equal(vfe_fuse_setupmapping(e->fuse, f, NOFH, 0, 2 * MiB, RD, 0), 0);
+    assert_window_is_file(e, "f", 0, 0, 2 * MiB);
+    stop(e);
+}
+
+/* ---- Without a window, or without a frontend that can map ------------------------------ */
+
+static void assert_no_dax(struct env *e, bool attr_flag_expected_off)
+{
+    assert_int_equal(e->init.map_alignment, 0);
+    assert_false(e->init.flags & FUSE_MAP_ALIGNMENT);
+    assert_false(e->init.flags & FUSE_HAS_INODE_DAX);
+    host_file(e, "f", 2 * MiB, 6);
+    struct fuse_entry_out eo;
+    uint64_t f = lookup(e, "f", &eo);
+    if (attr_flag_expected_off)
+        assert_false(eo.attr.flags & FUSE_ATTR_DAX);
+    assert_int_equal(vfe_fuse_setupmapping(e->fuse, f, NOFH, 0, 2 * MiB, RD, 0), -ENOSYS);
+    assert_int_equal(rm1(e, f, 0, 2 * MiB), -ENOSYS);
+}
+
+static void test_no_window(void **state)
+{
+    struct opts o = { .daemon = "--dax-policy always", .proto = VFE_DAX_SHMEM };
+    struct env *e = start(&o);
+    assert_false(e->offered_protocol & (1ull << VFE_VU_PF_SHMEM));
+    assert_false(vfe_dev_protocol_features(e->dev) & (1ull << VFE_VU_PF_SHMEM));
+    /* Asked anyway: a well-formed reply without a region. */
+    uint64_t size = 0;
+    assert_int_equal(vfe_conn_get_shmem_window(vfe_dev_conn(e->dev), &size), -EPROTO);
+    assert_no_dax(e, true);
+    stop(e);
+}
+
+static void test_frontend_without_shmem(void **state)
+{
+    struct opts o = { .daemon = "--dax-window 16M --dax-policy always", .proto = VFE_DAX_SHMEM,
+                      .no_shmem_feature = true };
+    struct env *e = start(&o);
+    assert_true(e->offered_protocol & (1ull << VFE_VU_PF_SHMEM));
+    assert_no_dax(e, true);
+    stop(e);
+}
+
+/* ---- FUSE_ATTR_DAX per policy -------------------------------------------------------------- */
+
+static bool readdirplus_dax(struct env *e, const char *want)
+{
+    struct fuse_open_out oo;
+    assert_int_equal(vfe_fuse_opendir(e->fuse, FUSE_ROOT_ID, &oo), 0);
+    struct vfe_mem *mem = vfe_dev_mem(e->dev);
+    uint64_t gpa;
+    assert_int_equal(vfe_mem_alloc(mem, 64 * KiB, 4096, &gpa), 0);
+    struct fuse_read_in ri = { .fh = oo.fh, .size = 64 * KiB };
+    struct vfe_sg sg = { gpa, 64 * KiB };
+    struct vfe_fuse_op op = { .opcode = FUSE_READDIRPLUS, .nodeid = FUSE_ROOT_ID, .arg = &ri,
+                              .arg_len = sizeof(ri), .out_data = &sg, .out_data_cnt = 1 };
+    assert_int_equal(vfe_fuse_call(e->fuse, 1, &op), 0);
+    uint8_t *buf = malloc(op.data_len);
+    assert_int_equal(vfe_mem_read(mem, gpa, buf, op.data_len), 0);
+    bool found = false, dax = false;
+    for (size_t pos = 0; pos < op.data_len;) {
+        struct fuse_direntplus dp;
+        memcpy(&dp, buf + pos, sizeof(dp));
+        if (dp.dirent.namelen == strlen(want) &&
+            memcmp(buf + pos + sizeof(dp), want, dp.dirent.namelen) == 0) {
+            found = true;
+            dax = dp.entry_out.attr.flags & FUSE_ATTR_DAX;
+        }
+        pos += FUSE_DIRENTPLUS_SIZE(&dp);
+    }
+    free(buf);
+    vfe_mem_free_block(mem, gpa);
+    assert_int_equal(vfe_fuse_releasedir(e->fuse, FUSE_ROOT_ID, oo.fh), 0);
+    assert_true(found);
+    return dax;
+}
+
+/* LOOKUP, GETATTR and READDIRPLUS agree on FUSE_ATTR_DAX for name. */
+static bool attr_dax(struct env *e, const char *name)
+{
+    struct fuse_entry_out eo;
+    struct fuse_attr_out ao;
+    uint64_t n = lookup(e, name, &eo);
+    bool dax = eo.attr.flags & FUSE_ATTR_DAX;
+    assert_int_equal(vfe_fuse_getattr(e->fuse, n, &ao), 0);
+    assert_int_equal(!!(ao.attr.flags & FUSE_ATTR_DAX), dax);
+    assert_int_equal(readdirplus_dax(e, name), dax);
+    return dax;
+}
+
+static void policy_case(const char *daemon, uint64_t init_flags, bool big, bool tiny)
+{
+    struct opts o = { .daemon = daemon, .proto = VFE_DAX_SHMEM, .init_flags = init_flags };
+    struct env *e = start(&o);
+    host_file(e, "big", 4 * MiB, 7);
+    host_file(e, "tiny", 4 * KiB, 8);
+    assert_int_equal(mkdir(hpath(e, "dir"), 0755), 0);
+    assert_int_equal(attr_dax(e, "big"), big);
+    assert_int_equal(attr_dax(e, "tiny"), tiny);
+    assert_false(attr_dax(e, "dir"));
+    stop(e);
+}
+
+static void test_policy(void **state)
+{
+    uint64_t inode_dax = FUSE_ASYNC_READ | FUSE_DO_READDIRPLUS | FUSE_MAP_ALIGNMENT |
+                         FUSE_HAS_INODE_DAX;
+    policy_case("--dax-window 16M --dax-policy never", 0, false, false);
+    policy_case("--dax-window 16M --dax-policy always", 0, true, true);
+    /* auto (the default): the 4 MiB file fits 80% of the window, 4 KiB is too small. */
+    policy_case("--dax-window 16M", 0, true, false);
+    /* auto with a window the big file does not fit (80% of 4 MiB). */
+    policy_case("--dax-window 4M", 0, false, false);
+    /* A guest that did not offer FUSE_HAS_INODE_DAX gets no per-file flag. */
+    policy_case("--dax-window 16M --dax-policy always", inode_dax & ~FUSE_HAS_INODE_DAX, false,
+                false);
+    /* never: the flag is not negotiated at all. */
+    struct opts o = { .daemon = "--dax-window 16M --dax-policy never", .proto = VFE_DAX_SHMEM };
+    struct env *e = start(&o);
+    assert_false(e->init.flags & FUSE_HAS_INODE_DAX);
+    assert_int_equal(e->init.map_alignment, 12);
+    stop(e);
+}
+
+/* ---- Requests in flight on two queues at once ------------------------------------------ */
+
+#define NPAR 8u /* 2 MiB slots of the 16 MiB window */
+
+struct par_req {
+    struct fuse_setupmapping_in in;
+    uint8_t rm[4 + 16];
+    struct vfe_fuse_op op;
+};
+
+/* Submits one request per slot, alternating queues 1 and 2, then reaps them all. */
+static void par_round(struct env *e, struct par_req *r, bool map, const uint64_t *nodes)
+{
+    for (unsigned i = 0; i < NPAR; i++) {
+        uint64_t slot = 2 * MiB * i;
+        memset(&r[i].op, 0, sizeof(r[i].op));
+        r[i].op.nodeid = nodes[i % 2];
+        if (map) {
+            r[i].in = (struct fuse_setupmapping_in){ .fh = NOFH, .foffset = slot % (4 * MiB),
+                                                     .len = 2 * MiB, .flags = RW,
+                                                     .moffset = slot };
+            r[i].op.opcode = FUSE_SETUPMAPPING;
+            r[i].op.arg = &r[i].in;
+            r[i].op.arg_len = sizeof(r[i].in);
+        } else {
+            uint32_t one = 1;
+            uint64_t ent[2] = { slot, 2 * MiB };
+            memcpy(r[i].rm, &one, 4);
+            memcpy(r[i].rm + 4, ent, 16);
+            r[i].op.opcode = FUSE_REMOVEMAPPING;
+            r[i].op.arg = r[i].rm;
+            r[i].op.arg_len = sizeof(r[i].rm);
+        }
+        assert_int_equal(vfe_fuse_submit(e->fuse, 1 + i % 2, &r[i].op), 0);
+    }
+    vfe_fuse_kick(e->fuse, 1);
+    vfe_fuse_kick(e->fuse, 2);
+    uint64_t deadline = vfe_now_ns() + 20000000000ull;
+    for (unsigned q = 1; q <= 2; q++) {
+        unsigned got = 0;
+        while (got < NPAR / 2) {
+            struct vfe_fuse_op *done[NPAR];
+            /* 0: a notification for completions an earlier call already took. */
+            int n = vfe_fuse_reap(e->fuse, q, done, NPAR, 1000);
+            assert_true(n >= 0 || n == -ETIMEDOUT);
+            assert_true(vfe_now_ns() < deadline);
+            if (n < 0)
+                continue;
+            for (int k = 0; k < n; k++)
+                assert_int_equal(done[k]->error, 0);
+            got += (unsigned)n;
+        }
+    }
+}
+
+/* Mappings made and removed concurrently from two queues (two files, every slot):
+ * the frontend sees only exact, non-overlapping requests and the data is right. */
+static void test_two_queues(void **state)
+{
+    struct opts o = { .daemon = "--dax-window 16M --thread-pool-size 4", .proto = VFE_DAX_SHMEM };
+    struct env *e = start(&o);
+    host_file(e, "a", 4 * MiB, 15);
+    host_file(e, "b", 4 * MiB, 16);
+    uint64_t nodes[2] = { lookup(e, "a", NULL), lookup(e, "b", NULL) };
+    struct par_req *r = calloc(NPAR, sizeof(*r));
+    for (int round = 0; round < 5; round++) {
+        par_round(e, r, true, nodes);
+        for (unsigned i = 0; i < NPAR; i++)
+            assert_window_is_file(e, i % 2 ? "b" : "a", 2 * MiB * i, (2 * MiB * i) % (4 * MiB),
+                                  2 * MiB);
+        par_round(e, r, false, nodes);
+        struct vfe_dax_stats st;
+        vfe_dax_get_stats(e->dax, &st);
+        assert_int_equal(st.mappings, 0);
+    }
+    free(r);
+    stop(e);
+}
+
+/* ---- Lifecycle: FORGET, DESTROY, device reset ------------------------------------------------ */
+
+static void test_forget_unmaps(void **state)
+{
+    struct opts o = { .daemon = "--dax-window 16M", .proto = VFE_DAX_SHMEM };
+    struct env *e = start(&o);
+    host_file(e, "f", 4 * MiB, 9);
+    host_file(e, "g", 4 * MiB, 10);
+    uint64_t f = lookup(e, "f", NULL);
+    uint64_t g = lookup(e, "g", NULL);
+    assert_int_equal(vfe_fuse_setupmapping(e->fuse, f, NOFH, 0, 4 * MiB, RD, 0), 0);
+    assert_int_equal(vfe_fuse_setupmapping(e->fuse, g, NOFH, 0, 2 * MiB, RD, 8 * MiB), 0);
+    /* A guest that forgets a file it still maps: the daemon unmaps it. */
+    assert_int_equal(vfe_fuse_forget(e->fuse, f, 1), 0);
+    assert_false(vfe_dax_is_mapped(e->dax, 0, 4096));
+    assert_false(vfe_dax_is_mapped(e->dax, 2 * MiB, 4096));
+    assert_window_is_file(e, "g", 8 * MiB, 0, 2 * MiB);
+    /* The forgotten node is gone; its window range maps again for another file. */
+    assert_int_equal(vfe_fuse_setupmapping(e->fuse, f, NOFH, 0, 2 * MiB, RD, 0), -ESTALE);
+    assert_int_equal(vfe_fuse_setupmapping(e->fuse, g, NOFH, 2 * MiB, 2 * MiB, RD, 0), 0);
+    assert_window_is_file(e, "g", 0, 2 * MiB, 2 * MiB);
+
+    /* DESTROY: every mapping goes, through the frontend. */
+    struct vfe_fuse_op op = { .opcode = FUSE_DESTROY, .nodeid = 0 };
+    assert_int_equal(vfe_fuse_call(e->fuse, 1, &op), 0);
+    struct vfe_dax_stats st;
+    vfe_dax_get_stats(e->dax, &st);
+    assert_int_equal(st.mappings, 0);
+    assert_no_rejects(e);
+    teardown(e); /* no request after DESTROY but INIT */
+}
+
+/* A device reset clears the table: the frontend dropped its maps, and the same
+ * offsets map again on the restarted device. */
+static void test_reset_clears(void **state)
+{
+    struct opts o = { .daemon = "--dax-window 16M", .proto = VFE_DAX_SHMEM };
+    struct env *e = start(&o);
+    host_file(e, "f", 4 * MiB, 11);
+    uint64_t f = lookup(e, "f", NULL);
+    assert_int_equal(vfe_fuse_setupmapping(e->fuse, f, NOFH, 0, 4 * MiB, RW, 0), 0);
+
+    vfe_fuse_free(e->fuse);
+    assert_int_equal(vfe_dev_reset(e->dev), 0);
+    vfe_dax_reset(e->dax); /* what the VMM does with its window on reset */
+    assert_int_equal(vfe_dev_start(e->dev), 0);
+    struct vfe_fuse_config fc = { .depth = 16, .timeout_ms = 20000, .pid = 77,
+                                  .init_flags = FUSE_MAP_ALIGNMENT | FUSE_HAS_INODE_DAX };
+    assert_int_equal(vfe_fuse_new(e->dev, &fc, &e->fuse), 0);
+    assert_int_equal(vfe_fuse_init(e->fuse, &e->init), 0);
+    assert_int_equal(e->init.map_alignment, 12);
+    f = lookup(e, "f", NULL);
+    assert_int_equal(vfe_fuse_setupmapping(e->fuse, f, NOFH, 0, 4 * MiB, RD, 0), 0);
+    assert_window_is_file(e, "f", 0, 0, 4 * MiB);
+    assert_int_equal(rm1(e, f, 0, 4 * MiB), 0);
+    stop(e);
+}
+
+/* A driver reset (queues stopped, SET_STATUS 0): the VMM dropped its window, so
+ * the daemon's table must be empty when the device runs again. */
+static void test_status_reset_clears(void **state)
+{
+    struct opts o = { .daemon = "--dax-window 16M", .proto = VFE_DAX_SHMEM };
+    struct env *e = start(&o);
+    host_file(e, "f", 2 * MiB, 14);
+    uint64_t f = lookup(e, "f", NULL);
+    assert_int_equal(vfe_fuse_setupmapping(e->fuse, f, NOFH, 0, 2 * MiB, RD, 0), 0);
+    assert_int_equal(vfe_dev_stop(e->dev), 0);
+    assert_int_equal(vfe_conn_set_u64(vfe_dev_conn(e->dev), VFE_VU_SET_STATUS, 0), 0);
+    vfe_dax_reset(e->dax);
+    assert_int_equal(vfe_dev_start(e->dev), 0);
+    /* The same request maps again (a stale table would call it a no-op). */
+    assert_int_equal(vfe_fuse_setupmapping(e->fuse, f, NOFH, 0, 2 * MiB, RD, 0), 0);
+    assert_window_is_file(e, "f", 0, 0, 2 * MiB);
+    stop(e);
+}
+
+/* Waits up to 20 s until the log has at least n lines containing text. */
+static void wait_log(struct env *e, const char *text, int n)
+{
+    char cmd[256];
+    snprintf(cmd, sizeof(cmd), "test \"$(grep -c '%s' %s)\" -ge %d", text, e->log, n);
+    for (int i = 0; i < 200; i++) {
+        if (system(cmd) == 0)
+            return;
+        struct timespec ts = { 0, 100 * 1000 * 1000 };
+        nanosleep(&ts, NULL);
+    }
+    fail_msg("no '%s' (x%d) in %s", text, n, e->log);
+}
+
+/* A frontend that disconnects: the next one (--reconnect) maps the same offsets. */
+static void test_disconnect_clears(void **state)
+{
+    struct opts o = { .proto = VFE_DAX_SHMEM };
+    struct env *e = prepare(&o);
+    char sock[96], cmd[2400];
+    snprintf(sock, sizeof(sock), "%s.sock", e->log);
+    snprintf(cmd, sizeof(cmd),
+             "exec %s --socket-path=%s --shared-dir=%s %s --dax-window 16M --reconnect "
+             ">>%s 2>&1",
+             opt_vufsd, sock, e->dir, opt_extra, e->log);
+    pid_t pid = fork();
+    assert_true(pid >= 0);
+    if (pid == 0) {
+        setpgid(0, 0);
+        execl("/bin/sh", "sh", "-c", cmd, (char *)NULL);
+        _exit(127);
+    }
+    host_file(e, "f", 4 * MiB, 13);
+    wait_log(e, "listening on", 1);
+    for (int round = 0; round < 2; round++) {
+        if (round)
+            wait_log(e, "waiting for a new frontend", round);
+        attach(e, &o, sock);
+        uint64_t f = lookup(e, "f", NULL);
+        assert_int_equal(vfe_fuse_setupmapping(e->fuse, f, NOFH, 0, 4 * MiB, RW, 0), 0);
+        assert_window_is_file(e, "f", 0, 0, 4 * MiB);
+        assert_no_rejects(e);
+        vfe_fuse_free(e->fuse);
+        vfe_dev_close(e->dev); /* gone without REMOVEMAPPING or DESTROY */
+        vfe_dax_reset(e->dax); /* what the VMM does with its window */
+    }
+    int status;
+    assert_int_equal(kill(pid, SIGTERM), 0);
+    assert_int_equal(waitpid(pid, &status, 0), pid);
+    assert_true(WIFEXITED(status) && WEXITSTATUS(status) == 0);
+    e->fuse = NULL;
+    e->dev = NULL;
+    teardown(e);
+}
+
+/* ---- Statistics --------------------------------------------------------------------------------- */
+
+/* python3 parses the JSON and checks one counter of the window. */
+static void assert_json_counter(const char *file, const char *counter, long at_least)
+{
+    char cmd[512];
+    snprintf(cmd, sizeof(cmd),
+             "python3 -c 'import json,sys; d=json.load(open(sys.argv[1])); "
+             "sys.exit(0 if d[\"window\"][\"%s\"] >= %ld and isinstance(d[\"inodes\"], list) "
+             "else 1)' %s",
+             counter, at_least, file);
+    assert_int_equal(system(cmd), 0);
+}
+
+static void sleep_ms(long ms)
+{
+    struct timespec ts = { ms / 1000, (ms % 1000) * 1000000 };
+    nanosleep(&ts, NULL);
+}
+
+/* The last "DAX statistics: " line of the log, into out (a file). false if none. */
+static bool stats_from_log(struct env *e, const char *out)
+{
+    char cmd[512];
+    snprintf(cmd, sizeof(cmd),
+             "grep -o 'DAX statistics: .*' %s | tail -n 1 | sed 's/^DAX statistics: //' > %s && "
+             "test -s %s",
+             e->log, out, out);
+    return system(cmd) == 0;
+}
+
+static void test_stats(void **state)
+{
+    char sf[64], daemon[160], tmp[64];
+    strcpy(sf, "/tmp/vufsd-dax-stats-XXXXXX");
+    int fd = mkstemp(sf);
+    assert_true(fd >= 0);
+    close(fd);
+    unlink(sf);
+    /* The statistics are printed whatever the log level says. */
+    snprintf(daemon, sizeof(daemon), "--dax-window 16M --stats-file %s --log-level warn", sf);
+    struct opts o = { .daemon = daemon, .proto = VFE_DAX_SHMEM };
+    struct env *e = start(&o);
+    host_file(e, "f", 4 * MiB, 12);
+    uint64_t f = lookup(e, "f", NULL);
+    assert_int_equal(vfe_fuse_setupmapping(e->fuse, f, NOFH, 0, 2 * MiB, RD, 0), 0);
+    assert_int_equal(vfe_fuse_setupmapping(e->fuse, f, NOFH, 0, 2 * MiB, RW, 0), 0);
+    /* Seven more files mapped: the JSON is longer than any ordinary log line. */
+    for (int k = 1; k < 8; k++) {
+        char name[8];
+        snprintf(name, sizeof(name), "g%d", k);
+        host_file(e, name, 2 * MiB, (unsigned)k);
+        uint64_t g = lookup(e, name, NULL);
+        assert_int_equal(vfe_fuse_setupmapping(e->fuse, g, NOFH, 0, 2 * MiB, RD, 2 * MiB * k), 0);
+    }
+    /* Rewritten every second. */
+    sleep_ms(2500);
+    assert_json_counter(sf, "maps", 8);
+    assert_json_counter(sf, "upgrades", 1);
+    assert_json_counter(sf, "slots_used", 8);
+    assert_json_counter(sf, "inodes", 8);
+
+    /* SIGUSR1 logs the JSON (the pid is the sandbox's parent, which forwards it). */
+    strcpy(tmp, "/tmp/vufsd-dax-json-XXXXXX");
+    fd = mkstemp(tmp);
+    assert_true(fd >= 0);
+    close(fd);
+    assert_int_equal(kill(vfe_conn_backend_pid(vfe_dev_conn(e->dev)), SIGUSR1), 0);
+    bool seen = false;
+    for (int i = 0; i < 50 && !seen; i++) {
+        sleep_ms(100);
+        seen = stats_from_log(e, tmp);
+    }
+    assert_true(seen);
+    assert_json_counter(tmp, "maps", 8);
+    assert_json_counter(tmp, "inodes", 8);
+    assert_json_counter(tmp, "map_errors", 0);
+    unlink(tmp);
+    assert_alive(e); /* SIGUSR1 did not end it */
+    stop(e);
+    unlink(sf);
+}
+
+int main(int argc, char **argv)
+{
+    static const struct option lo[] = {
+        { "vufsd", required_argument, NULL, 'v' },
+        { "extra", required_argument, NULL, 'e' },
+        { NULL, 0, NULL, 0 },
+    };
+    int c;
+    while ((c = getopt_long(argc, argv, "", lo, NULL)) != -1) {
+        if (c == 'v')
+            opt_vufsd = optarg;
+        else if (c == 'e')
+            opt_extra = optarg;
+        else
+            return 2;
+    }
+    if (!opt_vufsd) {
+        fprintf(stderr, "usage: %s --vufsd CMD [--extra OPTIONS]\n", argv[0]);
+        return 2;
+    }
+    signal(SIGPIPE, SIG_IGN);
+    const struct CMUnitTest tests[] = {
+        cmocka_unit_test(test_shmem_roundtrip),
+        cmocka_unit_test(test_legacy_roundtrip),
+        cmocka_unit_test(test_shmem_hostile),
+        cmocka_unit_test(test_legacy_hostile),
+        cmocka_unit_test(test_write_needs_permission),
+        cmocka_unit_test(test_readonly_share),
+        cmocka_unit_test(test_no_window),
+        cmocka_unit_test(test_frontend_without_shmem),
+        cmocka_unit_test(test_policy),
+        cmocka_unit_test(test_two_queues),
+        cmocka_unit_test(test_forget_unmaps),
+        cmocka_unit_test(test_reset_clears),
+        cmocka_unit_test(test_disconnect_clears),
+        cmocka_unit_test(test_status_reset_clears),
+        cmocka_unit_test(test_stats),
+    };
+    return cmocka_run_group_tests(tests, NULL, NULL);
+}
