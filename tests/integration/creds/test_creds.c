@@ -32,6 +32,7 @@
 #include <cmocka.h>
 
 #include "vfe.h"
+#include "../it_util.h"
 
 static const char *opt_vufsd;
 static const char *opt_log;
@@ -46,19 +47,9 @@ struct env {
     struct vfe_fuse_init_result init;
 };
 
-static int rm_one(const char *p, const struct stat *st, int flag, struct FTW *f)
-{
-    (void)st;
-    (void)flag;
-    (void)f;
-    return remove(p);
-}
-
 static const char *hpath(struct env *e, const char *name)
 {
-    static char buf[256];
-    snprintf(buf, sizeof(buf), "%s/%s", e->dir, name);
-    return buf;
+    return it_hpath(e->dir, name);
 }
 
 /*
@@ -113,7 +104,7 @@ static void stop(struct env *e)
     assert_false(vfe_conn_backend_exited(vfe_dev_conn(e->dev), &status));
     vfe_fuse_free(e->fuse);
     vfe_dev_close(e->dev);
-    nftw(e->dir, rm_one, 16, FTW_DEPTH | FTW_PHYS);
+    it_rm_tree(e->dir);
     free(e);
 }
 
@@ -652,27 +643,9 @@ static void test_getlk_identical_readers(void **state)
 
 int main(int argc, char **argv)
 {
-    static const struct option lo[] = {
-        { "vufsd", required_argument, NULL, 'v' },
-        { "log", required_argument, NULL, 'l' },
-        { 0 },
-    };
-    int c;
-    while ((c = getopt_long(argc, argv, "", lo, NULL)) != -1) {
-        if (c == 'v')
-            opt_vufsd = optarg;
-        else if (c == 'l')
-            opt_log = optarg;
-        else
-            return 2;
-    }
-    char exe[512] = "";
-    if (opt_vufsd)
-        snprintf(exe, sizeof(exe), "%.*s", (int)strcspn(opt_vufsd, " "), opt_vufsd);
-    if (!opt_vufsd || access(exe, X_OK) != 0) {
-        fprintf(stderr, "test_creds: --vufsd PATH to an executable vufsd is required\n");
-        return 1;
-    }
+    int st = it_parse_args(argc, argv, "test_creds", &opt_vufsd, &opt_log);
+    if (st)
+        return st;
     if (geteuid() != 0) {
         fprintf(stderr, "test_creds: needs root (security.* xattrs, other uids)\n");
         return 1;

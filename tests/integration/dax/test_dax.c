@@ -31,6 +31,7 @@
 #include <cmocka.h>
 
 #include "vfe.h"
+#include "../it_util.h"
 
 #define MiB (1ull << 20)
 #define KiB (1ull << 10)
@@ -62,19 +63,9 @@ struct opts {
     uint64_t init_flags;           /* 0: MAP_ALIGNMENT | HAS_INODE_DAX and the usual */
 };
 
-static int rm_one(const char *p, const struct stat *st, int flag, struct FTW *f)
-{
-    (void)st;
-    (void)flag;
-    (void)f;
-    return remove(p);
-}
-
 static const char *hpath(struct env *e, const char *name)
 {
-    static char buf[256];
-    snprintf(buf, sizeof(buf), "%s/%s", e->dir, name);
-    return buf;
+    return it_hpath(e->dir, name);
 }
 
 /* A host file of size bytes: byte i is (i * 7 + seed) & 0xff, 0644 root. */
@@ -184,7 +175,7 @@ static void teardown(struct env *e)
     vfe_fuse_free(e->fuse);
     vfe_dev_close(e->dev);
     vfe_dax_free(e->dax);
-    nftw(e->dir, rm_one, 16, FTW_DEPTH | FTW_PHYS);
+    it_rm_tree(e->dir);
     unlink(e->log);
     free(e);
 }

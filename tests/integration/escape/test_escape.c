@@ -40,6 +40,7 @@
 #include <cmocka.h>
 
 #include "vfe.h"
+#include "../it_util.h"
 
 #define SECRET   "TOP-SECRET-host-data-0123456789"
 #define SNAP_MAX 64
@@ -79,14 +80,6 @@ struct env {
 static struct env *g;
 
 /* ---- Host helpers -------------------------------------------------------------------- */
-
-static int rm_one(const char *p, const struct stat *st, int flag, struct FTW *f)
-{
-    (void)st;
-    (void)flag;
-    (void)f;
-    return remove(p);
-}
 
 static const char *spath(const char *name)
 {
@@ -363,10 +356,10 @@ static int group_teardown(void **state)
     snprintf(pat, sizeof(pat), "%s?*", g->base);
     if (glob(pat, GLOB_NOSORT, NULL, &gl) == 0) {
         for (size_t k = 0; k < gl.gl_pathc; k++)
-            nftw(gl.gl_pathv[k], rm_one, 16, FTW_DEPTH | FTW_PHYS);
+            it_rm_tree(gl.gl_pathv[k]);
         globfree(&gl);
     }
-    nftw(g->base, rm_one, 16, FTW_DEPTH | FTW_PHYS);
+    it_rm_tree(g->base);
     free(g);
     g = NULL;
     return 0;

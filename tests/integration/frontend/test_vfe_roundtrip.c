@@ -29,6 +29,7 @@
 #include <glib.h>
 
 #include "vfe.h"
+#include "../it_util.h"
 
 #define BIG_SIZE (1u << 20)
 
@@ -71,11 +72,6 @@ static char *read_host_file(const char *dir, const char *name, size_t *len)
         return NULL;
     *len = n;
     return data;
-}
-
-static int rm_one(const char *path, const struct stat *st, int flag, struct FTW *ftw)
-{
-    return remove(path);
 }
 
 /* plain: no EVENT_IDX and no indirect descriptors (flag-based notification
@@ -164,7 +160,7 @@ static int setup(void **state)
     if (start_backend(e, 0, 16) < 0) {
         /* cmocka skips teardown after a failed setup: clean up here. */
         stop_backend(e);
-        nftw(e->dir, rm_one, 16, FTW_DEPTH | FTW_PHYS);
+        it_rm_tree(e->dir);
         g_free(e->dir);
         g_free(e);
         *state = NULL;
@@ -179,7 +175,7 @@ static int teardown(void **state)
     if (!e)
         return 0;
     int r = stop_backend(e);
-    nftw(e->dir, rm_one, 16, FTW_DEPTH | FTW_PHYS);
+    it_rm_tree(e->dir);
     g_free(e->dir);
     g_free(e);
     return r;

@@ -29,6 +29,7 @@
 #include <unistd.h>
 
 #include "vfe.h"
+#include "../it_util.h"
 
 struct rss {
     long rss_kib, hwm_kib, anon_kib, file_kib, shmem_kib;
@@ -94,14 +95,6 @@ static double now_s(void)
     struct timespec ts;
     clock_gettime(CLOCK_MONOTONIC, &ts);
     return (double)ts.tv_sec + (double)ts.tv_nsec / 1e9;
-}
-
-static int rm_one(const char *p, const struct stat *st, int flag, struct FTW *f)
-{
-    (void)st;
-    (void)flag;
-    (void)f;
-    return remove(p);
 }
 
 /* Creates ndirs directories of per_dir empty files (skipped when a kept tree matches). */
@@ -378,6 +371,6 @@ out:
     if (dev)
         vfe_dev_close(dev);
     if (!keep && !dir_opt)
-        nftw(dir, rm_one, 64, FTW_DEPTH | FTW_PHYS);
+        it_rm_tree(dir);
     return status;
 }

@@ -28,6 +28,7 @@
 #include <cmocka.h>
 
 #include "vfe.h"
+#include "../it_util.h"
 
 static const char *opt_vufsd;
 static const char *opt_log;
@@ -40,19 +41,9 @@ struct env {
     struct vfe_fuse_init_result init;
 };
 
-static int rm_one(const char *p, const struct stat *st, int flag, struct FTW *f)
-{
-    (void)st;
-    (void)flag;
-    (void)f;
-    return remove(p);
-}
-
 static const char *hpath(struct env *e, const char *name)
 {
-    static char buf[256];
-    snprintf(buf, sizeof(buf), "%s/%s", e->dir, name);
-    return buf;
+    return it_hpath(e->dir, name);
 }
 
 static void host_file(struct env *e, const char *name, const char *data)
@@ -105,7 +96,7 @@ static void stop(struct env *e)
     assert_alive(e);
     vfe_fuse_free(e->fuse);
     vfe_dev_close(e->dev);
-    nftw(e->dir, rm_one, 16, FTW_DEPTH | FTW_PHYS);
+    it_rm_tree(e->dir);
     free(e);
 }
 
@@ -680,7 +671,7 @@ static void test_hangup_with_parked_setlkw(void **state)
 
     vfe_fuse_free(e->fuse);
     vfe_dev_close_status(e->dev, &status, &own);
-    nftw(e->dir, rm_one, 16, FTW_DEPTH | FTW_PHYS);
+    it_rm_tree(e->dir);
     free(e);
     assert_true(own); /* it was not killed by the frontend after a hang */
     assert_true(WIFEXITED(status) && WEXITSTATUS(status) == 0);
@@ -730,28 +721,9 @@ static void test_stop_with_parked_setlkw(void **state)
 
 int main(int argc, char **argv)
 {
-    static const struct option lo[] = {
-        { "vufsd", required_argument, NULL, 'v' },
-        { "log", required_argument, NULL, 'l' },
-        { 0 },
-    };
-    int c;
-    while ((c = getopt_long(argc, argv, "", lo, NULL)) != -1) {
-        if (c == 'v')
-            opt_vufsd = optarg;
-        else if (c == 'l')
-            opt_log = optarg;
-        else
-            return 2;
-    }
-    /* --vufsd may carry extra options after the path ("PATH --log-level=debug"). */
-    char exe[512] = "";
-    if (opt_vufsd)
-        snprintf(exe, sizeof(exe), "%.*s", (int)strcspn(opt_vufsd, " "), opt_vufsd);
-    if (!opt_vufsd || access(exe, X_OK) != 0) {
-        fprintf(stderr, "test_pt_hostile: --vufsd PATH to an executable vufsd is required\n");
-        return 1;
-    }
+    int st = it_parse_args(argc, argv, "test_pt_hostile", &opt_vufsd, &opt_log);
+    if (st)
+        return st;
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(test_bad_names),
         cmocka_unit_test(test_len_disagrees_with_chain),

@@ -1,0 +1,68 @@
+/* SPDX-License-Identifier: GPL-2.0-or-later */
+/* Host-side helpers the integration tests share: temporary share trees. */
+#ifndef VUFSD_IT_UTIL_H
+#define VUFSD_IT_UTIL_H
+
+#include <ftw.h>
+#include <getopt.h>
+#include <string.h>
+#include <unistd.h>
+#include <stdio.h>
+#include <sys/stat.h>
+
+static inline int it_rm_one(const char *p, const struct stat *st, int flag, struct FTW *f)
+{
+    (void)st;
+    (void)flag;
+    (void)f;
+    return remove(p);
+}
+
+/* Removes a directory tree without following symlinks out of it. */
+static inline void it_rm_tree(const char *dir)
+{
+    nftw(dir, it_rm_one, 16, FTW_DEPTH | FTW_PHYS);
+}
+
+/* DIR/NAME in a static buffer: valid until the next call. */
+static inline const char *it_hpath(const char *dir, const char *name)
+{
+    static char buf[256];
+    snprintf(buf, sizeof(buf), "%s/%s", dir, name);
+    return buf;
+}
+
+/*
+ * The arguments every integration test takes: --vufsd PATH (the path may carry
+ * extra daemon options after it, "PATH --log-level=debug") and --log FILE.
+ * 0, or the exit status for main: 2 for a bad option, 1 without a usable vufsd.
+ */
+static inline int it_parse_args(int argc, char **argv, const char *test,
+                                const char **vufsd, const char **log)
+{
+    static const struct option lo[] = {
+        { "vufsd", required_argument, NULL, 'v' },
+        { "log", required_argument, NULL, 'l' },
+        { 0 },
+    };
+    char exe[512] = "";
+    int c;
+
+    while ((c = getopt_long(argc, argv, "", lo, NULL)) != -1) {
+        if (c == 'v')
+            *vufsd = optarg;
+        else if (c == 'l')
+            *log = optarg;
+        else
+            return 2;
+    }
+    if (*vufsd)
+        snprintf(exe, sizeof(exe), "%.*s", (int)strcspn(*vufsd, " "), *vufsd);
+    if (!*vufsd || access(exe, X_OK) != 0) {
+        fprintf(stderr, "%s: --vufsd PATH to an executable vufsd is required\n", test);
+        return 1;
+    }
+    return 0;
+}
+
+#endif
