@@ -179,8 +179,6 @@ struct dax_inode_stats {
     /* Halved every activity period (see DAX_POLICY_PERIOD_SLOTS): recent demand. */
     uint64_t recent_maps;
     uint64_t recent_ghost_hits;
-    uint64_t recent_upgrades;      /* read->write upgrades */
-    uint64_t recent_writable_maps; /* new mappings made writable */
     uint64_t admitted_bytes; /* window demand charged while the policy says DAX */
     bool dax;               /* the policy's last answer */
     bool revoked;           /* off because it thrashed (re-admission needs calm) */
@@ -222,8 +220,6 @@ int dax_for_each_mapping(struct dax_window *w, dax_mapping_fn fn, void *opaque);
 #define DAX_POLICY_REVOKE_PCT 25u
 #define DAX_POLICY_READMIT_PCT 5u
 #define DAX_POLICY_PERIOD_SLOTS 2u
-#define DAX_POLICY_WRITE_PCT 50u
-#define DAX_POLICY_REWRITE_PCT 20u
 
 struct dax_policy_input {
     enum dax_policy policy;

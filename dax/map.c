@@ -134,17 +134,14 @@ static int map_piece_locked(struct dax_window *w, uint32_t s, const struct piece
 }
 
 static void count_new_map_locked(struct dax_window *w, struct dax_inode *ino, uint64_t foffset,
-                                 bool upgrade, bool writable)
+                                 bool upgrade)
 {
     dax_inode_decay_locked(w, ino);
     if (upgrade) {
         ino->st.upgrades++;
-        ino->st.recent_upgrades++;
         w->st.upgrades++;
         return;
     }
-    if (writable)
-        ino->st.recent_writable_maps++;
     ino->st.maps++;
     ino->st.recent_maps++;
     w->st.maps++;
@@ -237,7 +234,7 @@ static int slot_change_locked(struct dax_window *w, uint32_t s, uint32_t off, ui
     if (r == 0 && nw) {
         r = map_piece_locked(w, s, nw, epoch);
         if (r == 0) {
-            count_new_map_locked(w, nw->ino, nw->foffset, upgrade, nw->writable);
+            count_new_map_locked(w, nw->ino, nw->foffset, upgrade);
             lru_touch_locked(w, s);
             if (pin)
                 sl->pins++;

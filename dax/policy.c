@@ -17,18 +17,7 @@
  *      (ranges removed not long ago) at DAX_POLICY_REVOKE_PCT or more, once it has
  *      DAX_POLICY_MIN_SAMPLES recent maps, loses DAX: the guest is evicting its
  *      ranges faster than it reuses them.
- *   4. Revocation by writes: an admitted file whose recent mappings are mostly
- *      for writing (writable maps plus read->write upgrades at DAX_POLICY_WRITE_PCT
- *      or more of DAX_POLICY_MIN_SAMPLES or more) loses DAX. Measured with the
- *      emulated guest on ext4 (docs/dax.md 9): random 4 KiB writes through the
- *      window ran at 0.44-0.88x the plain path even when everything fit, because
- *      every store to a clean page costs the host a write fault and the
- *      filesystem's page_mkwrite, where FUSE WRITE is one pwritev. It comes back
- *      when its write share falls under DAX_POLICY_REWRITE_PCT or its recent
- *      history has decayed away. The guest applies a changed FUSE_ATTR_DAX when
- *      it next looks the file up after evicting its inode, so this acts across
- *      opens, not within one.
- *   5. Hysteresis: a revoked file comes back only when it fits again and both its
+ *   4. Hysteresis: a revoked file comes back only when it fits again and both its
  *      own and the window's recent ghost-hit rate are under DAX_POLICY_READMIT_PCT
  *      (far below the revoke threshold, so a file on the edge does not flap).
  *      "Recent" counters halve every DAX_POLICY_PERIOD_SLOTS x nslots maps and
@@ -91,18 +80,6 @@ static bool thrashing(const struct dax_inode_stats *ino)
            ratio_at_least(ino->recent_ghost_hits, ino->recent_maps, DAX_POLICY_REVOKE_PCT);
 }
 
-static uint64_t write_share_samples(const struct dax_inode_stats *ino)
-{
-    return ino->recent_maps + ino->recent_upgrades;
-}
-
-static bool write_heavy(const struct dax_inode_stats *ino, unsigned pct)
-{
-    uint64_t n = write_share_samples(ino);
-    return n >= DAX_POLICY_MIN_SAMPLES &&
-           ratio_at_least(ino->recent_writable_maps + ino->recent_upgrades, n, pct);
-}
-
 static bool calm(uint64_t ghost_hits, uint64_t maps)
 {
     return maps < DAX_POLICY_MIN_SAMPLES ||
@@ -137,11 +114,10 @@ bool dax_policy_decide(const struct dax_policy_input *in)
         return false;
 
     if (in->ino.dax)
-        return !thrashing(&in->ino) && !write_heavy(&in->ino, DAX_POLICY_WRITE_PCT);
+        return !thrashing(&in->ino);
     if (in->ino.revoked)
         return calm(in->ino.recent_ghost_hits, in->ino.recent_maps) &&
-               calm(in->win.recent_ghost_hits, in->win.recent_maps) &&
-               !write_heavy(&in->ino, DAX_POLICY_REWRITE_PCT);
+               calm(in->win.recent_ghost_hits, in->win.recent_maps);
     return true;
 }
 
@@ -172,7 +148,7 @@ bool dax_policy_attr_dax(struct dax_window *w, uint64_t key, uint64_t file_size,
     on = dax_policy_decide(&in);
     if (on)
         ino->st.revoked = false;
-    else if (ino->st.dax && (thrashing(&ino->st) || write_heavy(&ino->st, DAX_POLICY_WRITE_PCT)))
+    else if (ino->st.dax && thrashing(&ino->st))
         ino->st.revoked = true;
     w->st.admitted_bytes -= ino->st.admitted_bytes;
     ino->st.admitted_bytes = on ? ranges_bytes(file_size) : 0;

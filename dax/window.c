@@ -184,12 +184,9 @@ void dax_inode_decay_locked(struct dax_window *w, struct dax_inode *ino)
 
     if (n >= 64) {
         ino->st.recent_maps = ino->st.recent_ghost_hits = 0;
-        ino->st.recent_upgrades = ino->st.recent_writable_maps = 0;
     } else {
         ino->st.recent_maps >>= n;
         ino->st.recent_ghost_hits >>= n;
-        ino->st.recent_upgrades >>= n;
-        ino->st.recent_writable_maps >>= n;
     }
     ino->decay_epoch = w->decay_epoch;
 }

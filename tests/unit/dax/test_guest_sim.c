@@ -17,10 +17,6 @@
  * FUSE READ/WRITE 51.5 us (19.4k IOPS), one that misses 258 us (a 2 MiB reclaim, a
  * REMOVEMAPPING and a SETUPMAPPING; with it the model predicts 4.9k/6.4k/17.8k IOPS
  * for the 1G/2G/4G windows over 4 GiB where the table shows 4.8k/6.5k/14.9k).
- * A write that hits costs COST_WRITE_HIT instead: the measured sweep (docs/dax.md
- * 9) found random 4 KiB writes through the window at 0.44-0.88x the plain path
- * even when everything fit (each store to a clean page is a host write fault and
- * the filesystem's page_mkwrite), so the model prices it at 1.15x a FUSE WRITE.
  * This is a model check of the decision logic, not a benchmark: the measured
  * sweep is vufs-bench's.
  */
@@ -46,7 +42,6 @@
 #define EVAL 5000
 #define COST_HIT 5.8
 #define COST_PLAIN 51.5
-#define COST_WRITE_HIT (1.15 * COST_PLAIN)
 #define COST_MISS 258.0
 #define RECLAIM_THRESHOLD_PCT 20
 #define RECLAIM_CHUNK 10
@@ -161,7 +156,7 @@ static void guest_access(struct guest *g, int f, uint64_t off, bool write)
     r = g->map[f][ridx];
     if (r >= 0 && (!write || g->writable[r])) {
         g->hits++;
-        g->cost += write ? COST_WRITE_HIT : COST_HIT;
+        g->cost += COST_HIT;
         return;
     }
     if (r < 0) {

@@ -20,7 +20,6 @@
 #define MiB (UINT64_C(1) << 20)
 #define GiB (UINT64_C(1) << 30)
 #define RD FUSE_SETUPMAPPING_FLAG_READ
-#define RW (FUSE_SETUPMAPPING_FLAG_READ | FUSE_SETUPMAPPING_FLAG_WRITE)
 
 static struct dax_policy_input auto_in(uint64_t window, uint64_t file_size)
 {
@@ -130,44 +129,6 @@ static void test_auto_revoke_on_thrash(void **state)
     in.ino.recent_ghost_hits = UINT64_MAX / 2;
     assert_false(dax_policy_decide(&in));
     in.ino.recent_ghost_hits = UINT64_MAX / 5;
-    assert_true(dax_policy_decide(&in));
-}
-
-/* Mostly-writing files leave DAX (writes through the window cost a host write
- * fault per clean page) and come back once their write share has fallen. */
-static void test_auto_revoke_on_writes(void **state)
-{
-    struct dax_policy_input in = auto_in(GiB, 100 * MiB);
-
-    in.ino.dax = true;
-    in.ino.admitted_bytes = 100 * MiB;
-    in.win.admitted_bytes = 100 * MiB;
-    in.ino.recent_maps = 60;
-    in.ino.recent_upgrades = 40;
-    in.ino.recent_writable_maps = 10;      /* 50 of 100: exactly the threshold */
-    assert_false(dax_policy_decide(&in));
-    in.ino.recent_writable_maps = 9;       /* 49 of 100 */
-    assert_true(dax_policy_decide(&in));
-    /* too few samples: a file just opened for writing keeps DAX */
-    in.ino.recent_maps = DAX_POLICY_MIN_SAMPLES - 1;
-    in.ino.recent_upgrades = 0;
-    in.ino.recent_writable_maps = DAX_POLICY_MIN_SAMPLES - 1;
-    assert_true(dax_policy_decide(&in));
-    /* huge counters do not overflow */
-    in.ino.recent_maps = UINT64_MAX / 2;
-    in.ino.recent_upgrades = UINT64_MAX / 2;
-    in.ino.recent_writable_maps = 0;
-    assert_false(dax_policy_decide(&in));
-    /* revoked: back only under the lower write share */
-    in.ino.dax = false;
-    in.ino.revoked = true;
-    in.ino.admitted_bytes = 0;
-    in.win.admitted_bytes = 0;
-    in.ino.recent_maps = 100;
-    in.ino.recent_upgrades = 0;
-    in.ino.recent_writable_maps = DAX_POLICY_REWRITE_PCT;
-    assert_false(dax_policy_decide(&in));
-    in.ino.recent_writable_maps = DAX_POLICY_REWRITE_PCT - 1;
     assert_true(dax_policy_decide(&in));
 }
 
@@ -348,39 +309,6 @@ static void test_wrapper_revoke_and_readmit(void **state)
     fx_free(&f);
 }
 
-/* Writable SETUPMAPPINGs of file 1 take it off DAX; reads of file 2 do not. */
-static void test_wrapper_revoke_on_writes(void **state)
-{
-    struct fx f;
-    struct dax_inode_stats is;
-    struct fuse_removemapping_one e = { 0, DAX_RANGE_SIZE };
-
-    fx_new(&f, 64 * MiB, DAX_POLICY_AUTO);
-    assert_true(dax_policy_attr_dax(f.w, 1, 4 * MiB, true));
-    assert_true(dax_policy_attr_dax(f.w, 2, 32 * MiB, true));
-    for (unsigned i = 0; i < DAX_POLICY_MIN_SAMPLES; i++) {
-        assert_int_equal(dax_setupmapping(f.w, 1, (i % 2) * DAX_RANGE_SIZE, DAX_RANGE_SIZE, 0, RW), 0);
-        assert_int_equal(dax_removemapping(f.w, &e, 1), 0);
-        /* file 2 reads 16 different ranges through slots 4-7: no re-use, no thrash */
-        assert_int_equal(dax_setupmapping(f.w, 2, i * DAX_RANGE_SIZE, DAX_RANGE_SIZE,
-                                          (4 + i % 4) * DAX_RANGE_SIZE, RD), 0);
-    }
-    assert_false(dax_policy_attr_dax(f.w, 1, 4 * MiB, true));
-    assert_true(dax_policy_attr_dax(f.w, 2, 32 * MiB, true));
-    assert_int_equal(dax_inode_get_stats(f.w, 1, &is), 0);
-    assert_true(is.revoked);
-    assert_false(is.dax);
-    /* read->write upgrades count as writes too */
-    assert_true(dax_policy_attr_dax(f.w, 3, 4 * MiB, true));
-    for (unsigned i = 0; i < DAX_POLICY_MIN_SAMPLES; i++) {
-        assert_int_equal(dax_setupmapping(f.w, 3, 0, DAX_RANGE_SIZE, 0, RD), 0);
-        assert_int_equal(dax_setupmapping(f.w, 3, 0, DAX_RANGE_SIZE, 0, RW), 0);
-        assert_int_equal(dax_removemapping(f.w, &e, 1), 0);
-    }
-    assert_false(dax_policy_attr_dax(f.w, 3, 4 * MiB, true));
-    fx_free(&f);
-}
-
 int main(void)
 {
     const struct CMUnitTest tests[] = {
@@ -388,8 +316,6 @@ int main(void)
         cmocka_unit_test(test_auto_size_and_type),
         cmocka_unit_test(test_auto_demand_fit),
         cmocka_unit_test(test_auto_revoke_on_thrash),
-        cmocka_unit_test(test_auto_revoke_on_writes),
-        cmocka_unit_test(test_wrapper_revoke_on_writes),
         cmocka_unit_test(test_auto_hysteresis),
         cmocka_unit_test(test_auto_overflow),
         cmocka_unit_test(test_names),
