@@ -531,6 +531,11 @@ int main(int argc, char **argv)
                     if (mkdirat(dirfd, path, 0755) < 0)
                         r = -errno;
                 }
+                /* Every run starts with the data written back: the previous run's
+                 * dirty pages must not be flushed (and write-protected again)
+                 * under this one. */
+                if (r == 0 && syncfs(dirfd) < 0)
+                    r = -errno;
                 if (r == 0)
                     r = be->host ? vb_run_host(ov, dirfd, sub, run)
                                  : vb_run_backend(ov, be, sub, log, run);
