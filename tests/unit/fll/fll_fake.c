@@ -532,6 +532,8 @@ void fllt_msg_put(struct fllt_msg *m, const void *p, size_t n)
 {
     if (m->len + n > sizeof(m->b))
         abort();
+    if (n == 0)
+        return; /* p may be NULL then */
     memcpy(m->b + m->len, p, n);
     m->len += n;
 }
