@@ -59,16 +59,6 @@ struct vb_dax_thread {
     pthread_t t;
 };
 
-static uint64_t dax_rand(uint64_t *s)
-{
-    uint64_t x = *s;
-    x ^= x >> 12;
-    x ^= x << 25;
-    x ^= x >> 27;
-    *s = x;
-    return x * 0x2545F4914F6CDD1Dull;
-}
-
 static void *dax_thread_main(void *arg)
 {
     struct vb_dax_thread *t = arg;
@@ -76,16 +66,16 @@ static void *dax_thread_main(void *arg)
     bool rnd = o->workload != VB_SEQREAD && o->workload != VB_SEQWRITE;
     uint64_t blocks = o->size / o->bs;
     do { /* at least one operation, however late the thread starts */
-        unsigned f = rnd ? (unsigned)(dax_rand(&t->rng) % o->files) : t->index % o->files;
+        unsigned f = rnd ? (unsigned)(vb_rand(&t->rng) % o->files) : t->index % o->files;
         uint64_t off;
         if (rnd) {
-            off = dax_rand(&t->rng) % blocks * o->bs;
+            off = vb_rand(&t->rng) % blocks * o->bs;
         } else {
             off = t->seq_off;
             t->seq_off = (t->seq_off + o->bs) % (blocks * o->bs);
         }
         bool wr = o->workload == VB_RANDWRITE || o->workload == VB_SEQWRITE ||
-                  (o->workload == VB_RANDRW && dax_rand(&t->rng) % 100 >= o->read_pct);
+                  (o->workload == VB_RANDRW && vb_rand(&t->rng) % 100 >= o->read_pct);
         uint64_t t0 = vfe_now_ns();
         ssize_t n = wr ? vfe_daxguest_write(t->g, t->queue, t->files[f], off, t->buf, o->bs)
                        : vfe_daxguest_read(t->g, t->queue, t->files[f], off, t->buf, o->bs);

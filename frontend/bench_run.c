@@ -320,7 +320,8 @@ struct host_worker {
     pthread_t thread;
 };
 
-static uint64_t host_rand(uint64_t *s)
+/* xorshift64*: the benches' random offsets, one state per thread. */
+uint64_t vb_rand(uint64_t *s)
 {
     uint64_t x = *s;
     x ^= x >> 12;
@@ -338,16 +339,16 @@ static int host_op(struct host_worker *w)
     if (vb_workload_is_data(o->workload)) {
         bool rnd = o->workload != VB_SEQREAD && o->workload != VB_SEQWRITE;
         uint64_t blocks = o->size / o->bs;
-        unsigned f = rnd ? (unsigned)(host_rand(&w->rng) % o->files) : w->index % o->files;
+        unsigned f = rnd ? (unsigned)(vb_rand(&w->rng) % o->files) : w->index % o->files;
         uint64_t off;
         if (rnd) {
-            off = host_rand(&w->rng) % blocks * o->bs;
+            off = vb_rand(&w->rng) % blocks * o->bs;
         } else {
             off = w->seq_off;
             w->seq_off = (w->seq_off + o->bs) % (blocks * o->bs);
         }
         bool wr = o->workload == VB_RANDWRITE || o->workload == VB_SEQWRITE ||
-                  (o->workload == VB_RANDRW && host_rand(&w->rng) % 100 >= o->read_pct);
+                  (o->workload == VB_RANDRW && vb_rand(&w->rng) % 100 >= o->read_pct);
         ssize_t n = wr ? pwrite(w->fds[f], w->buf, o->bs, (off_t)off)
                        : pread(w->fds[f], w->buf, o->bs, (off_t)off);
         if (n < 0)
@@ -364,7 +365,7 @@ static int host_op(struct host_worker *w)
         return 0;
     }
     /* lookup and stat alike: one fstatat of a random name. */
-    snprintf(name, sizeof(name), "f%07u", (unsigned)(host_rand(&w->rng) % o->files));
+    snprintf(name, sizeof(name), "f%07u", (unsigned)(vb_rand(&w->rng) % o->files));
     return fstatat(w->dirfd, name, &st, AT_SYMLINK_NOFOLLOW) < 0 ? -errno : 0;
 }
 

@@ -90,6 +90,9 @@ char *vb_meta_name(unsigned i);
 bool vb_workload_is_data(enum vb_workload w);
 bool vb_workload_writes(enum vb_workload w);
 
+/* xorshift64*: the benches' random offsets, one state per thread (bench_run.c). */
+uint64_t vb_rand(uint64_t *s);
+
 /* sub: the run's own directory under create/ (CREATE only). 0 or -errno, with
  * run->why set when there is more to say than the errno. */
 int vb_run_backend(const struct vb_opts *o, const struct vb_backend *be, const char *sub,
