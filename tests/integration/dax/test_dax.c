@@ -366,8 +366,8 @@ static void test_legacy_hostile(void **state)
 static void test_write_needs_permission(void **state)
 {
     if (geteuid() != 0) {
-        skip(); /* needs root: files of another owner, a daemon that switches ids */
-        return;
+        print_message("SKIP: needs root: files of another owner, a daemon that switches ids\n");
+        skip();
     }
     struct opts o = { .daemon = "--dax-window 16M", .proto = VFE_DAX_SHMEM, .uid = 1000,
                       .gid = 1000 };

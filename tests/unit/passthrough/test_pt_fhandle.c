@@ -302,7 +302,8 @@ static void test_submount_gets_its_mount_fd(void **state)
     assert_int_equal(mkdir(pt_t_path(t, "mnt"), 0755), 0);
     if (!try_mount(t, "vufsd-test", "mnt", "tmpfs", 0)) {
         pt_t_down(t);
-        skip(); /* no CAP_SYS_ADMIN */
+        print_message("SKIP: cannot mount a tmpfs submount here (needs CAP_SYS_ADMIN)\n");
+        skip();
     }
     pt_t_write_file(t, "mnt/x", "in tmpfs");
     t->cfg.inode_file_handles = VUFSD_HANDLES_MANDATORY;
@@ -340,6 +341,7 @@ static void test_filesystem_without_handles(void **state)
     assert_int_equal(mkdir(pt_t_path(t, "ram"), 0755), 0);
     if (!try_mount(t, "vufsd-test", "ram", "ramfs", 0)) {
         pt_t_down(t);
+        print_message("SKIP: cannot mount a ramfs here (needs CAP_SYS_ADMIN)\n");
         skip();
     }
     pt_t_write_file(t, "ram/y", "y");
@@ -375,6 +377,7 @@ static void test_share_without_handles(void **state)
 
     if (mount("vufsd-test", t->dir, "ramfs", 0, NULL) < 0) {
         pt_t_down(t);
+        print_message("SKIP: cannot mount a ramfs share here (needs CAP_SYS_ADMIN)\n");
         skip();
     }
     t->cfg.inode_file_handles = VUFSD_HANDLES_MANDATORY;
@@ -406,6 +409,7 @@ static void test_special_file_mount_root(void **state)
     if (mount(fifo, pt_t_path(t, "p"), NULL, MS_BIND, NULL) < 0) {
         unlink(fifo);
         pt_t_down(t);
+        print_message("SKIP: cannot bind-mount over a FIFO here (needs CAP_SYS_ADMIN)\n");
         skip();
     }
     t->cfg.inode_file_handles = VUFSD_HANDLES_MANDATORY;
@@ -476,6 +480,7 @@ static void test_capability_check(void **state)
 
     if (geteuid() != 0) {
         pt_t_down(t);
+        print_message("SKIP: the capability check needs root\n");
         skip();
     }
     /* With the capability: handles stay on. */

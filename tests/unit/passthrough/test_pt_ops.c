@@ -164,8 +164,10 @@ static void test_special_files_never_opened(void **state)
 
 static void test_sgid_dir_caller_not_in_group(void **state)
 {
-    if (geteuid() != 0)
+    if (geteuid() != 0) {
+        print_message("SKIP: needs root to act as another uid\n");
         skip();
+    }
     struct pt_t *t = pt_t_up();
     struct fuse_entry_out e;
     struct fuse_open_out o;
@@ -959,7 +961,8 @@ static void test_posix_acl_umask(void **state)
     assert_int_equal(mkdir(pt_t_path(t, "acl"), 0777), 0);
     if (setxattr(pt_t_path(t, "acl"), "system.posix_acl_default", acl, sizeof(acl), 0) < 0) {
         pt_t_down(t);
-        skip(); /* no ACL support in this filesystem */
+        print_message("SKIP: no ACL support in this filesystem\n");
+        skip();
     }
     uint64_t d = pt_t_lookup(t, FUSE_ROOT_ID, "acl");
     PT_REQ(t, q);
@@ -984,7 +987,8 @@ static void test_announce_submounts(void **state)
     assert_int_equal(mkdir(pt_t_path(t, "plain"), 0755), 0);
     if (mount("vufsd-test", pt_t_path(t, "mnt"), "tmpfs", 0, "size=64k") < 0) {
         pt_t_down(t);
-        skip(); /* no CAP_SYS_ADMIN here */
+        print_message("SKIP: no CAP_SYS_ADMIN here\n");
+        skip();
     }
     t->cfg.announce_submounts = true;
     assert_int_equal(pt_t_start(t), 0);
