@@ -63,19 +63,11 @@ static void *dax_thread_main(void *arg)
 {
     struct vb_dax_thread *t = arg;
     const struct vb_opts *o = t->o;
-    bool rnd = o->workload != VB_SEQREAD && o->workload != VB_SEQWRITE;
-    uint64_t blocks = o->size / o->bs;
     do { /* at least one operation, however late the thread starts */
-        unsigned f = rnd ? (unsigned)(vb_rand(&t->rng) % o->files) : t->index % o->files;
-        uint64_t off;
-        if (rnd) {
-            off = vb_rand(&t->rng) % blocks * o->bs;
-        } else {
-            off = t->seq_off;
-            t->seq_off = (t->seq_off + o->bs) % (blocks * o->bs);
-        }
-        bool wr = o->workload == VB_RANDWRITE || o->workload == VB_SEQWRITE ||
-                  (o->workload == VB_RANDRW && vb_rand(&t->rng) % 100 >= o->read_pct);
+        struct vb_access a = vb_next_access(o, &t->rng, &t->seq_off, t->index);
+        unsigned f = a.file;
+        uint64_t off = a.off;
+        bool wr = a.write;
         uint64_t t0 = vfe_now_ns();
         ssize_t n = wr ? vfe_daxguest_write(t->g, t->queue, t->files[f], off, t->buf, o->bs)
                        : vfe_daxguest_read(t->g, t->queue, t->files[f], off, t->buf, o->bs);

@@ -331,24 +331,36 @@ uint64_t vb_rand(uint64_t *s)
     return x * 0x2545F4914F6CDD1Dull;
 }
 
+/* The next data access of a thread: which file, where, read or write. */
+struct vb_access vb_next_access(const struct vb_opts *o, uint64_t *rng, uint64_t *seq_off,
+                                unsigned index)
+{
+    bool rnd = o->workload != VB_SEQREAD && o->workload != VB_SEQWRITE;
+    uint64_t blocks = o->size / o->bs;
+    struct vb_access a;
+
+    a.file = rnd ? (unsigned)(vb_rand(rng) % o->files) : index % o->files;
+    if (rnd) {
+        a.off = vb_rand(rng) % blocks * o->bs;
+    } else {
+        a.off = *seq_off;
+        *seq_off = (*seq_off + o->bs) % (blocks * o->bs);
+    }
+    a.write = o->workload == VB_RANDWRITE || o->workload == VB_SEQWRITE ||
+              (o->workload == VB_RANDRW && vb_rand(rng) % 100 >= o->read_pct);
+    return a;
+}
+
 static int host_op(struct host_worker *w)
 {
     const struct vb_opts *o = w->o;
     char name[64];
     struct stat st;
     if (vb_workload_is_data(o->workload)) {
-        bool rnd = o->workload != VB_SEQREAD && o->workload != VB_SEQWRITE;
-        uint64_t blocks = o->size / o->bs;
-        unsigned f = rnd ? (unsigned)(vb_rand(&w->rng) % o->files) : w->index % o->files;
-        uint64_t off;
-        if (rnd) {
-            off = vb_rand(&w->rng) % blocks * o->bs;
-        } else {
-            off = w->seq_off;
-            w->seq_off = (w->seq_off + o->bs) % (blocks * o->bs);
-        }
-        bool wr = o->workload == VB_RANDWRITE || o->workload == VB_SEQWRITE ||
-                  (o->workload == VB_RANDRW && vb_rand(&w->rng) % 100 >= o->read_pct);
+        struct vb_access a = vb_next_access(o, &w->rng, &w->seq_off, w->index);
+        unsigned f = a.file;
+        uint64_t off = a.off;
+        bool wr = a.write;
         ssize_t n = wr ? pwrite(w->fds[f], w->buf, o->bs, (off_t)off)
                        : pread(w->fds[f], w->buf, o->bs, (off_t)off);
         if (n < 0)

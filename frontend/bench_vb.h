@@ -93,6 +93,15 @@ bool vb_workload_writes(enum vb_workload w);
 /* xorshift64*: the benches' random offsets, one state per thread (bench_run.c). */
 uint64_t vb_rand(uint64_t *s);
 
+/* The next data access of a thread: which file, where, read or write. */
+struct vb_access {
+    unsigned file;
+    uint64_t off;
+    bool write;
+};
+struct vb_access vb_next_access(const struct vb_opts *o, uint64_t *rng, uint64_t *seq_off,
+                                unsigned index);
+
 /* sub: the run's own directory under create/ (CREATE only). 0 or -errno, with
  * run->why set when there is more to say than the errno. */
 int vb_run_backend(const struct vb_opts *o, const struct vb_backend *be, const char *sub,
