@@ -164,6 +164,7 @@ int vb_run_dax(const struct vb_opts *o, const struct vb_backend *be, const char 
         dax_why(run, r, "%s", "starting the device");
         goto out;
     }
+    vb_set_halt_poll(o, dev, queues);
     struct vfe_fuse_config fc = {.depth = 4,
                                  .uid = (uint32_t)getuid(),
                                  .gid = (uint32_t)getgid(),

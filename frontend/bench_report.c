@@ -76,8 +76,8 @@ static void summarise(const struct vb_series *s, struct summary *out)
 void vb_report(const struct vb_opts *o, const struct vb_series *s, FILE *to,
                const char *workload)
 {
-    fprintf(to, "\n%s, bs %u, %u queue(s) x depth %u, %.1f s x %u runs", workload, o->bs,
-            o->queues, o->depth, o->runtime_s, o->repeat);
+    fprintf(to, "\n%s, bs %u, %u queue(s) x depth %u, %.1f s x %u runs, guest halt-poll %u us",
+            workload, o->bs, o->queues, o->depth, o->runtime_s, o->repeat, o->halt_poll_us);
     if (o->dax_window)
         fprintf(to, ", DAX window %" PRIu64 " MiB, policy %s, %s guest%s", o->dax_window >> 20,
                 o->dax_policy, o->dax_guest, o->dax_legacy ? ", legacy protocol" : "");
@@ -152,7 +152,8 @@ void vb_report_json_objects(const struct vb_opts *o, const struct vb_series *s, 
         *first = false;
         json_str(to, "backend", o->backends[b].name);
         json_str(to, "workload", workload);
-        fprintf(to, "\"bs\": %u, \"queues\": %u, \"depth\": %u, ", o->bs, m.queues, m.depth);
+        fprintf(to, "\"bs\": %u, \"queues\": %u, \"depth\": %u, \"halt_poll_us\": %u, ", o->bs,
+                m.queues, m.depth, o->halt_poll_us);
         json_num(to, "iops", m.med[F_IOPS], true);
         json_num(to, "mib_s", m.med[F_MIBS], true);
         json_num(to, "p50_us", m.med[F_P50], true);

@@ -91,6 +91,12 @@ static void replace_all(GString *s, const char *what, const char *with)
     }
 }
 
+void vb_set_halt_poll(const struct vb_opts *o, struct vfe_dev *dev, unsigned nq)
+{
+    for (unsigned i = 0; i <= nq; i++)
+        vfe_vq_set_halt_poll(vfe_dev_vq(dev, i), (uint64_t)o->halt_poll_us * 1000u);
+}
+
 char *vb_backend_cmd(const struct vb_opts *o, const struct vb_backend *be)
 {
     GString *s = g_string_new(be->cmd);
@@ -249,6 +255,7 @@ int vb_run_backend(const struct vb_opts *o, const struct vb_backend *be, const c
         why(run, r, "%s", "starting the device");
         goto out_session;
     }
+    vb_set_halt_poll(o, s.dev, queues);
     struct vfe_fuse_config fc = { .depth = depth, .uid = (uint32_t)getuid(),
                                   .gid = (uint32_t)getgid(), .pid = (uint32_t)getpid() };
     r = vfe_fuse_new(s.dev, &fc, &s.fuse);

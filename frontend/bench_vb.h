@@ -13,6 +13,8 @@
 #include <stdio.h>
 #include <sys/types.h>
 
+struct vfe_dev;
+
 #define VB_MAX_BACKENDS 16u
 /* Values per --dax-window / --dax-policy / --dax-guest list. */
 #define VB_MAX_DAX_VALUES 16u
@@ -56,6 +58,7 @@ struct vb_opts {
     const char *dax_guests[VB_MAX_DAX_VALUES];
     unsigned ndax_guests;
     bool dax_legacy;       /* --dax-protocol legacy */
+    unsigned halt_poll_us; /* the guest side's halt polling (vfe_vq_set_halt_poll) */
     /* The variant being run or reported. */
     uint64_t dax_window;   /* 0: no DAX */
     const char *dax_policy;
@@ -112,6 +115,8 @@ int vb_run_dax(const struct vb_opts *o, const struct vb_backend *be, const char 
 /* The backend's command with {dax_window} (bytes; 0 without DAX) and
  * {dax_policy} (never without DAX) filled in (g_free). */
 char *vb_backend_cmd(const struct vb_opts *o, const struct vb_backend *be);
+/* Queues 0..nq of dev halt-poll as --halt-poll-us says. */
+void vb_set_halt_poll(const struct vb_opts *o, struct vfe_dev *dev, unsigned nq);
 struct vfe_bench_result;
 void vb_fill_run(struct vb_run *run, const struct vfe_bench_result *res);
 int vb_run_host(const struct vb_opts *o, int dirfd, const char *sub, struct vb_run *run);

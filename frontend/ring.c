@@ -13,6 +13,7 @@
  */
 #include <errno.h>
 #include <poll.h>
+#include <sched.h>
 #include <stdlib.h>
 #include <string.h>
 #include <sys/eventfd.h>
@@ -51,6 +52,7 @@ struct vfe_vq {
 
     int kick_fd;
     int call_fd;
+    uint64_t halt_poll_ns;  /* vfe_vq_set_halt_poll() */
 
     uint16_t *next_free;    /* shadow free chain */
     uint16_t free_head;
@@ -62,6 +64,11 @@ struct vfe_vq {
     uint16_t published_idx; /* avail->idx as last written */
     uint16_t last_used;
 };
+
+/* Halt polling offers the CPU every VFE_HALT_POLL_YIELD_NS; a yield that took
+ * VFE_HALT_POLL_LOST_NS gave it away (interrupts alone take less). */
+#define VFE_HALT_POLL_YIELD_NS 5000u
+#define VFE_HALT_POLL_LOST_NS 20000u
 
 static uint16_t rd16(const volatile __virtio16 *p)
 {
@@ -381,6 +388,49 @@ int vfe_vq_get_used(struct vfe_vq *vq, void **token, uint32_t *len)
     return 0;
 }
 
+static inline void cpu_relax(void)
+{
+#if defined(__x86_64__) || defined(__i386__)
+    __builtin_ia32_pause();
+#elif defined(__aarch64__)
+    __asm__ __volatile__("yield" ::: "memory");
+#endif
+}
+
+/*
+ * A halted vCPU under KVM polls for its interrupt before the host puts its
+ * thread to sleep (halt_poll_ns), but only while no other task wants that CPU
+ * (single_task_running()). The same here, for up to halt_poll_ns: watch the
+ * used index (cheap), then take the call notification - only the notification
+ * ends the wait, as only an interrupt would, so a backend that completes
+ * without notifying is still caught. Every VFE_HALT_POLL_YIELD_NS the CPU is
+ * offered (sched_yield); if someone took it, the poll ends and the thread
+ * sleeps, as KVM's would.
+ */
+static bool halt_poll(struct vfe_vq *vq)
+{
+    uint64_t t0 = vfe_now_ns(), yielded = t0, cnt;
+    for (unsigned i = 1; rd16_acquire(&vq->used->idx) == vq->last_used; i++) {
+        cpu_relax();
+        if (i % 32)
+            continue;
+        uint64_t now = vfe_now_ns();
+        if (now - t0 >= vq->halt_poll_ns)
+            return false;
+        if (now - yielded >= VFE_HALT_POLL_YIELD_NS) {
+            sched_yield();
+            yielded = vfe_now_ns();
+            if (yielded - now >= VFE_HALT_POLL_LOST_NS)
+                return false;
+        }
+    }
+    do {
+        if (read(vq->call_fd, &cnt, sizeof(cnt)) == sizeof(cnt))
+            return true;
+    } while (vfe_now_ns() - t0 < vq->halt_poll_ns);
+    return false;
+}
+
 int vfe_vq_wait(struct vfe_vq *vq, int timeout_ms)
 {
     vq->cb_disabled = false;
@@ -390,6 +440,8 @@ int vfe_vq_wait(struct vfe_vq *vq, int timeout_ms)
         wr16(&vq->avail->flags, 0);
     vfe_smp_mb(); /* arm before re-checking: a completion may have raced */
     if (rd16(&vq->used->idx) != vq->last_used)
+        return 0;
+    if (vq->halt_poll_ns && halt_poll(vq))
         return 0;
     struct pollfd p = { .fd = vq->call_fd, .events = POLLIN };
     int r;
@@ -405,6 +457,11 @@ int vfe_vq_wait(struct vfe_vq *vq, int timeout_ms)
         /* EAGAIN: another reader took it; the used index decides anyway */
     }
     return 0;
+}
+
+void vfe_vq_set_halt_poll(struct vfe_vq *vq, uint64_t ns)
+{
+    vq->halt_poll_ns = ns;
 }
 
 void vfe_vq_disable_cb(struct vfe_vq *vq)

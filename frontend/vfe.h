@@ -336,6 +336,9 @@ int vfe_vq_get_used(struct vfe_vq *vq, void **token, uint32_t *len);
 /* Arms the call notification and waits for it (or for a completion already
  * there). 0, -ETIMEDOUT. timeout_ms < 0: forever. */
 int vfe_vq_wait(struct vfe_vq *vq, int timeout_ms);
+/* Before vfe_vq_wait() sleeps, it looks for the call notification for up to
+ * ns (0: sleeps at once): the frontend side of halt polling. */
+void vfe_vq_set_halt_poll(struct vfe_vq *vq, uint64_t ns);
 /* Suppress call notifications (polling mode). */
 void vfe_vq_disable_cb(struct vfe_vq *vq);
 

@@ -39,7 +39,7 @@ def main():
     try:
         cases = [
             ("randread", ["--bs", "4k", "--size", "4M", "--queues", "2", "--depth", "4"]),
-            ("randwrite", ["--bs", "4k", "--size", "4M"]),
+            ("randwrite", ["--bs", "4k", "--size", "4M", "--halt-poll-us", "0"]),
             ("seqread", ["--bs", "128k", "--size", "4M", "--files", "2"]),
             ("randrw", ["--bs", "4k", "--size", "4M", "--depth", "2"]),
             ("lookup", ["--files", "50"]),
@@ -58,6 +58,7 @@ def main():
                 for k in KEYS:
                     assert k in o, f"{workload}: key {k} missing in {o}"
                 assert o["workload"] == workload
+                assert o["halt_poll_us"] == (0 if "--halt-poll-us" in extra else 200), o
                 assert o["runs"] == 2, o
                 assert o["errors"] == 0, o
                 assert o["iops"] > 0, o
@@ -137,7 +138,9 @@ def main():
                      "--dax-policy", "auto,sometimes"],
                     ["--backend", "host", "--dir", d, "--dax-window", "4M",
                      "--workload", "stat"],
-                    ["--backend", "host", "--dir", d, "--dax-protocol", "legacy"]):
+                    ["--backend", "host", "--dir", d, "--dax-protocol", "legacy"],
+                    ["--backend", "host", "--dir", d, "--halt-poll-us", "x"],
+                    ["--backend", "host", "--dir", d, "--halt-poll-us", "2000000"]):
             p = subprocess.run([bench] + bad, stdout=subprocess.PIPE, stderr=subprocess.PIPE,
                                timeout=30)
             assert p.returncode == 2, (bad, p.returncode)

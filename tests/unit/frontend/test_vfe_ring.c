@@ -2,6 +2,8 @@
 /* Split ring bookkeeping; the test plays the device side on the shared memory. */
 #include <errno.h>
 #include <poll.h>
+#include <pthread.h>
+#include <sched.h>
 #include <setjmp.h>
 #include <stdarg.h>
 #include <stddef.h>
@@ -300,6 +302,71 @@ static void test_wait_wakes(void **state)
     assert_int_equal(poll(&p, 1, 0), 0);
 }
 
+/* The device side of test_halt_poll: completes, and only later notifies. */
+struct late_call {
+    struct fix *f;
+    uint16_t head;
+    bool called;
+};
+
+/* With two CPUs or more the waiter and the device thread get one each: the
+ * waiter's halt poll then does not give its CPU away and stop early. */
+static void one_cpu(cpu_set_t *set, int cpu)
+{
+    CPU_ZERO(set);
+    CPU_SET(sysconf(_SC_NPROCESSORS_ONLN) > 1 ? cpu : 0, set);
+}
+
+static void *complete_then_call(void *arg)
+{
+    struct late_call *lc = arg;
+    usleep(500);
+    dev_push(lc->f, lc->head, 0);
+    usleep(20000); /* the waiter halt-polls across this */
+    __atomic_store_n(&lc->called, true, __ATOMIC_RELEASE);
+    uint64_t one = 1;
+    assert_int_equal(write(vfe_vq_call_fd(lc->f->vq), &one, sizeof(one)), 8);
+    return NULL;
+}
+
+static void test_halt_poll(void **state)
+{
+    struct fix *f = *state;
+    struct vfe_sg sg[2] = { { 0x1000, 40 }, { 0x3000, 100 } };
+    /* Nothing comes: the poll is bounded by the window, the wait by its timeout. */
+    vfe_vq_set_halt_poll(f->vq, 1000 * 1000);
+    assert_int_equal(vfe_vq_wait(f->vq, 0), -ETIMEDOUT);
+    /* A completion seen while polling does not end the wait: its notification
+     * does (a few rounds: a poll cut short by a busy CPU proves nothing). */
+    vfe_vq_set_halt_poll(f->vq, 5ull * 1000 * 1000 * 1000);
+    cpu_set_t was, mine, its;
+    assert_int_equal(sched_getaffinity(0, sizeof(was), &was), 0);
+    one_cpu(&mine, 0);
+    one_cpu(&its, 1);
+    assert_int_equal(sched_setaffinity(0, sizeof(mine), &mine), 0);
+    for (int round = 0; round < 5; round++) {
+        assert_int_equal(vfe_vq_add(f->vq, &sg[0], 1, &sg[1], 1, false, NULL), 0);
+        vfe_vq_kick(f->vq, false);
+        struct late_call lc = { .f = f, .head = dev_pop(f) };
+        pthread_attr_t attr;
+        pthread_attr_init(&attr);
+        assert_int_equal(pthread_attr_setaffinity_np(&attr, sizeof(its), &its), 0);
+        pthread_t t;
+        assert_int_equal(pthread_create(&t, &attr, complete_then_call, &lc), 0);
+        pthread_attr_destroy(&attr);
+        assert_int_equal(vfe_vq_wait(f->vq, -1), 0);
+        assert_true(__atomic_load_n(&lc.called, __ATOMIC_ACQUIRE));
+        pthread_join(t, NULL);
+        /* ... and the notification was taken. */
+        struct pollfd p = { .fd = vfe_vq_call_fd(f->vq), .events = POLLIN };
+        assert_int_equal(poll(&p, 1, 0), 0);
+        void *tok;
+        uint32_t len;
+        assert_int_equal(vfe_vq_get_used(f->vq, &tok, &len), 0);
+    }
+    assert_int_equal(sched_setaffinity(0, sizeof(was), &was), 0);
+}
+
 static void test_reset_and_base(void **state)
 {
     struct fix *f = *state;
@@ -378,6 +445,8 @@ int main(void)
         cmocka_unit_test_setup_teardown(test_notify_suppression, setup_plain, teardown),
         cmocka_unit_test_setup_teardown(test_event_idx, setup_event_idx, teardown),
         cmocka_unit_test_setup_teardown(test_wait_wakes, setup_event_idx, teardown),
+        cmocka_unit_test_setup_teardown(test_halt_poll, setup_event_idx, teardown),
+        cmocka_unit_test_setup_teardown(test_halt_poll, setup_plain, teardown),
         cmocka_unit_test_setup_teardown(test_reset_and_base, setup_plain, teardown),
         cmocka_unit_test_setup_teardown(test_raw, setup_plain, teardown),
         cmocka_unit_test(test_bad_sizes),
