@@ -13,7 +13,10 @@
 #        STEPS (default "data meta create threadpool poll sweep rss plot tables"),
 #        TMPFS_DATA (default /dev/shm/vufs-bench-data), POLL_US (the polling
 #        variant's --poll-us, default 50), CREATE_DISK (1: create in DATA too),
-#        VARIANT_REPEAT (runs of the threadpool and poll steps, default REPEAT)
+#        VARIANT_REPEAT (runs of the threadpool and poll steps, default REPEAT),
+#        HALT_POLL_US (vufs-bench --halt-poll-us, default 200: the guest side
+#        halt-polls as a KVM vCPU does; the "nohalt" step repeats the targets
+#        with 0)
 # OUT_DIR gets NAME.json, NAME.txt (table) and NAME.cmd per run, bench-qd.png's
 # data, and tables.md (the markdown tables of docs/benchmarks.md).
 set -eu
@@ -31,7 +34,8 @@ bench=${BENCH:-$build/vufs-bench}
 legacy=/usr/lib/qemu/virtiofsd
 [ -x "$bench" ] || { echo "no vufs-bench in $build" >&2; exit 1; }
 [ -x "$legacy" ] || { echo "$legacy missing" >&2; exit 1; }
-steps=${STEPS:-data meta create threadpool poll sweep rss plot tables}
+steps=${STEPS:-data meta create nohalt threadpool poll sweep rss plot tables}
+halt=${HALT_POLL_US:-200}
 poll_us=${POLL_US:-50}
 mkdir -p "$out" "$data"
 step() { case " $steps " in *" $1 "*) return 0 ;; esac; return 1; }
@@ -52,7 +56,7 @@ run() {
     for a in "$@"; do printf " '%s'" "$a" >> "$out/$name.cmd"; done
     echo >> "$out/$name.cmd"
     echo "== $name" >&2
-    "$bench" "$@" --dir "$data" --runtime "$runtime" --repeat "$repeat" --json \
+    "$bench" "$@" --dir "$data" --runtime "$runtime" --repeat "$repeat" --halt-poll-us "$halt" --json \
         > "$out/$name.json" 2> "$out/$name.txt"
     grep -v '^\[run' "$out/$name.txt" | tail -n +2 >&2
 }
@@ -68,7 +72,7 @@ plain() { run "$@" --backend "vufsd=$vufsd" --backend "legacy=$legacy_cmd" --bac
 if step data; then
 at_qd1 randread-qd1 --workload randread --bs 4k --size "$size" --queues 1 --depth 1
 plain randread-4x16 --workload randread --bs 4k --size "$size" --queues 4 --depth 16
-plain seqread-1m --workload seqread --bs 1M --size "$size" --queues 1 --depth 1
+at_qd1 seqread-1m --workload seqread --bs 1M --size "$size" --queues 1 --depth 1
 plain randwrite-qd1 --workload randwrite --bs 4k --size "$size" --queues 1 --depth 1
 fi
 
@@ -95,6 +99,24 @@ for where in $wheres; do
     plain "create-$where-4x16" --workload create --queues 4 --depth 16
 done
 data=$data_saved
+fi
+
+# The QD1 and 4-queue targets again with a guest side that sleeps at once
+# (--halt-poll-us 0): every completion then wakes the driver's thread.
+if step nohalt; then
+halt_saved=$halt
+halt=0
+at_qd1 randread-qd1-nohalt --workload randread --bs 4k --size "$size" --queues 1 --depth 1
+plain randread-4x16-nohalt --workload randread --bs 4k --size "$size" --queues 4 --depth 16
+at_qd1 seqread-1m-nohalt --workload seqread --bs 1M --size "$size" --queues 1 --depth 1
+at_qd1 lookup-qd1-nohalt --workload lookup --files 10000 --queues 1 --depth 1
+at_qd1 stat-qd1-nohalt --workload stat --files 10000 --queues 1 --depth 1
+data_saved=$data
+data=${TMPFS_DATA:-/dev/shm/vufs-bench-data}
+mkdir -p "$data"
+at_qd1 create-tmpfs-qd1-nohalt --workload create --queues 1 --depth 1
+data=$data_saved
+halt=$halt_saved
 fi
 
 # The thread-pool default: --thread-pool-size 0/1/2/4 on reads and creates.
@@ -195,7 +217,9 @@ def cell(o, k):
 names = sorted(os.path.basename(p)[:-5] for p in glob.glob(os.path.join(out, "*.json")))
 order = ["randread-qd1", "randread-4x16", "seqread-1m", "randwrite-qd1", "lookup-qd1",
          "lookup-4x16", "stat-qd1", "stat-4x16", "create-disk-qd1", "create-disk-4x16",
-         "create-tmpfs-qd1", "create-tmpfs-4x16", "tp-randread-1x16", "tp-randread-4x16",
+         "create-tmpfs-qd1", "create-tmpfs-4x16", "randread-qd1-nohalt",
+         "randread-4x16-nohalt", "seqread-1m-nohalt", "lookup-qd1-nohalt", "stat-qd1-nohalt",
+         "create-tmpfs-qd1-nohalt", "tp-randread-1x16", "tp-randread-4x16",
          "tp-create-1x16", "tp-create-4x16", "poll-randread-qd1", "poll-randread-4x1",
          "rss-1000", "rss"]
 names = [n for n in order if n in names] + [n for n in names if n not in order and not n.startswith("qd-")]
