@@ -99,6 +99,7 @@ struct vufsd_queue {
     int kick_fd;   /* owned */
     int err_fd;    /* owned; written when the ring breaks */
     int wake_fd;   /* eventfd: stop requested / enable changed */
+    int ep_fd;     /* epoll: wake_fd, and kick_fd while the thread runs (queue.c) */
     pthread_t thread;
 
     bool enabled; /* atomic: SET_VRING_ENABLE */
@@ -116,6 +117,7 @@ struct vufsd_queue {
     uint64_t poll_hits;    /* requests that arrived while the thread polled */
     uint64_t poll_sleeps;  /* times the thread slept on its kick fd */
     uint64_t poll_preempted; /* polls cut short: the thread lost its CPU */
+    bool kick_watched;     /* kick_fd is in ep_fd */
 
     pthread_mutex_t lock;
     /* Protected by lock: the used side of ring (used_idx, signalled_*), and: */

@@ -17,7 +17,9 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/epoll.h>
 #include <sys/eventfd.h>
+#include <sys/stat.h>
 #include <time.h>
 #include <unistd.h>
 
@@ -55,6 +57,9 @@ struct vqt_req {
  * waiting for it. Yielding is how a busy machine shows: see VQT_POLL_PREEMPTED_NS. */
 #define VQT_POLL_YIELD_NS 8000u
 
+/* What ended an epoll_wait (epoll_event.data.u32). */
+enum { VQT_EV_WAKE = 1, VQT_EV_KICK = 2 };
+
 /* Set while a queue thread runs a batch: completions on it defer the signal. */
 static __thread struct vufsd_queue *vqt_batch_queue;
 
@@ -83,6 +88,10 @@ void vqt_init(struct vufsd_queue *q, struct vufsd_dev *dev, unsigned index)
     q->state = VQT_IDLE;
     q->kick_fd = q->call_fd = q->err_fd = -1;
     q->wake_fd = eventfd(0, EFD_CLOEXEC | EFD_NONBLOCK);
+    q->ep_fd = epoll_create1(EPOLL_CLOEXEC);
+    struct epoll_event ev = {.events = EPOLLIN, .data.u32 = VQT_EV_WAKE};
+    if (q->ep_fd >= 0 && epoll_ctl(q->ep_fd, EPOLL_CTL_ADD, q->wake_fd, &ev) < 0)
+        vqt_close(&q->ep_fd); /* the thread then waits with poll() */
     pthread_mutex_init(&q->lock, NULL);
     pthread_condattr_t ca;
     pthread_condattr_init(&ca);
@@ -109,6 +118,7 @@ void vqt_destroy(struct vufsd_queue *q)
     vqt_close(&q->kick_fd);
     vqt_close(&q->err_fd);
     vqt_close(&q->call_fd);
+    vqt_close(&q->ep_fd);
     vqt_close(&q->wake_fd);
     free(q->scratch);
     q->scratch = NULL;
@@ -314,6 +324,38 @@ static bool vqt_drain(int fd)
 }
 
 /*
+ * The kick eventfd is watched edge-triggered and never read: every kick the
+ * driver writes is an edge that ends one epoll_wait, and what the counter adds
+ * up to says nothing the avail index does not. That is one system call per
+ * sleep instead of a poll() and a read(). An fd that is not an anonymous
+ * inode (eventfd's kind; a pipe, socket or file is not) breaks the device, as
+ * one that epoll refuses does: neither can make the thread spin.
+ */
+static void vqt_watch_kick(struct vufsd_queue *q)
+{
+    struct stat st;
+    if (q->ep_fd < 0)
+        return;
+    if (fstat(q->kick_fd, &st) < 0 || (st.st_mode & S_IFMT)) {
+        vdev_set_broken(q->dev, q->index, "kick fd is not an eventfd", -EBADF);
+        return;
+    }
+    struct epoll_event ev = {.events = EPOLLIN | EPOLLET, .data.u32 = VQT_EV_KICK};
+    if (epoll_ctl(q->ep_fd, EPOLL_CTL_ADD, q->kick_fd, &ev) < 0) {
+        vdev_set_broken(q->dev, q->index, "kick fd cannot be watched", -errno);
+        return;
+    }
+    q->kick_watched = true;
+}
+
+static void vqt_unwatch_kick(struct vufsd_queue *q)
+{
+    if (q->kick_watched)
+        (void)epoll_ctl(q->ep_fd, EPOLL_CTL_DEL, q->kick_fd, NULL);
+    q->kick_watched = false;
+}
+
+/*
  * Sleeps until a kick or a wake-up (stop, enable, memory table, reset). While the
  * device is broken, kicks are not even listened to: only the message thread can
  * make a broken queue useful again, and it wakes the queue when it does.
@@ -321,6 +363,15 @@ static bool vqt_drain(int fd)
 static void vqt_wait(struct vufsd_queue *q)
 {
     bool kicks = !vdev_is_broken(q->dev);
+    if (kicks && q->kick_watched) {
+        struct epoll_event ev[2];
+        int n = epoll_wait(q->ep_fd, ev, 2, -1);
+        for (int i = 0; i < n; i++)
+            if (ev[i].data.u32 == VQT_EV_WAKE)
+                (void)vqt_drain(q->wake_fd);
+        return;
+    }
+    /* Broken, or no epoll: poll() and read the kick fd. */
     struct pollfd p[2] = {
         {.fd = q->wake_fd, .events = POLLIN},
         {.fd = q->kick_fd, .events = POLLIN},
@@ -482,6 +533,7 @@ static void *vqt_thread(void *arg)
 
     snprintf(name, sizeof(name), "vufsd-q%u", q->index);
     pthread_setname_np(pthread_self(), name);
+    vqt_watch_kick(q);
 
     while (!__atomic_load_n(&q->stop, __ATOMIC_ACQUIRE)) {
         /* The message thread pokes after every table swap: look only then. */
@@ -505,6 +557,7 @@ static void *vqt_thread(void *arg)
                   " sleeps, %" PRIu64 " polls cut short by preemption, poll window %u ns"
                   " at exit",
                   q->index, q->poll_hits, q->poll_sleeps, q->poll_preempted, q->poll_ns);
+    vqt_unwatch_kick(q);
     return NULL;
 }
 

@@ -10,6 +10,7 @@ import select
 import shutil
 import struct
 import sys
+import tempfile
 
 from vutest import (Daemon, check, fail, GET_FEATURES, SET_FEATURES, SET_MEM_TABLE,
                     SET_VRING_NUM, SET_VRING_ADDR, SET_VRING_BASE, GET_VRING_BASE,
@@ -210,15 +211,15 @@ def test_mem_hotplug(d, c):
     check(d.wait_exit(30) == 0, "exit status after disconnect")
 
 
-def test_bad_kick_fd(d, c):
-    """A kick 'eventfd' that is really a pipe: the queue must not spin on it."""
+def bad_kick_then_reset(d, c, bad, poke):
+    """Starts the ring with a kick fd that is not an eventfd; poke() makes it
+    readable. The queue must not spin on it, and a reset with a real eventfd
+    serves again."""
     c.handshake()
     g = Guest(c)
-    r, w = os.pipe()
-    g.kick = r
+    g.kick = bad
     g.start()
-    os.write(w, b"x")  # readable, but 1 byte: not an eventfd counter
-    os.close(w)
+    poke()
     d.wait_log("kick fd is not an eventfd", 30)
     check(d.alive(), "daemon died on a bad kick fd")
     # The message thread still answers, and a reset with a real eventfd serves again.
@@ -231,9 +232,26 @@ def test_bad_kick_fd(d, c):
     g.expected = 1
     used_len, length, error, uniq = fuse_init(g, 0)
     check(error == 0 and uniq == 0x1234, "FUSE_INIT after the reset: %d %#x" % (error, uniq))
-    os.close(r)
+    os.close(bad)
     c.close()
     check(d.wait_exit(30) == 0, "exit status after disconnect")
+
+
+def test_bad_kick_fd(d, c):
+    """A kick 'eventfd' that is really a pipe."""
+    r, w = os.pipe()
+
+    def poke():
+        os.write(w, b"x")  # readable, but 1 byte: not an eventfd counter
+        os.close(w)
+    bad_kick_then_reset(d, c, r, poke)
+
+
+def test_file_kick_fd(d, c):
+    """A kick 'eventfd' that is a regular file (always readable, cannot be epolled)."""
+    fd, path = tempfile.mkstemp()
+    os.unlink(path)
+    bad_kick_then_reset(d, c, fd, lambda: os.write(fd, struct.pack("<Q", 1)))
 
 
 def test_stop_start_keeps_session(d, c):
@@ -283,7 +301,8 @@ if __name__ == "__main__":
         {"messages": test_bad_messages, "broken": test_broken_ring_then_reset,
          "broken-pool": test_broken_ring_then_reset,
          "oversized": test_oversized_header, "hotplug": test_mem_hotplug,
-         "badkick": test_bad_kick_fd, "stopstart": test_stop_start_keeps_session}[which](d, c)
+         "badkick": test_bad_kick_fd, "filekick": test_file_kick_fd,
+         "stopstart": test_stop_start_keeps_session}[which](d, c)
     finally:
         d.term()
         d.wait_exit(30)
