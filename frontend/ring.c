@@ -66,9 +66,9 @@ struct vfe_vq {
 };
 
 /* Halt polling offers the CPU every VFE_HALT_POLL_YIELD_NS; a yield that took
- * VFE_HALT_POLL_LOST_NS gave it away (interrupts alone take less). */
+ * as long gave it away. */
 #define VFE_HALT_POLL_YIELD_NS 5000u
-#define VFE_HALT_POLL_LOST_NS 20000u
+#define VFE_HALT_POLL_LOST_NS 5000u
 
 static uint16_t rd16(const volatile __virtio16 *p)
 {
