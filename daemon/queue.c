@@ -389,6 +389,19 @@ static void vqt_wait(struct vufsd_queue *q)
         vdev_set_broken(q->dev, q->index, "kick fd is not an eventfd", -EBADF);
 }
 
+/* Signals the completions the batch deferred, if the driver wants to hear. */
+static void vqt_flush_notify(struct vufsd_queue *q)
+{
+    /* Only this thread sets notify_pending (inside its batch): no lock to look. */
+    if (!__atomic_load_n(&q->notify_pending, __ATOMIC_RELAXED))
+        return;
+    pthread_mutex_lock(&q->lock);
+    q->notify_pending = false;
+    if (vq_ring_should_notify(&q->ring))
+        vqt_signal_locked(q);
+    pthread_mutex_unlock(&q->lock);
+}
+
 /* Pops and runs up to one ring's worth of chains. Returns the number popped. */
 static unsigned vqt_batch(struct vufsd_queue *q)
 {
@@ -412,18 +425,19 @@ static unsigned vqt_batch(struct vufsd_queue *q)
             vdev_set_broken(q->dev, q->index, "malformed descriptor chain", ret);
             break;
         }
+        /*
+         * Completions inside a batch signal once, at its end - except that
+         * before the last request the ring holds, the driver hears of those
+         * so far: it can then hand over its next requests while this one
+         * runs, instead of waiting for the batch to end and finding the queue
+         * thread asleep (at queue depth 2 that halved the IOPS).
+         */
+        if (!vq_ring_has_work(&q->ring))
+            vqt_flush_notify(q);
         vqt_handle(q, head, rd, rd_cnt, wr, wr_cnt);
     }
     vqt_batch_queue = NULL;
-
-    /* Only this thread sets notify_pending (inside its batch): no lock to look. */
-    if (__atomic_load_n(&q->notify_pending, __ATOMIC_RELAXED)) {
-        pthread_mutex_lock(&q->lock);
-        q->notify_pending = false;
-        if (vq_ring_should_notify(&q->ring))
-            vqt_signal_locked(q);
-        pthread_mutex_unlock(&q->lock);
-    }
+    vqt_flush_notify(q);
     return done;
 }
 
