@@ -9,7 +9,8 @@
 #   env: FILE_SIZE (per file, MiB, default 64), FILES (default 4),
 #        RUNTIME (s per run, default 2), REPEAT (runs per variant, default 3),
 #        WORKLOADS (default "randread randwrite"), GUESTS (default linux,lru),
-#        DATA (default /tmp/vufs-bench-dax-data), PLOT (default docs/dax-sweep.png)
+#        DATA (default /tmp/vufs-bench-dax-data), PLOT (default docs/dax-sweep.png),
+#        HALT_POLL_US (vufs-bench --halt-poll-us, default 200)
 # OUT_DIR gets dax-WORKLOAD.json (vufs-bench --json), .txt (its tables), .cmd
 # (the exact command) and dax-tables.md.
 set -eu
@@ -35,7 +36,7 @@ vufsd="$build/vufsd --socket-path {socket} --shared-dir {dir} --cache auto --san
 for w in $workloads; do
     set -- --backend "vufsd=$vufsd" --dir "$data" --workload "$w" --bs 4k \
         --size "${file_mib}M" --files "$files" --queues 1 --depth 1 \
-        --runtime "$runtime" --repeat "$repeat" \
+        --runtime "$runtime" --repeat "$repeat" --halt-poll-us "${HALT_POLL_US:-200}" \
         --dax-window "$windows" --dax-policy never,always,auto --dax-guest "$guests" --json
     printf '%s' "vufs-bench" > "$out/dax-$w.cmd"
     for a in "$@"; do printf " '%s'" "$a" >> "$out/dax-$w.cmd"; done
