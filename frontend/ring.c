@@ -65,10 +65,8 @@ struct vfe_vq {
     uint16_t last_used;
 };
 
-/* Halt polling offers the CPU every VFE_HALT_POLL_YIELD_NS; a yield that took
- * as long gave it away. */
+/* Halt polling offers the CPU this often, and a yield that took as long gave it away. */
 #define VFE_HALT_POLL_YIELD_NS 5000u
-#define VFE_HALT_POLL_LOST_NS 5000u
 
 static uint16_t rd16(const volatile __virtio16 *p)
 {
@@ -420,7 +418,7 @@ static bool halt_poll(struct vfe_vq *vq)
         if (now - yielded >= VFE_HALT_POLL_YIELD_NS) {
             sched_yield();
             yielded = vfe_now_ns();
-            if (yielded - now >= VFE_HALT_POLL_LOST_NS)
+            if (yielded - now >= VFE_HALT_POLL_YIELD_NS)
                 return false;
         }
     }
