@@ -59,7 +59,8 @@ struct vufsd_config {
     char *socket_path;   /* --socket-path */
     int listen_fd;       /* --fd, -1 when unset */
     char *socket_group;  /* --socket-group */
-    char *tag;           /* --tag (informational for vhost-user) */
+    char *tag;           /* --tag: offered in the config space (GET_CONFIG) */
+    unsigned num_request_queues; /* --num-request-queues: in the config space, default 1 */
     char *mountpoint;    /* --mount: serve /dev/fuse instead of vhost-user */
     bool reconnect;      /* --reconnect: listen again after a disconnect */
     unsigned thread_pool_size; /* --thread-pool-size, 0 = serve in queue threads */

@@ -16,6 +16,8 @@
 #include <string.h>
 #include <unistd.h>
 
+#include "vu_msg.h"
+
 struct vopt_enum {
     const char *name;
     int value;
@@ -94,6 +96,7 @@ static const struct vopt_row vopt_table[] = {
     {"fd", VOPT_FD, F(listen_fd)},
     {"socket-group", VOPT_STR, F(socket_group)},
     {"tag", VOPT_STR, F(tag)},
+    {"num-request-queues", VOPT_UINT, F(num_request_queues), NULL, 16},
     {"shared-dir", VOPT_STR, F(shared_dir)},
     {"cache", VOPT_ENUM, F(cache), vopt_cache_names},
     {"writeback", VOPT_TRUE, F(writeback)},
@@ -394,6 +397,7 @@ void vopt_config_init(struct vufsd_config *cfg)
     memset(cfg, 0, sizeof(*cfg));
     cfg->listen_fd = -1;
     cfg->cache = VUFSD_CACHE_AUTO;
+    cfg->num_request_queues = 1;
     cfg->readdirplus = true;
     cfg->inode_file_handles = VUFSD_HANDLES_NEVER;
     cfg->dax_policy = VUFSD_DAX_AUTO;
@@ -477,7 +481,15 @@ static const GOptionEntry vopt_entries[] = {
            "PATH"),
     CB_ARG("fd", "File descriptor of a listening vhost-user socket", "N"),
     CB_ARG("socket-group", "Name of the group that owns the socket", "GROUP"),
-    CB_ARG("tag", "Tag the guest mounts (informational)", "TAG"),
+    CB_ARG("tag",
+           "Tag the guest mounts, told through the virtio config space (GET_CONFIG) to a "
+           "frontend that asks the backend for it (QEMU's vhost-user-test-device-pci); "
+           "without it that is not offered",
+           "TAG"),
+    CB_ARG("num-request-queues",
+           "Request queues told through the config space with --tag (1-16, default 1; the "
+           "frontend's queue count must be this plus the hiprio queue)",
+           "N"),
     CB_ARG("cache", "Caching policy", "auto|always|metadata|never"),
     CB_SW("writeback", "Enable the writeback cache"),
     CB_SW("no-readdirplus", "Disable READDIRPLUS"),
@@ -568,6 +580,14 @@ static int vopt_validate(const struct vufsd_config *cfg, char **errmsg)
     }
     if (cfg->dax_window && cfg->mountpoint) {
         *errmsg = g_strdup("--dax-window needs a vhost-user frontend, not --mount");
+        return -EINVAL;
+    }
+    if (cfg->tag && (cfg->tag[0] == '\0' || strlen(cfg->tag) > VU_FS_TAG_SIZE)) {
+        *errmsg = g_strdup_printf("--tag must be 1 to %u bytes long", VU_FS_TAG_SIZE);
+        return -EINVAL;
+    }
+    if (cfg->num_request_queues == 0 || cfg->num_request_queues > 16) {
+        *errmsg = g_strdup("--num-request-queues must be 1 to 16");
         return -EINVAL;
     }
     if (cfg->stats_file && !cfg->dax_window) {

@@ -13,6 +13,7 @@
 #include <stdlib.h>
 #include <string.h>
 #include <sys/socket.h>
+#include <endian.h>
 #include <unistd.h>
 #include <linux/virtio_config.h>
 #include <linux/virtio_ring.h>
@@ -40,6 +41,9 @@ uint64_t vu_offered_protocol_features(const struct vufsd_config *cfg)
                  (1ull << VU_PROTOCOL_F_CONFIGURE_MEM_SLOTS) | (1ull << VU_PROTOCOL_F_STATUS);
     if (vu_shmem_window(cfg))
         f |= 1ull << VU_PROTOCOL_F_SHMEM;
+    /* As the Rust virtiofsd: the config space only with a tag to put in it. */
+    if (cfg->tag)
+        f |= 1ull << VU_PROTOCOL_F_CONFIG;
     return f;
 }
 
@@ -64,6 +68,20 @@ static bool vu_all_idle(const struct vufsd_dev *dev)
         if (dev->q[i].state != VQT_IDLE)
             return false;
     return true;
+}
+
+/*
+ * The last running queue stopped (GET_VRING_BASE) or the driver's status went
+ * to 0 with every queue stopped: the driver stopped. A reset, a reboot or a
+ * rebind of the guest's driver, and a VM pause, look alike here; the FUSE
+ * session tells them apart by the next request (fll_session_driver_stopped).
+ */
+static void vu_driver_stopped(struct vufsd_dev *dev)
+{
+    if (!fll_session_initialized(dev->se))
+        return;
+    vlog_info("driver stopped: a FUSE_INIT as its next request starts a new session");
+    fll_session_driver_stopped(dev->se);
 }
 
 /* ---- Features and ownership ------------------------------------------------------ */
@@ -133,9 +151,12 @@ static int vu_set_status(struct vufsd_dev *dev, struct vu_msg *m, int *fds, int 
 {
     if (m->payload.u64 > UINT8_MAX)
         return -EINVAL;
+    uint8_t old = dev->status;
     dev->status = (uint8_t)m->payload.u64;
     if (dev->status == 0)
         vdev_clear_broken(dev);
+    if (dev->status == 0 && old != 0 && vu_all_idle(dev))
+        vu_driver_stopped(dev);
     /* A driver reset with every queue stopped: the frontend dropped its window
      * mappings (no request runs, so no mapping call is in flight). */
     if (dev->status == 0 && dev->c.dax && vu_all_idle(dev))
@@ -295,8 +316,11 @@ static int vu_get_vring_base(struct vufsd_dev *dev, struct vu_msg *m, int *fds, 
     reply->payload.state.num = 0;
     if (!q)
         return -EINVAL;
+    bool was_running = q->state != VQT_IDLE;
     vqt_stop(q); /* waits for the queue's in-flight requests */
     reply->payload.state.num = q->base;
+    if (was_running && vu_all_idle(dev))
+        vu_driver_stopped(dev);
     return 0;
 }
 
@@ -384,6 +408,39 @@ static int vu_get_shmem_config(struct vufsd_dev *dev, struct vu_msg *m, int *fds
     return on ? 0 : -EOPNOTSUPP;
 }
 
+/*
+ * GET_CONFIG: struct virtio_fs_config, the tag from --tag and the request
+ * queue count from --num-request-queues, for any window inside it. A bad
+ * window gets a reply without payload (vhost-user's error for GET_CONFIG).
+ */
+static int vu_get_config(struct vufsd_dev *dev, struct vu_msg *m, int *fds, int nfds,
+                         struct vu_msg *reply)
+{
+    const struct vufsd_config *cfg = dev->c.cfg;
+    struct vu_fs_config space = {0};
+    uint32_t size;
+
+    reply->hdr.size = 0;
+    if (!vdev_has_protocol_feature(dev, VU_PROTOCOL_F_CONFIG))
+        return -EOPNOTSUPP;
+    if (cfg->tag)
+        memcpy(space.tag, cfg->tag, strnlen(cfg->tag, sizeof(space.tag)));
+    space.num_request_queues = htole32(cfg->num_request_queues);
+    int ret = vu_config_read(&m->payload.config, &space, sizeof(space), &reply->payload.config,
+                             &size);
+    if (ret < 0)
+        return ret;
+    reply->hdr.size = size;
+    return 0;
+}
+
+/* The guest cannot write virtio-fs's config space: nothing in it is writable. */
+static int vu_set_config(struct vufsd_dev *dev, struct vu_msg *m, int *fds, int nfds,
+                         struct vu_msg *reply)
+{
+    return -EPERM;
+}
+
 static int vu_set_backend_req_fd(struct vufsd_dev *dev, struct vu_msg *m, int *fds, int nfds,
                                  struct vu_msg *reply)
 {
@@ -416,6 +473,8 @@ static vu_handler *const vu_handlers[VU_REQUEST_MAX] = {
     [VU_SET_STATUS] = vu_set_status,
     [VU_GET_STATUS] = vu_get_status,
     [VU_GET_SHMEM_CONFIG] = vu_get_shmem_config,
+    [VU_GET_CONFIG] = vu_get_config,
+    [VU_SET_CONFIG] = vu_set_config,
 };
 
 /* ---- Socket I/O ------------------------------------------------------------------------ */
@@ -560,7 +619,8 @@ static int vu_dispatch(struct vufsd_dev *dev, int conn_fd, struct vu_msg *m, int
         vlog_debug("vhost-user: %s done", name);
 
     if (vu_request_has_reply(req)) {
-        if (reply.hdr.size == 0)
+        /* GET_CONFIG says "failed" with no payload; the others need theirs. */
+        if (reply.hdr.size == 0 && req != VU_GET_CONFIG)
             vu_reply_u64(&reply, 0); /* the frontend waits for a reply of this size */
         return vu_send_reply(conn_fd, m, &reply);
     }

@@ -2,12 +2,14 @@
 #include "vu_msg.h"
 
 #include <errno.h>
+#include <string.h>
 
 /* How a request's payload size is checked. */
 enum vu_size_rule {
     VU_SZ_NONE,      /* unknown request */
     VU_SZ_EXACT,     /* == size */
     VU_SZ_MEM_TABLE, /* 8 + nregions * 32, 1 <= nregions <= 8 */
+    VU_SZ_CONFIG,    /* 12 + size, size <= 256 */
 };
 
 /* How many fds a request carries. */
@@ -54,6 +56,8 @@ static const struct vu_req_info vu_reqs[VU_REQUEST_MAX] = {
     [VU_REM_MEM_REG] = {"REM_MEM_REG", VU_SZ_EXACT, sizeof(struct vu_mem_reg), VU_FD_ZERO_ONE},
     [VU_SET_STATUS] = {"SET_STATUS", VU_SZ_EXACT, U64, VU_FD_NONE},
     [VU_GET_STATUS] = {"GET_STATUS", VU_SZ_EXACT, 0, VU_FD_NONE, true},
+    [VU_GET_CONFIG] = {"GET_CONFIG", VU_SZ_CONFIG, 0, VU_FD_NONE, true},
+    [VU_SET_CONFIG] = {"SET_CONFIG", VU_SZ_CONFIG, 0, VU_FD_NONE},
     [VU_GET_SHMEM_CONFIG] = {"GET_SHMEM_CONFIG", VU_SZ_EXACT, 0, VU_FD_NONE, true},
 };
 
@@ -113,6 +117,12 @@ int vu_msg_check(const struct vu_msg *msg, size_t payload_len, int nfds)
         want_fds = n;
         break;
     }
+    case VU_SZ_CONFIG:
+        if (payload_len < VU_CONFIG_HDR_SIZE ||
+            payload_len - VU_CONFIG_HDR_SIZE != msg->payload.config.size ||
+            msg->payload.config.size > VU_CONFIG_MAX)
+            return -EBADMSG;
+        break;
     case VU_SZ_NONE:
         return -ENOSYS;
     }
@@ -131,4 +141,20 @@ int vu_msg_check(const struct vu_msg *msg, size_t payload_len, int nfds)
         return (unsigned)nfds == want_fds ? 0 : -EBADF;
     }
     return -EBADMSG;
+}
+
+int vu_config_read(const struct vu_config *req, const void *space, size_t space_len,
+                   struct vu_config *reply, uint32_t *reply_size)
+{
+    *reply_size = 0;
+    if (req->size > VU_CONFIG_MAX || req->offset > space_len ||
+        req->size > space_len - req->offset ||
+        (req->flags != VU_CONFIG_F_WRITABLE && req->flags != VU_CONFIG_F_MIGRATION))
+        return -EINVAL;
+    reply->offset = req->offset;
+    reply->size = req->size;
+    reply->flags = req->flags;
+    memcpy(reply->region, (const uint8_t *)space + req->offset, req->size);
+    *reply_size = VU_CONFIG_HDR_SIZE + req->size;
+    return (int)*reply_size;
 }

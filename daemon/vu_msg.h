@@ -56,6 +56,7 @@ enum vu_request {
 #define VU_PROTOCOL_F_REPLY_ACK           3
 #define VU_PROTOCOL_F_BACKEND_REQ         5
 #define VU_PROTOCOL_F_BACKEND_SEND_FD     10
+#define VU_PROTOCOL_F_CONFIG              9
 #define VU_PROTOCOL_F_CONFIGURE_MEM_SLOTS 15
 #define VU_PROTOCOL_F_STATUS              16
 #define VU_PROTOCOL_F_SHMEM               22
@@ -109,6 +110,25 @@ struct vu_mem_reg {
     struct vu_mem_region region;
 };
 
+/* GET_CONFIG / SET_CONFIG: a window of the virtio config space. */
+#define VU_CONFIG_HDR_SIZE 12u
+#define VU_CONFIG_MAX      256u /* VHOST_USER_MAX_CONFIG_SIZE */
+#define VU_CONFIG_F_WRITABLE  0u
+#define VU_CONFIG_F_MIGRATION 1u
+struct vu_config {
+    uint32_t offset;
+    uint32_t size;
+    uint32_t flags;
+    uint8_t region[VU_CONFIG_MAX];
+};
+
+/* struct virtio_fs_config (virtio spec, device-types/fs): what GET_CONFIG reads. */
+#define VU_FS_TAG_SIZE 36u
+struct vu_fs_config {
+    uint8_t tag[VU_FS_TAG_SIZE]; /* NUL-padded, not NUL-terminated when 36 long */
+    uint32_t num_request_queues; /* little-endian */
+} __attribute__((packed));
+
 struct vu_msg {
     struct vu_msg_hdr hdr;
     union {
@@ -117,6 +137,7 @@ struct vu_msg {
         struct vu_vring_addr addr;
         struct vu_mem_table mem;
         struct vu_mem_reg memreg;
+        struct vu_config config;
         uint8_t raw[VU_MAX_PAYLOAD];
     } payload;
 };
@@ -134,5 +155,15 @@ bool vu_request_has_reply(uint32_t request);
  * header or size, -EBADF for a wrong fd count.
  */
 int vu_msg_check(const struct vu_msg *msg, size_t payload_len, int nfds);
+
+/*
+ * GET_CONFIG on a message vu_msg_check accepted: copies [offset, offset+size)
+ * of the config space into reply (offset, size, flags echoed) and returns the
+ * reply's payload size (VU_CONFIG_HDR_SIZE + size). A window outside the space
+ * (overflow included) or unknown flags: -EINVAL, and the reply carries no
+ * payload, which is how vhost-user says GET_CONFIG failed.
+ */
+int vu_config_read(const struct vu_config *req, const void *space, size_t space_len,
+                   struct vu_config *reply, uint32_t *reply_size);
 
 #endif

@@ -417,6 +417,19 @@ void fll_reply_err(struct fll_req *r, int err);
  */
 void fll_session_shutdown(struct fll_session *se);
 
+/*
+ * The transport's driver stopped: every queue is stopped and no request of this
+ * session is being processed. Seen from the device, a driver reset (a guest
+ * reboot, a crash and reboot, a kexec, a driver rebind) and a pause of the same
+ * driver (a VM stopped, the source of a migration) look alike; the next request
+ * tells them apart. If it is FUSE_INIT, a new driver has come: the old session
+ * ends as DESTROY would end it (ops->destroy: node ids, handles, locks) and the
+ * INIT is served. Any other request means the same driver went on, and a later
+ * second INIT is refused (EPROTO) as always. Call it with no request of this
+ * session being processed.
+ */
+void fll_session_driver_stopped(struct fll_session *se);
+
 /* Whether INIT has completed (and DESTROY not yet received). */
 bool fll_session_initialized(const struct fll_session *se);
 /* Name of an opcode, for logs ("LOOKUP"), or NULL. */

@@ -25,9 +25,12 @@
  *                with our major and wait for a new INIT)
  *
  * In NEW every opcode but INIT is answered EIO (FORGETs dropped); in READY a
- * second INIT is answered EPROTO. se->conn is written only while the state is
- * NEW and under init_lock; the fields decoders read are published by the
- * release store of READY.
+ * second INIT is answered EPROTO, unless the transport said its driver stopped
+ * (fll_session_driver_stopped) and INIT is the first request since: then a new
+ * driver has come, READY -> NEW as on DESTROY (ops->destroy) and the INIT is
+ * served (fll_do_init). se->conn is written only while the state is NEW and
+ * under init_lock; the fields decoders read are published by the release store
+ * of READY.
  */
 enum fll_state {
     FLL_STATE_NEW = 0,
@@ -38,6 +41,9 @@ struct fll_session {
     struct fll_session_config cfg;
     pthread_mutex_t init_lock; /* serialises INIT and DESTROY */
     int state;                 /* enum fll_state; atomic, see above */
+    /* Atomic: the driver stopped and no request came since but (maybe) INIT;
+     * set by fll_session_driver_stopped, cleared by the next request. */
+    bool driver_stopped;
     struct fll_conn conn;      /* negotiated; under init_lock */
     /*
      * What decoders need from the negotiation, atomic (relaxed): a request of

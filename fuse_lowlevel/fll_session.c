@@ -282,16 +282,6 @@ static int init_locked(struct fll_req *r, struct fll_cursor *c)
     return 0;
 }
 
-static int fll_do_init(struct fll_req *r, struct fll_cursor *c)
-{
-    struct fll_session *se = r->se;
-
-    pthread_mutex_lock(&se->init_lock);
-    int ret = fll_state_get(se) == FLL_STATE_NEW ? init_locked(r, c) : -EPROTO;
-    pthread_mutex_unlock(&se->init_lock);
-    return ret;
-}
-
 /* READY -> NEW, telling the filesystem. Returns false if not READY. */
 static bool destroy_locked(struct fll_session *se)
 {
@@ -301,6 +291,19 @@ static bool destroy_locked(struct fll_session *se)
         se->cfg.ops->destroy(se->cfg.fs);
     __atomic_store_n(&se->state, FLL_STATE_NEW, __ATOMIC_RELEASE);
     return true;
+}
+
+static int fll_do_init(struct fll_req *r, struct fll_cursor *c)
+{
+    struct fll_session *se = r->se;
+
+    pthread_mutex_lock(&se->init_lock);
+    /* The first request after the driver stopped: a new driver (see fll.h). */
+    if (__atomic_exchange_n(&se->driver_stopped, false, __ATOMIC_ACQ_REL))
+        destroy_locked(se);
+    int ret = fll_state_get(se) == FLL_STATE_NEW ? init_locked(r, c) : -EPROTO;
+    pthread_mutex_unlock(&se->init_lock);
+    return ret;
 }
 
 static int fll_do_destroy(struct fll_req *r, struct fll_cursor *c)
@@ -314,6 +317,11 @@ static int fll_do_destroy(struct fll_req *r, struct fll_cursor *c)
         return -EIO;
     fll_reply_ok(r, NULL, 0);
     return 0;
+}
+
+void fll_session_driver_stopped(struct fll_session *se)
+{
+    __atomic_store_n(&se->driver_stopped, true, __ATOMIC_RELEASE);
 }
 
 void fll_session_shutdown(struct fll_session *se)
@@ -483,6 +491,10 @@ void fll_session_process(struct fll_session *se, struct fll_req *r)
         fll_complete(r, 0);
         return;
     }
+
+    /* Anything but INIT first after the driver stopped: the same driver went on. */
+    if (r->hdr.opcode != FUSE_INIT && __atomic_load_n(&se->driver_stopped, __ATOMIC_RELAXED))
+        __atomic_store_n(&se->driver_stopped, false, __ATOMIC_RELAXED);
 
     const struct fll_opentry *e = table_entry(r->hdr.opcode);
     bool noreply = e && e->noreply;

@@ -10,7 +10,8 @@
  * The message lives in a heap block ending with the received payload, so ASan
  * reports any read of payload bytes that never arrived. Invariants on accepted
  * messages: the header size equals the received length, the fd count matches
- * what the request carries, SET_MEM_TABLE's region count fits the payload.
+ * what the request carries, SET_MEM_TABLE's region count fits the payload,
+ * GET_CONFIG reads only inside the config space.
  */
 #include <errno.h>
 #include <stdio.h>
@@ -81,6 +82,17 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
             struct vmem_desc d = {mr->gpa, mr->size, mr->uva, mr->mmap_offset};
             int c = vmem_desc_check(&mem, &d);
             FZ_REQUIRE(c == 0 || c == -EINVAL);
+        } else if (msg->hdr.request == VU_GET_CONFIG) {
+            /* What the device answers from the virtio-fs config space. */
+            FZ_REQUIRE(msg->payload.config.size <= VU_CONFIG_MAX &&
+                       payload_len == VU_CONFIG_HDR_SIZE + msg->payload.config.size);
+            static const struct vu_fs_config space = {.tag = "fuzz", .num_request_queues = 1};
+            static struct vu_config rep;
+            uint32_t rsize;
+            int c = vu_config_read(&msg->payload.config, &space, sizeof(space), &rep, &rsize);
+            FZ_REQUIRE((c < 0 && rsize == 0) ||
+                       (c >= 0 && rsize == payload_len &&
+                        msg->payload.config.offset + msg->payload.config.size <= sizeof(space)));
         } else if (msg->hdr.request == VU_SET_VRING_KICK || msg->hdr.request == VU_SET_VRING_CALL) {
             FZ_REQUIRE(nfds == ((msg->payload.u64 & VU_VRING_NOFD) ? 0 : 1));
         }

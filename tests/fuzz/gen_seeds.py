@@ -263,7 +263,7 @@ VU = dict(GET_FEATURES=1, SET_FEATURES=2, SET_OWNER=3, SET_MEM_TABLE=5, SET_VRIN
           SET_VRING_ADDR=9, SET_VRING_BASE=10, GET_VRING_BASE=11, SET_VRING_KICK=12,
           SET_VRING_CALL=13, GET_PROTOCOL_FEATURES=15, SET_PROTOCOL_FEATURES=16,
           SET_VRING_ENABLE=18, SET_BACKEND_REQ_FD=21, GET_MAX_MEM_SLOTS=36,
-          ADD_MEM_REG=37, REM_MEM_REG=38, SET_STATUS=39)
+          ADD_MEM_REG=37, REM_MEM_REG=38, SET_STATUS=39, GET_CONFIG=24, SET_CONFIG=25)
 
 
 def vu(req, payload=b"", nfds=0, flags=1):
@@ -293,6 +293,9 @@ def vu_seeds():
     write("fuzz_vu_msg", "add-mem-reg", vu("ADD_MEM_REG", struct.pack("<Q", 0) + region, 1))
     write("fuzz_vu_msg", "rem-mem-reg", vu("REM_MEM_REG", struct.pack("<Q", 0) + region))
     write("fuzz_vu_msg", "set-status", vu("SET_STATUS", struct.pack("<Q", 0xf)))
+    write("fuzz_vu_msg", "get-config", vu("GET_CONFIG", struct.pack("<III", 0, 40, 0) + bytes(40)))
+    write("fuzz_vu_msg", "get-config-window", vu("GET_CONFIG", struct.pack("<III", 36, 4, 0) + bytes(4)))
+    write("fuzz_vu_msg", "set-config", vu("SET_CONFIG", struct.pack("<III", 0, 4, 0) + b"abcd"))
 
 
 # ---- fuzz_dax: window byte + operations (see fuzz_dax.c)

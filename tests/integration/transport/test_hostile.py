@@ -15,7 +15,7 @@ import tempfile
 from vutest import (Daemon, check, fail, GET_FEATURES, SET_FEATURES, SET_MEM_TABLE,
                     SET_VRING_NUM, SET_VRING_ADDR, SET_VRING_BASE, GET_VRING_BASE,
                     SET_VRING_KICK, SET_VRING_CALL, SET_BACKEND_REQ_FD, GET_QUEUE_NUM,
-                    GET_STATUS)
+                    GET_STATUS, SET_STATUS)
 
 VERSION_1 = 1 << 32
 GPA = 0x100000
@@ -284,6 +284,111 @@ def test_stop_start_keeps_session(d, c):
     check(d.wait_exit(30) == 0, "exit status after disconnect")
 
 
+def guest_reset(c, g, how):
+    """A guest driver reset as QEMU shows it to the backend: every queue stopped
+    (GET_VRING_BASE), with "status" also SET_STATUS 0; then the new driver's rings
+    start from index 0 in freshly zeroed memory."""
+    c.send(GET_VRING_BASE, struct.pack("<II", Q, 0))
+    c.reply(GET_VRING_BASE)
+    if how == "status":
+        check(c.call(SET_STATUS, struct.pack("<Q", 0)) == 0, "SET_STATUS 0")
+    g.m[0:0x10000] = bytes(0x10000)  # the new driver's rings, zeroed
+    g.avail_idx = 0
+    g.kick = os.eventfd(0)
+    g.start()
+    if how == "status":
+        check(c.call(SET_STATUS, struct.pack("<Q", 15)) == 0, "SET_STATUS DRIVER_OK")
+
+
+def getattr_error(g, head, expected):
+    getattr_in = struct.pack("<IIQ", 0, 0, 0)
+    hdr = struct.pack("<IIQQIIIHH", 40 + len(getattr_in), 3, 0x99, 1, 0, 0, 1, 0, 0)
+    req = hdr + getattr_in
+    g.m[BUF:BUF + len(req)] = req
+    g.desc(head, GPA + BUF, len(req), 1, head + 1)
+    g.desc(head + 1, GPA + BUF + 0x1000, 4096, 2, 0)
+    g.submit(head)
+    used_id, used_len = g.wait_used(expected)
+    length, error, uniq = struct.unpack("<IiQ", bytes(g.m[BUF + 0x1000:BUF + 0x1010]))
+    check(used_id == head and uniq == 0x99, "GETATTR reply id %d unique %#x" % (used_id, uniq))
+    return error
+
+
+def test_reset_new_session(d, c, how):
+    """A guest reboot without FUSE_DESTROY (a crash, kexec, driver rebind): the new
+    driver's FUSE_INIT starts a new session instead of being refused, and a second
+    INIT of the same driver is refused as before."""
+    c.handshake()
+    g = Guest(c)
+    g.start()
+    g.expected = 1
+    _, _, error, _ = fuse_init(g, 0)
+    check(error == 0, "first FUSE_INIT error %d" % error)
+    for boot in range(3):
+        guest_reset(c, g, how)
+        g.expected = 1
+        _, _, error, _ = fuse_init(g, 0)
+        check(error == 0, "FUSE_INIT after reset %d refused with %d (the session of the "
+              "old driver was kept)" % (boot + 1, error))
+        check(getattr_error(g, 2, 2) == 0, "GETATTR in the new session failed")
+        g.expected = 3
+        _, _, error, _ = fuse_init(g, 4)
+        check(error == -71, "a second FUSE_INIT without a reset: %d, not EPROTO" % error)
+    check("new session" in d.text(), "the new session is not logged:\n" + d.text())
+    c.close()
+    check(d.wait_exit(30) == 0, "exit status after disconnect")
+
+
+GET_CONFIG, SET_CONFIG, CONFIG_BIT = 24, 25, 9
+
+
+def test_config_space(d, c):
+    """GET_CONFIG (the generic vhost-user device reads virtio-fs's config space from
+    the backend): --tag and --num-request-queues, any window inside the 40 bytes,
+    an empty reply for a window outside, SET_CONFIG refused; no fd leaks."""
+    _, pfeats = c.handshake()
+    check(pfeats & (1 << CONFIG_BIT), "CONFIG not offered with --tag")
+    before = fd_count(d.proc.pid)
+
+    def get(offset, size, flags=0, claim=None):
+        payload = struct.pack("<III", offset, size if claim is None else claim, flags)
+        c.send(GET_CONFIG, payload + bytes(size))
+        return c.reply(GET_CONFIG)
+
+    p = get(0, 40)
+    check(len(p) == 52, "GET_CONFIG reply of %d bytes" % len(p))
+    off, size, flags = struct.unpack_from("<III", p)
+    check((off, size, flags) == (0, 40, 0), "GET_CONFIG echoed %r" % ((off, size, flags),))
+    check(p[12:12 + 36] == b"myfs" + bytes(32), "tag %r" % p[12:48])
+    check(struct.unpack_from("<I", p, 48)[0] == 4, "num_request_queues %r" % p[48:52])
+    p = get(36, 4)
+    check(len(p) == 16 and struct.unpack_from("<I", p, 12)[0] == 4, "window read %r" % p)
+    for bad in ((37, 4), (41, 0), (0xffffffff, 2), (0, 4, 2)):
+        p = get(*bad)
+        check(p == b"", "GET_CONFIG %r answered %r, not the empty error reply" % (bad, p))
+    # A size that disagrees with the payload: refused before the handler.
+    c.send(GET_CONFIG, struct.pack("<III", 0, 40, 0) + bytes(8))
+    check(c.reply(GET_CONFIG) == b"", "size mismatch answered")
+    check(c.call(SET_CONFIG, struct.pack("<III", 0, 4, 0) + b"evil") != 0, "SET_CONFIG accepted")
+    p = get(0, 40)
+    check(p[12:16] == b"myfs", "SET_CONFIG changed the tag")
+    check(fd_count(d.proc.pid) <= before, "fds leaked")
+    c.close()
+    check(d.wait_exit(30) == 0, "exit status after disconnect")
+
+    # Without --tag: no CONFIG feature (QEMU 7.1-8.0 crash on a CONFIG they do not
+    # use), and GET_CONFIG gets the empty error reply.
+    d2 = Daemon()
+    d2.wait_listening()
+    c2 = d2.connect()
+    _, pfeats = c2.handshake()
+    check(not pfeats & (1 << CONFIG_BIT), "CONFIG offered without --tag")
+    c2.send(GET_CONFIG, struct.pack("<III", 0, 40, 0) + bytes(40))
+    check(c2.reply(GET_CONFIG) == b"", "GET_CONFIG answered without the feature")
+    c2.close()
+    check(d2.wait_exit(30) == 0, "exit status after disconnect")
+
+
 def test_oversized_header(d, c):
     c.handshake()
     c.send(GET_FEATURES, b"", size=0x100000)  # claims a 1 MiB payload
@@ -294,7 +399,8 @@ def test_oversized_header(d, c):
 
 if __name__ == "__main__":
     which = sys.argv[1]
-    d = Daemon(["--thread-pool-size", "2"] if which == "broken-pool" else [])
+    d = Daemon({"broken-pool": ["--thread-pool-size", "2"],
+                "config": ["--tag", "myfs", "--num-request-queues", "4"]}.get(which, []))
     d.wait_listening()
     c = d.connect()
     try:
@@ -302,7 +408,10 @@ if __name__ == "__main__":
          "broken-pool": test_broken_ring_then_reset,
          "oversized": test_oversized_header, "hotplug": test_mem_hotplug,
          "badkick": test_bad_kick_fd, "filekick": test_file_kick_fd,
-         "stopstart": test_stop_start_keeps_session}[which](d, c)
+         "stopstart": test_stop_start_keeps_session,
+         "reset-rings": lambda d, c: test_reset_new_session(d, c, "rings"),
+         "reset-status": lambda d, c: test_reset_new_session(d, c, "status"),
+         "config": test_config_space}[which](d, c)
     finally:
         d.term()
         d.wait_exit(30)

@@ -154,13 +154,77 @@ static void test_unknown(void **state)
     assert_int_equal(vu_msg_check(&m, 0, 0), -EBADMSG);
 }
 
+/* GET_CONFIG / SET_CONFIG: the size field must match the payload, at most 256. */
+static void test_config_sizes(void **state)
+{
+    (void)state;
+    struct vu_msg m = msg(VU_GET_CONFIG, VU_CONFIG_HDR_SIZE + 40);
+    m.payload.config.size = 40;
+    assert_int_equal(vu_msg_check(&m, VU_CONFIG_HDR_SIZE + 40, 0), 0);
+    assert_true(vu_request_has_reply(VU_GET_CONFIG));
+    assert_false(vu_request_has_reply(VU_SET_CONFIG));
+    m.payload.config.size = 39; /* disagrees with the payload */
+    assert_int_equal(vu_msg_check(&m, VU_CONFIG_HDR_SIZE + 40, 0), -EBADMSG);
+    m = msg(VU_GET_CONFIG, 8); /* shorter than the config header */
+    assert_int_equal(vu_msg_check(&m, 8, 0), -EBADMSG);
+    m = msg(VU_GET_CONFIG, VU_CONFIG_HDR_SIZE + 300);
+    m.payload.config.size = 300; /* beyond VHOST_USER_MAX_CONFIG_SIZE */
+    assert_int_equal(vu_msg_check(&m, VU_CONFIG_HDR_SIZE + 300, 0), -EBADMSG);
+    m = msg(VU_SET_CONFIG, VU_CONFIG_HDR_SIZE + 4);
+    m.payload.config.size = 4;
+    assert_int_equal(vu_msg_check(&m, VU_CONFIG_HDR_SIZE + 4, 0), 0);
+    assert_int_equal(vu_msg_check(&m, VU_CONFIG_HDR_SIZE + 4, 1), -EBADF);
+}
+
+/* Reading windows of virtio-fs's config space: any window inside, nothing outside. */
+static void test_config_read(void **state)
+{
+    (void)state;
+    struct vu_fs_config space = {.tag = "myfs", .num_request_queues = 4};
+    struct vu_config req = {0}, rep;
+    uint32_t size;
+
+    assert_int_equal(sizeof(space), 40);
+    req.size = 40;
+    assert_int_equal(vu_config_read(&req, &space, sizeof(space), &rep, &size), 52);
+    assert_int_equal(size, VU_CONFIG_HDR_SIZE + 40);
+    assert_memory_equal(rep.region, "myfs\0", 5);
+    assert_int_equal(rep.region[36], 4);
+    /* A window: the queue count alone. */
+    req.offset = 36;
+    req.size = 4;
+    assert_int_equal(vu_config_read(&req, &space, sizeof(space), &rep, &size), 16);
+    assert_int_equal(rep.offset, 36);
+    assert_int_equal(rep.region[0], 4);
+    /* Empty window at the end: fine. */
+    req.offset = 40;
+    req.size = 0;
+    assert_int_equal(vu_config_read(&req, &space, sizeof(space), &rep, &size), 12);
+    /* Outside, overflowing, or unknown flags: an error and no payload. */
+    const struct vu_config bad[] = {
+        {.offset = 37, .size = 4},
+        {.offset = 41, .size = 0},
+        {.offset = UINT32_MAX, .size = 2},
+        {.offset = 4, .size = UINT32_MAX - 3},
+        {.offset = 0, .size = 257},
+        {.offset = 0, .size = 4, .flags = 2},
+    };
+    for (size_t i = 0; i < sizeof(bad) / sizeof(bad[0]); i++) {
+        assert_int_equal(vu_config_read(&bad[i], &space, sizeof(space), &rep, &size), -EINVAL);
+        assert_int_equal(size, 0);
+    }
+    req = (struct vu_config){.offset = 0, .size = 8, .flags = VU_CONFIG_F_MIGRATION};
+    assert_int_equal(vu_config_read(&req, &space, sizeof(space), &rep, &size), 20);
+}
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(test_well_formed), cmocka_unit_test(test_bad_header),
         cmocka_unit_test(test_truncated),   cmocka_unit_test(test_oversized),
         cmocka_unit_test(test_mem_table),   cmocka_unit_test(test_wrong_fd_count),
-        cmocka_unit_test(test_unknown),
+        cmocka_unit_test(test_unknown),     cmocka_unit_test(test_config_sizes),
+        cmocka_unit_test(test_config_read),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }

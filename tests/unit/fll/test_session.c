@@ -442,6 +442,53 @@ static void init_twice_and_destroy(void **state)
     assert_int_equal(fllt_init(h, 41, 0), 0);
 }
 
+/* A driver reset: the transport says its driver stopped, and the first request
+ * since is INIT: the old session ends as on DESTROY and the new INIT is served. */
+static void init_after_driver_stop_starts_new_session(void **state)
+{
+    struct fllt_harness *h = *state;
+    h->fs.destroyed = false;
+    fll_session_driver_stopped(h->se);
+    assert_true(fll_session_initialized(h->se)); /* nothing ends before the INIT */
+    assert_false(h->fs.destroyed);
+    assert_int_equal(fllt_init(h, 41, 0), 0);
+    assert_true(h->fs.destroyed);
+    assert_true(fll_session_initialized(h->se));
+    /* Once only: a further INIT of the new driver is refused. */
+    h->fs.destroyed = false;
+    assert_int_equal(fllt_init(h, 41, 0), -EPROTO);
+    assert_false(h->fs.destroyed);
+    assert_true(fll_session_initialized(h->se));
+}
+
+/* A pause of the same driver: the first request after the stop is not INIT, so
+ * the session goes on and a later INIT is refused as always. */
+static void request_after_driver_stop_keeps_session(void **state)
+{
+    struct fllt_harness *h = *state;
+    h->fs.destroyed = false;
+    fll_session_driver_stopped(h->se);
+    struct fuse_getattr_in in = {0};
+    fllt_msg_init(&m, FUSE_GETATTR, 1);
+    fllt_msg_put(&m, &in, sizeof(in));
+    fllt_msg_end(&m);
+    send_small(h);
+    assert_int_equal(h->oh.error, 0);
+    assert_int_equal(fllt_init(h, 41, 0), -EPROTO);
+    assert_false(h->fs.destroyed);
+    assert_true(fll_session_initialized(h->se));
+}
+
+/* A stop before any session: INIT is served as usual, nothing to destroy. */
+static void driver_stop_before_init(void **state)
+{
+    struct fllt_harness *h = *state;
+    fll_session_driver_stopped(h->se);
+    assert_int_equal(fllt_init(h, 41, 0), 0);
+    assert_false(h->fs.destroyed);
+    assert_int_equal(fllt_init(h, 41, 0), -EPROTO);
+}
+
 static void shutdown_without_destroy(void **state)
 {
     struct fllt_harness *h = *state;
@@ -1447,6 +1494,11 @@ int main(void)
         cmocka_unit_test_setup_teardown(init_twice_and_destroy, setup_ready, teardown),
         cmocka_unit_test_setup_teardown(init_reply_too_small, setup, teardown),
         cmocka_unit_test_setup_teardown(shutdown_without_destroy, setup, teardown),
+        cmocka_unit_test_setup_teardown(init_after_driver_stop_starts_new_session, setup_ready,
+                                        teardown),
+        cmocka_unit_test_setup_teardown(request_after_driver_stop_keeps_session, setup_ready,
+                                        teardown),
+        cmocka_unit_test_setup_teardown(driver_stop_before_init, setup, teardown),
         cmocka_unit_test(session_config_checked),
         cmocka_unit_test_setup_teardown(simple_ops, setup_ready, teardown),
         cmocka_unit_test_setup_teardown(simple_reply_too_small, setup_ready, teardown),
