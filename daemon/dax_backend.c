@@ -27,6 +27,9 @@ struct vdax {
     bool legacy;
     struct pt_fs *fs;
     struct vufsd_dev *dev; /* atomic: the connected frontend, NULL between connections */
+    /* Shmem protocol: held from the region count check to the map's reply, so two
+     * queue threads cannot both take the last memory region (vdax_map). */
+    pthread_mutex_t map_lock;
 
     /* Statistics: the thread, the stats file's directory and names. */
     int stats_dir_fd; /* -1: no stats file */
@@ -77,6 +80,24 @@ static int vdax_map_fd(struct vdax *x, int fd, uint64_t foffset, uint64_t moffse
     return vdax_send(x, DAX_VHOST_USER_BACKEND_SHMEM_MAP, buf, sizeof(buf), fd);
 }
 
+/*
+ * QEMU 11.1 makes each mapping a guest memory region (ADD_MEM_REG before it
+ * answers the map) and aborts past VMEM_MAX_REGIONS of them: a map that would
+ * need one more than the table holds fails here with ENOSPC instead. The
+ * window's size keeps that from happening with guest RAM in a few regions; a
+ * guest with many RAM regions (memory hotplug) is what this guards against.
+ */
+static bool vdax_region_free(struct vdax *x)
+{
+    struct vufsd_dev *dev = __atomic_load_n(&x->dev, __ATOMIC_ACQUIRE);
+    if (!dev)
+        return false;
+    struct vmem_table *t = vdev_mem_get(dev, NULL);
+    bool room = t->mem.nregions < VMEM_MAX_REGIONS;
+    vmem_table_unref(t);
+    return room;
+}
+
 static int vdax_map(void *ctx, uint64_t key, uint64_t foffset, uint64_t moffset, uint64_t len,
                     bool writable)
 {
@@ -84,7 +105,14 @@ static int vdax_map(void *ctx, uint64_t key, uint64_t foffset, uint64_t moffset,
     int fd = pt_fs_dax_open(x->fs, key, writable);
     if (fd < 0)
         return fd;
-    int ret = vdax_map_fd(x, fd, foffset, moffset, len, writable);
+    int ret;
+    if (x->legacy) {
+        ret = vdax_map_fd(x, fd, foffset, moffset, len, writable);
+    } else {
+        pthread_mutex_lock(&x->map_lock);
+        ret = vdax_region_free(x) ? vdax_map_fd(x, fd, foffset, moffset, len, writable) : -ENOSPC;
+        pthread_mutex_unlock(&x->map_lock);
+    }
     close(fd); /* the frontend holds its own reference once it mapped */
     return ret;
 }
@@ -159,16 +187,21 @@ int vdax_new(const struct vufsd_config *cfg, struct pt_fs *fs, struct vdax **out
         .policy = vdax_policy(cfg->dax_policy),
     };
     x->legacy = cfg->dax_protocol == VUFSD_DAX_PROTO_LEGACY;
+    pthread_mutex_init(&x->map_lock, NULL);
     x->fs = fs;
     x->stats_dir_fd = -1;
     x->sig_fd = -1;
     x->stop_fd = -1;
     int ret = dax_window_new(&dc, x->legacy ? &vdax_legacy_ops : &vdax_shmem_ops, x, &x->w);
     if (ret < 0) {
+        pthread_mutex_destroy(&x->map_lock);
         free(x);
         return ret;
     }
-    pt_fs_set_dax(fs, x->w, vdax_usable, x);
+    /* QEMU 11.1 mmaps every BACKEND_SHMEM_MAP range PROT_READ | PROT_WRITE,
+     * whatever its flags: a read-only fd fails there (EACCES) and the guest's
+     * read gets EIO. The legacy protocol's frontends map with the flags given. */
+    pt_fs_set_dax(fs, x->w, vdax_usable, x, !x->legacy);
     *out = x;
     return 0;
 }
@@ -183,6 +216,7 @@ void vdax_free(struct vdax *x)
     g_free(x->stats_name);
     g_free(x->stats_tmp);
     dax_window_free(x->w);
+    pthread_mutex_destroy(&x->map_lock);
     free(x);
 }
 

@@ -86,14 +86,12 @@ void vdev_reset(struct vufsd_dev *dev)
     vdev_stop_all(dev);
     for (unsigned i = 0; i < VDEV_MAX_QUEUES; i++)
         vqt_reset(&dev->q[i]);
-    struct vmem_table *empty = vmem_table_new();
-    if (empty)
-        vdev_mem_swap(dev, empty);
     /*
      * The device is reset, not the connection: the protocol features (REPLY_ACK),
-     * the backend request channel and the ownership stay, since QEMU does not
-     * negotiate or send them again after RESET_OWNER / RESET_DEVICE and would wait
-     * forever for acks. The driver acks its virtio features again.
+     * the backend request channel, the ownership and the guest memory table stay,
+     * since QEMU does not negotiate or send them again after RESET_DEVICE (with
+     * CONFIGURE_MEM_SLOTS it sends only the regions that changed since) and would
+     * wait forever for acks. The driver acks its virtio features again.
      */
     dev->features = 0;
     dev->status = 0;

@@ -5,6 +5,7 @@
 #include <stdlib.h>
 #include <string.h>
 #include <sys/mman.h>
+#include <sys/stat.h>
 
 struct vmem_map {
     int refcount; /* atomic */
@@ -145,8 +146,26 @@ int vmem_table_add(struct vmem_table *t, const struct vmem_desc *d, int fd)
     if (ret < 0)
         return ret;
 
-    size_t len = (size_t)(d->mmap_offset + d->size);
-    void *base = mmap(NULL, len, PROT_READ | PROT_WRITE, MAP_SHARED | MAP_NORESERVE, fd, 0);
+    /*
+     * Only the region's own part of the fd, from the page (or huge page: a
+     * hugetlbfs fd's st_blksize) holding its first byte: a DAX window region
+     * is a 2 MiB range of a host file at any file offset.
+     */
+    struct stat st;
+    uint64_t align = 4096;
+    if (fstat(fd, &st) == 0 && st.st_blksize > 0 && (st.st_blksize & (st.st_blksize - 1)) == 0 &&
+        (uint64_t)st.st_blksize <= d->mmap_offset)
+        align = (uint64_t)st.st_blksize;
+    uint64_t start = d->mmap_offset & ~(align - 1);
+    size_t len = (size_t)(d->mmap_offset - start + d->size);
+    void *base = mmap(NULL, len, PROT_READ | PROT_WRITE, MAP_SHARED | MAP_NORESERVE, fd,
+                      (off_t)start);
+    if (base == MAP_FAILED && start != 0) {
+        /* An fd whose mappings must start at 0 (an alignment we did not guess). */
+        start = 0;
+        len = (size_t)(d->mmap_offset + d->size);
+        base = mmap(NULL, len, PROT_READ | PROT_WRITE, MAP_SHARED | MAP_NORESERVE, fd, 0);
+    }
     if (base == MAP_FAILED)
         return -errno;
     struct vmem_map *map = calloc(1, sizeof(*map));
@@ -165,7 +184,7 @@ int vmem_table_add(struct vmem_table *t, const struct vmem_desc *d, int fd)
     r->size = d->size;
     r->uva = d->uva;
     r->mmap_offset = d->mmap_offset;
-    r->host = (uint8_t *)base + d->mmap_offset;
+    r->host = (uint8_t *)base + (d->mmap_offset - start);
     r->map = map;
     return 0;
 }

@@ -26,8 +26,16 @@
 #include <stdint.h>
 #include <sys/uio.h>
 
-/* What GET_MAX_MEM_SLOTS answers, and the size of a table. */
-#define VMEM_MAX_REGIONS 32
+/*
+ * What GET_MAX_MEM_SLOTS answers, and the size of a table: QEMU's own limit
+ * (VHOST_USER_MAX_RAM_SLOTS). QEMU 11.1 turns every live DAX mapping of the
+ * generic vhost-user device into a guest memory region (ADD_MEM_REG per
+ * BACKEND_SHMEM_MAP, REM_MEM_REG per unmap) without checking this limit, so the
+ * table must hold the guest's RAM regions plus one per 2 MiB range of the
+ * window: a smaller table refuses mappings the window allows. Lookups stay
+ * cheap: RAM regions come first and keep their places (removal preserves order).
+ */
+#define VMEM_MAX_REGIONS 512
 
 struct vmem_map; /* one mmap of one region fd, reference counted */
 

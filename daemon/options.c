@@ -537,6 +537,18 @@ static const GOptionEntry vopt_entries[] = {
     {NULL},
 };
 
+/*
+ * The largest window QEMU 11.1 carries (the generic vhost-user device, shmem
+ * protocol): it must be a power of two (a PCI BAR; any other size aborts QEMU at
+ * realize), and QEMU turns each live 2 MiB mapping into a guest memory region,
+ * aborting (an assertion in vhost-user.c) past VHOST_USER_MAX_RAM_SLOTS = 512
+ * regions, guest RAM included. 512 MiB (256 ranges) leaves 256 regions for RAM;
+ * 1 GiB (512 ranges) leaves none.
+ */
+#define VOPT_RANGE            (UINT64_C(2) << 20)
+#define VOPT_QEMU_MAX_REGIONS 512u
+#define VOPT_SHMEM_WINDOW_MAX (UINT64_C(512) << 20)
+
 static int vopt_validate(const struct vufsd_config *cfg, char **errmsg)
 {
     int transports = !!cfg->socket_path + (cfg->listen_fd >= 0) + !!cfg->mountpoint;
@@ -580,6 +592,17 @@ static int vopt_validate(const struct vufsd_config *cfg, char **errmsg)
     }
     if (cfg->dax_window && cfg->mountpoint) {
         *errmsg = g_strdup("--dax-window needs a vhost-user frontend, not --mount");
+        return -EINVAL;
+    }
+    if (cfg->dax_window && cfg->dax_protocol == VUFSD_DAX_PROTO_SHMEM &&
+        ((cfg->dax_window & (cfg->dax_window - 1)) || cfg->dax_window < VOPT_RANGE ||
+         cfg->dax_window > VOPT_SHMEM_WINDOW_MAX)) {
+        *errmsg = g_strdup_printf(
+            "--dax-window with the shmem protocol must be a power of two from 2M to %lluM: "
+            "QEMU exposes the window as a PCI BAR (a power of two) and makes every live 2 MiB "
+            "mapping a guest memory region of its own, and it aborts past %u regions with "
+            "guest RAM counted, which a 1G window (512 ranges) can reach",
+            (unsigned long long)(VOPT_SHMEM_WINDOW_MAX >> 20), VOPT_QEMU_MAX_REGIONS);
         return -EINVAL;
     }
     if (cfg->tag && (cfg->tag[0] == '\0' || strlen(cfg->tag) > VU_FS_TAG_SIZE)) {

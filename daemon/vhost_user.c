@@ -38,7 +38,8 @@ uint64_t vu_offered_protocol_features(const struct vufsd_config *cfg)
 {
     uint64_t f = (1ull << VU_PROTOCOL_F_MQ) | (1ull << VU_PROTOCOL_F_REPLY_ACK) |
                  (1ull << VU_PROTOCOL_F_BACKEND_REQ) | (1ull << VU_PROTOCOL_F_BACKEND_SEND_FD) |
-                 (1ull << VU_PROTOCOL_F_CONFIGURE_MEM_SLOTS) | (1ull << VU_PROTOCOL_F_STATUS);
+                 (1ull << VU_PROTOCOL_F_CONFIGURE_MEM_SLOTS) | (1ull << VU_PROTOCOL_F_STATUS) |
+                 (1ull << VU_PROTOCOL_F_RESET_DEVICE);
     if (vu_shmem_window(cfg))
         f |= 1ull << VU_PROTOCOL_F_SHMEM;
     /* As the Rust virtiofsd: the config space only with a tag to put in it. */
@@ -454,6 +455,9 @@ static vu_handler *const vu_handlers[VU_REQUEST_MAX] = {
     [VU_SET_FEATURES] = vu_set_features,
     [VU_SET_OWNER] = vu_set_owner,
     [VU_RESET_OWNER] = vu_reset_owner,
+    /* QEMU's vhost-user-fs sends it on every guest reset of the device (and at
+     * start-up): the one message that says "a new driver" outright. */
+    [VU_RESET_DEVICE] = vu_reset_owner,
     [VU_SET_MEM_TABLE] = vu_set_mem_table,
     [VU_SET_VRING_NUM] = vu_set_vring_num,
     [VU_SET_VRING_ADDR] = vu_set_vring_addr,

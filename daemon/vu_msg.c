@@ -50,6 +50,7 @@ static const struct vu_req_info vu_reqs[VU_REQUEST_MAX] = {
     [VU_GET_QUEUE_NUM] = {"GET_QUEUE_NUM", VU_SZ_EXACT, 0, VU_FD_NONE, true},
     [VU_SET_VRING_ENABLE] = {"SET_VRING_ENABLE", VU_SZ_EXACT, STATE, VU_FD_NONE},
     [VU_SET_BACKEND_REQ_FD] = {"SET_BACKEND_REQ_FD", VU_SZ_EXACT, 0, VU_FD_ONE},
+    [VU_RESET_DEVICE] = {"RESET_DEVICE", VU_SZ_EXACT, 0, VU_FD_NONE},
     [VU_GET_MAX_MEM_SLOTS] = {"GET_MAX_MEM_SLOTS", VU_SZ_EXACT, 0, VU_FD_NONE, true},
     [VU_ADD_MEM_REG] = {"ADD_MEM_REG", VU_SZ_EXACT, sizeof(struct vu_mem_reg), VU_FD_ONE},
     /* Some frontends attach the region's fd to REM_MEM_REG too; it is closed unused. */

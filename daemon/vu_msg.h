@@ -35,6 +35,7 @@ enum vu_request {
     VU_SET_BACKEND_REQ_FD = 21,
     VU_GET_CONFIG = 24,
     VU_SET_CONFIG = 25,
+    VU_RESET_DEVICE = 34,
     VU_GET_MAX_MEM_SLOTS = 36,
     VU_ADD_MEM_REG = 37,
     VU_REM_MEM_REG = 38,
@@ -57,6 +58,7 @@ enum vu_request {
 #define VU_PROTOCOL_F_BACKEND_REQ         5
 #define VU_PROTOCOL_F_BACKEND_SEND_FD     10
 #define VU_PROTOCOL_F_CONFIG              9
+#define VU_PROTOCOL_F_RESET_DEVICE        13
 #define VU_PROTOCOL_F_CONFIGURE_MEM_SLOTS 15
 #define VU_PROTOCOL_F_STATUS              16
 #define VU_PROTOCOL_F_SHMEM               22

@@ -8,6 +8,10 @@
  *   VFE_DAX_SHMEM   mainline BACKEND_SHMEM_MAP (9) / BACKEND_SHMEM_UNMAP (10):
  *                   one mapping per message; mapping over an existing mapping
  *                   is refused, an unmap must name exactly one whole mapping.
+ *                   As QEMU 11.1 does: every range is mapped read-write
+ *                   whatever the flags (a read-only fd fails), and a range
+ *                   must lie inside its file (QEMU refuses a non-empty file
+ *                   that is shorter and grows an empty one: both refused here).
  *   VFE_DAX_LEGACY  virtio-fs branch SLAVE_FS_MAP (6) / SLAVE_FS_UNMAP (7): up
  *                   to 8 entries per message, later maps replace what they
  *                   cover, len ~0 unmaps the whole window.
@@ -24,6 +28,7 @@
 #include <pthread.h>
 #include <string.h>
 #include <sys/mman.h>
+#include <sys/stat.h>
 
 #include <glib.h>
 
@@ -198,8 +203,11 @@ static int shmem_locked(struct vfe_dax *x, const struct vfe_msg *m, const int *f
     if (map) {
         if (overlaps_locked(x, s.shm_offset, s.len))
             return -EEXIST; /* mainline: no mapping over a mapping */
-        int prot = PROT_READ | (s.flags & 1 ? PROT_WRITE : 0);
-        int r = map_fd(x, fds[0], s.fd_offset, s.shm_offset, s.len, prot);
+        struct stat st;
+        if (fstat(fds[0], &st) < 0 || st.st_size <= 0 || s.fd_offset > (uint64_t)st.st_size ||
+            s.len > (uint64_t)st.st_size - s.fd_offset)
+            return -EINVAL; /* QEMU: "backing store size ... is too small" */
+        int r = map_fd(x, fds[0], s.fd_offset, s.shm_offset, s.len, PROT_READ | PROT_WRITE);
         if (r < 0)
             return r;
         insert_locked(x, s.shm_offset, s.len);

@@ -269,6 +269,13 @@ struct fll_conn {
 struct fll_ops {
     int (*init)(void *fs, struct fll_conn *conn);
     void (*destroy)(void *fs);
+    /*
+     * The session ended because its driver was reset (fll_session_driver_stopped,
+     * then a new INIT): as destroy, but what the old driver set up beside the
+     * session went with it (a VMM drops a DAX window's mappings on a device
+     * reset). NULL: destroy is called.
+     */
+    void (*reset)(void *fs);
 
     int (*lookup)(struct fll_req *r, uint64_t parent, const char *name, struct fuse_entry_out *out);
     /* No reply: nlookup is the client's count, untrusted. */
@@ -423,7 +430,7 @@ void fll_session_shutdown(struct fll_session *se);
  * reboot, a crash and reboot, a kexec, a driver rebind) and a pause of the same
  * driver (a VM stopped, the source of a migration) look alike; the next request
  * tells them apart. If it is FUSE_INIT, a new driver has come: the old session
- * ends as DESTROY would end it (ops->destroy: node ids, handles, locks) and the
+ * ends (ops->reset, else ops->destroy: node ids, handles, locks) and the
  * INIT is served. Any other request means the same driver went on, and a later
  * second INIT is refused (EPROTO) as always. Call it with no request of this
  * session being processed.

@@ -282,12 +282,15 @@ static int init_locked(struct fll_req *r, struct fll_cursor *c)
     return 0;
 }
 
-/* READY -> NEW, telling the filesystem. Returns false if not READY. */
-static bool destroy_locked(struct fll_session *se)
+/* READY -> NEW, telling the filesystem (reset: the driver was reset, see
+ * fll_ops.reset). Returns false if not READY. */
+static bool destroy_locked(struct fll_session *se, bool reset)
 {
     if (fll_state_get(se) != FLL_STATE_READY)
         return false;
-    if (se->cfg.ops->destroy)
+    if (reset && se->cfg.ops->reset)
+        se->cfg.ops->reset(se->cfg.fs);
+    else if (se->cfg.ops->destroy)
         se->cfg.ops->destroy(se->cfg.fs);
     __atomic_store_n(&se->state, FLL_STATE_NEW, __ATOMIC_RELEASE);
     return true;
@@ -300,7 +303,7 @@ static int fll_do_init(struct fll_req *r, struct fll_cursor *c)
     pthread_mutex_lock(&se->init_lock);
     /* The first request after the driver stopped: a new driver (see fll.h). */
     if (__atomic_exchange_n(&se->driver_stopped, false, __ATOMIC_ACQ_REL))
-        destroy_locked(se);
+        destroy_locked(se, true);
     int ret = fll_state_get(se) == FLL_STATE_NEW ? init_locked(r, c) : -EPROTO;
     pthread_mutex_unlock(&se->init_lock);
     return ret;
@@ -311,7 +314,7 @@ static int fll_do_destroy(struct fll_req *r, struct fll_cursor *c)
     struct fll_session *se = r->se;
 
     pthread_mutex_lock(&se->init_lock);
-    bool ok = destroy_locked(se);
+    bool ok = destroy_locked(se, false);
     pthread_mutex_unlock(&se->init_lock);
     if (!ok)
         return -EIO;
@@ -327,7 +330,7 @@ void fll_session_driver_stopped(struct fll_session *se)
 void fll_session_shutdown(struct fll_session *se)
 {
     pthread_mutex_lock(&se->init_lock);
-    destroy_locked(se);
+    destroy_locked(se, false);
     pthread_mutex_unlock(&se->init_lock);
 }
 

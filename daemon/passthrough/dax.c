@@ -11,7 +11,8 @@
  *     INIT without map_alignment and FUSE_HAS_INODE_DAX;
  *   - SETUPMAPPING: the window's checks (EINVAL, EOVERFLOW), ESTALE for an
  *     unknown node, EINVAL for anything but a regular file, EROFS for a write
- *     mapping of a --readonly share, and the caller must be able to open the file
+ *     mapping of a --readonly share (for any mapping where the frontend needs
+ *     read-write fds: QEMU 11.1), and the caller must be able to open the file
  *     with the mapping's access (O_RDONLY, or O_RDWR for a write mapping), else
  *     that open's error (EACCES). fh is not used: the daemon opens the inode;
  *   - REMOVEMAPPING: the window's checks; the node id is not used (mappings are
@@ -33,9 +34,11 @@ static __thread unsigned pt_dax_depth;   /* window calls running on this thread 
 static __thread uint64_t *pt_dax_parked; /* keys freed inside them */
 static __thread size_t pt_dax_nparked, pt_dax_cap;
 
-void pt_fs_set_dax(struct pt_fs *fs, struct dax_window *w, bool (*usable)(void *ctx), void *ctx)
+void pt_fs_set_dax(struct pt_fs *fs, struct dax_window *w, bool (*usable)(void *ctx), void *ctx,
+                   bool qemu_rules)
 {
     fs->dax = w;
+    fs->dax_qemu_rules = qemu_rules;
     fs->dax_usable = usable;
     fs->dax_ctx = ctx;
 }
@@ -117,6 +120,12 @@ void pt_dax_unmap_all(struct pt_fs *fs)
     pt_dax_leave(fs);
 }
 
+void pt_dax_forget_all(struct pt_fs *fs)
+{
+    if (fs->dax)
+        dax_window_reset(fs->dax);
+}
+
 void pt_dax_init(struct pt_fs *fs, struct fll_conn *conn)
 {
     bool on = pt_dax_on(fs);
@@ -133,7 +142,13 @@ void pt_dax_attr(struct pt_fs *fs, const struct pt_inode *i, struct fuse_attr *a
 {
     if (!atomic_load(&fs->dax_attr))
         return;
-    if (dax_policy_attr_dax(fs->dax, pt_inode_nodeid(i), a->size, i->type == S_IFREG))
+    /* Under QEMU's rules (pt_fs_set_dax): a --readonly share has no read-write
+     * fds, and the last range of a file whose size is not a whole number of
+     * ranges passes its end: such files stay off the window. */
+    bool mappable = i->type == S_IFREG &&
+                    !(fs->dax_qemu_rules && (fs->readonly || a->size == 0 ||
+                                             a->size % DAX_RANGE_SIZE != 0));
+    if (dax_policy_attr_dax(fs->dax, pt_inode_nodeid(i), a->size, mappable))
         a->flags |= FUSE_ATTR_DAX;
 }
 
@@ -146,13 +161,17 @@ int pt_fs_dax_open(struct pt_fs *fs, uint64_t nodeid, bool writable)
         return ret;
     if (i->type != S_IFREG)
         return -EINVAL;
-    return pt_reopen(fs, i, writable ? O_RDWR : O_RDONLY);
+    if ((writable || fs->dax_qemu_rules) && fs->readonly)
+        return -EROFS;
+    return pt_reopen(fs, i, writable || fs->dax_qemu_rules ? O_RDWR : O_RDONLY);
 }
 
-/* The caller may open the file with the access the mapping gives. */
+/* The caller may open the file with the access the mapping gives; under QEMU's
+ * rules the range must lie inside the file (see pt_fs_set_dax). */
 static int pt_dax_check_access(struct pt_fs *fs, const struct fll_req *r, struct pt_inode *i,
-                               bool writable)
+                               const struct fuse_setupmapping_in *in)
 {
+    bool writable = in->flags & FUSE_SETUPMAPPING_FLAG_WRITE;
     /* Before the switch: opening a file handle needs a capability the caller lacks. */
     _cleanup_ifd_ struct pt_ifd f = PT_IFD_NONE;
     int ret = pt_inode_fd(fs, i, &f);
@@ -168,8 +187,14 @@ static int pt_dax_check_access(struct pt_fs *fs, const struct fll_req *r, struct
                     (writable ? O_RDWR : O_RDONLY) | O_CLOEXEC);
     if (fd < 0)
         return -errno;
+    struct stat st;
+    ret = 0;
+    if (fs->dax_qemu_rules && fstat(fd, &st) == 0 &&
+        (st.st_size <= 0 || in->foffset > (uint64_t)st.st_size ||
+         in->len > (uint64_t)st.st_size - in->foffset))
+        ret = -EINVAL;
     close(fd);
-    return 0;
+    return ret;
 }
 
 int pt_op_setupmapping(struct fll_req *r, uint64_t nodeid, const struct fuse_setupmapping_in *in)
@@ -189,9 +214,9 @@ int pt_op_setupmapping(struct fll_req *r, uint64_t nodeid, const struct fuse_set
         return ret;
     if (i->type != S_IFREG)
         return -EINVAL;
-    if (writable && fs->readonly)
+    if ((writable || fs->dax_qemu_rules) && fs->readonly)
         return -EROFS;
-    ret = pt_dax_check_access(fs, r, i, writable);
+    ret = pt_dax_check_access(fs, r, i, in);
     if (ret < 0)
         return ret;
     pt_dax_enter();

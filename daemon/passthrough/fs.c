@@ -355,6 +355,14 @@ static void pt_destroy(void *opaque)
     pt_fs_reset(opaque);
 }
 
+/* A new driver after a device reset: the frontend dropped the old driver's
+ * mappings with the reset (QEMU does), so the window forgets them unsent. */
+static void pt_reset(void *opaque)
+{
+    pt_dax_forget_all(opaque);
+    pt_fs_reset(opaque);
+}
+
 /* ---- STATFS / SYNCFS --------------------------------------------------------------- */
 
 static int pt_op_statfs(struct fll_req *r, uint64_t nodeid, struct fuse_statfs_out *out)
@@ -405,6 +413,7 @@ static int pt_op_syncfs(struct fll_req *r, uint64_t nodeid)
 static const struct fll_ops pt_ops = {
     .init = pt_init,
     .destroy = pt_destroy,
+    .reset = pt_reset,
     .lookup = pt_op_lookup,
     .forget = pt_op_forget,
     .getattr = pt_op_getattr,

@@ -88,15 +88,24 @@ int pt_fs_check_ids(const struct vufsd_config *cfg, char *err, size_t errlen);
  * (node ids are its file keys). usable(ctx) says whether the connected frontend
  * can map now (protocol features and backend channel); without it the mapping
  * requests get ENOSYS and INIT offers no map_alignment, as without a window.
+ * qemu_rules: the frontend maps as QEMU 11.1 does: every range writable whatever
+ * the mapping's access, so it needs a read-write fd (a --readonly share then
+ * marks no file DAX and answers SETUPMAPPING with EROFS), and only ranges inside
+ * the file (a range past the end of a file is refused, an empty file is grown
+ * to the range's end): SETUPMAPPING past the end of the file gets EINVAL before
+ * anything is sent, and only files whose size is a non-zero multiple of the
+ * 2 MiB range are marked DAX.
  * Call once, before serving; pt_fs_free does not free w.
  */
 struct dax_window;
-void pt_fs_set_dax(struct pt_fs *fs, struct dax_window *w, bool (*usable)(void *ctx), void *ctx);
+void pt_fs_set_dax(struct pt_fs *fs, struct dax_window *w, bool (*usable)(void *ctx), void *ctx,
+                   bool qemu_rules);
 /*
  * For the window's map callback: opens the regular file behind nodeid for the
- * frontend, O_RDWR when writable else O_RDONLY, as the daemon (the caller's
- * access was checked by SETUPMAPPING). Returns the fd (the caller closes it) or
- * -ESTALE, -EINVAL (not a regular file), -errno.
+ * frontend, O_RDWR when writable (or qemu_rules) else O_RDONLY, as the daemon (the
+ * caller's access was checked by SETUPMAPPING). Returns the fd (the caller
+ * closes it) or -ESTALE, -EINVAL (not a regular file), -EROFS (read-write on a
+ * --readonly share), -errno.
  */
 int pt_fs_dax_open(struct pt_fs *fs, uint64_t nodeid, bool writable);
 

@@ -497,6 +497,7 @@ struct pt_fs {
     bool (*dax_usable)(void *ctx);
     void *dax_ctx;
     bool dax_policy_never;     /* --dax-policy never: FUSE_HAS_INODE_DAX not asked for */
+    bool dax_qemu_rules;       /* the frontend maps as QEMU 11.1 (pt_fs_set_dax) */
     _Atomic bool dax_attr;     /* negotiated FUSE_HAS_INODE_DAX: FUSE_ATTR_DAX per file */
 
     /* Serialises the process-wide working directory for path-form xattr calls. */
@@ -593,6 +594,8 @@ void pt_dax_inode_gone(struct pt_fs *fs, uint64_t nodeid);
 void pt_dax_inode_forget(struct pt_fs *fs, uint64_t nodeid);
 /* DESTROY: unmaps every mapping through the frontend. */
 void pt_dax_unmap_all(struct pt_fs *fs);
+/* Forgets every mapping without telling the frontend (it dropped them itself). */
+void pt_dax_forget_all(struct pt_fs *fs);
 int pt_op_setupmapping(struct fll_req *r, uint64_t nodeid, const struct fuse_setupmapping_in *in);
 int pt_op_removemapping(struct fll_req *r, const struct fuse_removemapping_one *entries,
                         unsigned count);

@@ -390,16 +390,65 @@ static void test_write_needs_permission(void **state)
     stop(e);
 }
 
-/* A --readonly share maps for reading only. */
+/*
+ * A --readonly share: the legacy protocol maps for reading only. QEMU 11.1 maps
+ * every range read-write (a read-only fd fails there, and the guest's read
+ * gets EIO), so the mainline protocol has nothing to offer a read-only share:
+ * no file is DAX and every mapping is EROFS.
+ */
 static void test_readonly_share(void **state)
 {
-    struct opts o = { .daemon = "--dax-window 16M --readonly", .proto = VFE_DAX_SHMEM };
+    struct opts o = { .daemon = "--dax-window 16M --readonly --dax-protocol legacy",
+                      .proto = VFE_DAX_LEGACY };
     struct env *e = start(&o);
     host_file(e, "f", 2 * MiB, 5);
     uint64_t f = lookup(e, "f", NULL);
     assert_int_equal(vfe_fuse_setupmapping(e->fuse, f, NOFH, 0, 2 * MiB, RW, 0), -EROFS);
     assert_int_equal(vfe_fuse_setupmapping(e->fuse, f, NOFH, 0, 2 * MiB, RD, 0), 0);
     assert_window_is_file(e, "f", 0, 0, 2 * MiB);
+    stop(e);
+
+    struct opts s = { .daemon = "--dax-window 16M --readonly --dax-policy always",
+                      .proto = VFE_DAX_SHMEM };
+    e = start(&s);
+    host_file(e, "f", 2 * MiB, 5);
+    struct fuse_entry_out eo;
+    f = lookup(e, "f", &eo);
+    assert_false(eo.attr.flags & FUSE_ATTR_DAX);
+    assert_int_equal(vfe_fuse_setupmapping(e->fuse, f, NOFH, 0, 2 * MiB, RW, 0), -EROFS);
+    assert_int_equal(vfe_fuse_setupmapping(e->fuse, f, NOFH, 0, 2 * MiB, RD, 0), -EROFS);
+    stop(e);
+}
+
+/*
+ * QEMU 11.1 maps a read mapping read-write: the daemon hands it a read-write fd
+ * (the in-tree frontend maps as QEMU does, so a read-only fd fails here as it
+ * does there). And it refuses a range past the end of a non-empty file and
+ * grows an empty file to the range's end: such ranges are refused (EINVAL)
+ * before anything is sent, and the file keeps its size.
+ */
+static void test_qemu_map_rules(void **state)
+{
+    struct opts o = { .daemon = "--dax-window 16M --dax-policy always", .proto = VFE_DAX_SHMEM };
+    struct env *e = start(&o);
+    host_file(e, "f", 4 * MiB, 3);
+    host_file(e, "short", 2 * MiB + 4 * KiB, 4);
+    host_file(e, "empty", 0, 0);
+    uint64_t f = lookup(e, "f", NULL);
+    assert_int_equal(vfe_fuse_setupmapping(e->fuse, f, NOFH, 0, 2 * MiB, RD, 0), 0);
+    assert_window_is_file(e, "f", 0, 0, 2 * MiB);
+    uint64_t s = lookup(e, "short", NULL);
+    assert_int_equal(vfe_fuse_setupmapping(e->fuse, s, NOFH, 0, 2 * MiB, RD, 2 * MiB), 0);
+    assert_int_equal(vfe_fuse_setupmapping(e->fuse, s, NOFH, 2 * MiB, 2 * MiB, RD, 4 * MiB),
+                     -EINVAL);
+    uint64_t z = lookup(e, "empty", NULL);
+    assert_int_equal(vfe_fuse_setupmapping(e->fuse, z, NOFH, 0, 2 * MiB, RW, 6 * MiB), -EINVAL);
+    struct stat st;
+    assert_int_equal(stat(hpath(e, "empty"), &st), 0);
+    assert_int_equal(st.st_size, 0);
+    struct vfe_dax_stats ds;
+    vfe_dax_get_stats(e->dax, &ds);
+    assert_int_equal(ds.rejects, 0); /* nothing QEMU would refuse was sent */
     stop(e);
 }
 
@@ -489,17 +538,27 @@ static bool attr_dax(struct env *e, const char *name)
     return dax;
 }
 
-static void policy_case(const char *daemon, uint64_t init_flags, bool big, bool tiny)
+static void policy_case_proto(const char *daemon, enum vfe_dax_proto proto, uint64_t init_flags,
+                              bool big, bool tiny, bool odd)
 {
-    struct opts o = { .daemon = daemon, .proto = VFE_DAX_SHMEM, .init_flags = init_flags };
+    struct opts o = { .daemon = daemon, .proto = proto, .init_flags = init_flags };
     struct env *e = start(&o);
     host_file(e, "big", 4 * MiB, 7);
     host_file(e, "tiny", 4 * KiB, 8);
+    host_file(e, "odd", 4 * MiB + 4 * KiB, 9); /* its last range passes its end */
     assert_int_equal(mkdir(hpath(e, "dir"), 0755), 0);
     assert_int_equal(attr_dax(e, "big"), big);
     assert_int_equal(attr_dax(e, "tiny"), tiny);
+    assert_int_equal(attr_dax(e, "odd"), odd);
     assert_false(attr_dax(e, "dir"));
     stop(e);
+}
+
+static void policy_case(const char *daemon, uint64_t init_flags, bool big, bool tiny)
+{
+    /* Mainline protocol under QEMU's rules: a file whose size is not a whole
+     * number of 2 MiB ranges is never DAX (its last range cannot be mapped). */
+    policy_case_proto(daemon, VFE_DAX_SHMEM, init_flags, big, tiny, false);
 }
 
 static void test_policy(void **state)
@@ -507,7 +566,10 @@ static void test_policy(void **state)
     uint64_t inode_dax = FUSE_ASYNC_READ | FUSE_DO_READDIRPLUS | FUSE_MAP_ALIGNMENT |
                          FUSE_HAS_INODE_DAX;
     policy_case("--dax-window 16M --dax-policy never", 0, false, false);
-    policy_case("--dax-window 16M --dax-policy always", 0, true, true);
+    policy_case("--dax-window 16M --dax-policy always", 0, true, false);
+    /* The legacy protocol's frontends map past the end of a file: always is all. */
+    policy_case_proto("--dax-window 16M --dax-policy always --dax-protocol legacy",
+                      VFE_DAX_LEGACY, 0, true, true, true);
     /* auto (the default): the 4 MiB file fits 80% of the window, 4 KiB is too small. */
     policy_case("--dax-window 16M", 0, true, false);
     /* auto with a window the big file does not fit (80% of 4 MiB). */
@@ -845,6 +907,7 @@ int main(int argc, char **argv)
         cmocka_unit_test(test_legacy_hostile),
         cmocka_unit_test(test_write_needs_permission),
         cmocka_unit_test(test_readonly_share),
+        cmocka_unit_test(test_qemu_map_rules),
         cmocka_unit_test(test_no_window),
         cmocka_unit_test(test_frontend_without_shmem),
         cmocka_unit_test(test_policy),

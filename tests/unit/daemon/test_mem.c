@@ -95,12 +95,65 @@ static void test_map_bad_fd(void **state)
     vmem_table_unref(t);
 }
 
+/*
+ * A DAX window as QEMU 11.1 reports it: guest RAM, then one 2 MiB region per live
+ * mapping, each a range of a host file at its own file offset. The table holds
+ * RAM plus a 1 GiB window's worth (511 ranges), translates into each (only the
+ * region's part of the file is mapped: the bytes are the file's at mmap_offset),
+ * and removal keeps the rest in place.
+ */
+static void test_window_regions(void **state)
+{
+    (void)state;
+    const uint64_t range = 2u << 20, win_gpa = 0x100000000ull, nwin = VMEM_MAX_REGIONS - 1;
+    int ram = memfd(1u << 20);
+    int file = memfd((size_t)(nwin + 8) * range); /* sparse */
+    struct vmem_table *t = vmem_table_new();
+    struct vmem_desc d = {.gpa = 0, .size = 1u << 20, .uva = 0x7f0000000000};
+    assert_int_equal(vmem_table_add(t, &d, ram), 0);
+    for (uint64_t i = 0; i < nwin; i++) {
+        /* Window slot i maps file range nwin - i (any order, any offset). */
+        uint64_t foff = (nwin - i) * range;
+        assert_int_equal(pwrite(file, &foff, sizeof(foff), (off_t)(foff + 8)), sizeof(foff));
+        d = (struct vmem_desc){.gpa = win_gpa + i * range, .size = range,
+                               .uva = 0x7e0000000000 + i * range, .mmap_offset = foff};
+        assert_int_equal(vmem_table_add(t, &d, file), 0);
+    }
+    assert_int_equal(t->mem.nregions, VMEM_MAX_REGIONS);
+    d = (struct vmem_desc){.gpa = win_gpa + nwin * range, .size = range,
+                           .uva = 0x7d0000000000, .mmap_offset = 0};
+    assert_int_equal(vmem_table_add(t, &d, file), -ENOSPC);
+    for (uint64_t i = 0; i < nwin; i += 97) {
+        uint64_t v;
+        uint64_t *h = vmem_gpa_host(&t->mem, win_gpa + i * range + 8, sizeof(v));
+        assert_non_null(h);
+        memcpy(&v, h, sizeof(v));
+        assert_int_equal(v, (nwin - i) * range);
+    }
+    /* A descriptor may straddle two window ranges: split per region. */
+    struct iovec iov[4];
+    unsigned cnt = 0;
+    assert_int_equal(vmem_gpa_iov(&t->mem, win_gpa + range - 16, 32, iov, 4, &cnt), 0);
+    assert_int_equal(cnt, 2);
+    /* Removing one in the middle keeps RAM first and the others translating. */
+    d = (struct vmem_desc){.gpa = win_gpa + 5 * range, .size = range,
+                           .uva = 0x7e0000000000 + 5 * range, .mmap_offset = (nwin - 5) * range};
+    assert_int_equal(vmem_table_remove(t, &d), 0);
+    assert_int_equal(t->mem.r[0].gpa, 0);
+    assert_null(vmem_gpa_host(&t->mem, win_gpa + 5 * range, 8));
+    assert_non_null(vmem_gpa_host(&t->mem, win_gpa + 6 * range, 8));
+    vmem_table_unref(t);
+    close(ram);
+    close(file);
+}
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(test_desc_check),
         cmocka_unit_test(test_map_translate_swap),
         cmocka_unit_test(test_map_bad_fd),
+        cmocka_unit_test(test_window_regions),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }

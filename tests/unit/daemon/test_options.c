@@ -4,6 +4,7 @@
 #include <stdarg.h>
 #include <stddef.h>
 #include <stdint.h>
+#include <stdio.h>
 #include <string.h>
 #include <cmocka.h>
 #include <errno.h>
@@ -245,10 +246,24 @@ static void test_sizes_and_unsupported(void **state)
     assert_int_equal(vopt_parse_size("1Gx", &v), -EINVAL);
     assert_int_equal(vopt_parse_size("17179869184G", &v), -ERANGE);
 
-    parse(p, "--shared-dir /srv --socket-path /s --dax-window 1G");
+    parse(p, "--shared-dir /srv --socket-path /s --dax-window 512M");
     assert_int_equal(p->ret, 0);
-    assert_int_equal(p->cfg.dax_window, 1ull << 30);
+    assert_int_equal(p->cfg.dax_window, 512ull << 20);
     assert_null(vopt_unsupported(&p->cfg));
+    /* The shmem protocol's window is QEMU's PCI BAR, each live range a memory
+     * region: a power of two, at most 512M (QEMU aborts past 512 regions). */
+    const char *bad_windows[] = {"1G", "2G", "24M", "1M", "3M"};
+    for (size_t i = 0; i < sizeof(bad_windows) / sizeof(bad_windows[0]); i++) {
+        char line[128];
+        snprintf(line, sizeof(line), "--shared-dir /srv --socket-path /s --dax-window %s",
+                 bad_windows[i]);
+        parse(p, line);
+        assert_int_equal(p->ret, -EINVAL);
+        assert_non_null(strstr(p->err, "power of two"));
+    }
+    /* The legacy protocol's window is the VMM's (cache-size=): not limited here. */
+    parse(p, "--shared-dir /srv --socket-path /s --dax-window 2G --dax-protocol legacy");
+    assert_int_equal(p->ret, 0);
     parse(p, "--shared-dir /srv --mount /mnt --dax-window 1G");
     assert_int_equal(p->ret, -EINVAL);
     assert_non_null(strstr(p->err, "--mount"));

@@ -69,6 +69,14 @@ static void fake_destroy(void *fsp)
     fs->destroyed = true;
 }
 
+static void fake_reset(void *fsp)
+{
+    struct fllt_fake_fs *fs = fsp;
+    fake_destroy(fsp);
+    fs->op = "reset";
+    fs->reset = true;
+}
+
 static int fake_lookup(struct fll_req *r, uint64_t parent, const char *name,
                        struct fuse_entry_out *out)
 {
@@ -426,6 +434,7 @@ static int fake_removemapping(struct fll_req *r, const struct fuse_removemapping
 const struct fll_ops fllt_fake_ops = {
     .init = fake_init,
     .destroy = fake_destroy,
+    .reset = fake_reset,
     .lookup = fake_lookup,
     .forget = fake_forget,
     .getattr = fake_getattr,

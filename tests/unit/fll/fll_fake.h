@@ -57,6 +57,7 @@ struct fllt_fake_fs {
     size_t secctx_size;
     struct fll_conn conn; /* as init saw it */
     bool inited, destroyed;
+    bool reset; /* ended by fll_ops.reset (destroyed is set too) */
     struct fll_req *pending; /* the request kept by an async setlk */
 };
 

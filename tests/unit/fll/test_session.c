@@ -430,6 +430,7 @@ static void init_twice_and_destroy(void **state)
     send_small(h);
     expect_ok(h, 0);
     assert_true(h->fs.destroyed);
+    assert_false(h->fs.reset); /* a DESTROY is not a reset */
     assert_false(fll_session_initialized(h->se));
 
     /* After DESTROY only INIT is served again. */
@@ -453,6 +454,7 @@ static void init_after_driver_stop_starts_new_session(void **state)
     assert_false(h->fs.destroyed);
     assert_int_equal(fllt_init(h, 41, 0), 0);
     assert_true(h->fs.destroyed);
+    assert_true(h->fs.reset); /* the reset op, not destroy: the driver was reset */
     assert_true(fll_session_initialized(h->se));
     /* Once only: a further INIT of the new driver is refused. */
     h->fs.destroyed = false;
