@@ -27,9 +27,13 @@ struct vdax {
     bool legacy;
     struct pt_fs *fs;
     struct vufsd_dev *dev; /* atomic: the connected frontend, NULL between connections */
-    /* Shmem protocol: held from the region count check to the map's reply, so two
-     * queue threads cannot both take the last memory region (vdax_map). */
+    /* Shmem protocol: held from the region count check until the map is in the
+     * guest's memory (vdax_map), so two queue threads cannot both take the last
+     * memory region, and one map's region is not taken for another's. */
     pthread_mutex_t map_lock;
+    /* Whether this frontend reports each mapping as a memory region (QEMU 11.1):
+     * 0 not known yet, 1 yes, -1 no. Under map_lock; reset by vdax_attach. */
+    int reports_regions;
 
     /* Statistics: the thread, the stats file's directory and names. */
     int stats_dir_fd; /* -1: no stats file */
@@ -98,6 +102,41 @@ static bool vdax_region_free(struct vdax *x)
     return room;
 }
 
+/*
+ * How long a map waits for its memory region. QEMU 11.1 answers BACKEND_SHMEM_MAP
+ * before the mapping is in the guest's memory map: it commits the change after
+ * the reply, and the commit is what sends ADD_MEM_REG. A SETUPMAPPING answered
+ * on the map's reply alone lets the guest read the range before it is there
+ * (zeros: fio found blocks that were on the host read back as zeros, about one
+ * run in two under reclaim), so the map is complete when its region has come.
+ * A frontend that sends none (the first map's wait runs out) is not waited for.
+ */
+#define VDAX_REGION_FIRST_WAIT_MS 500
+#define VDAX_REGION_WAIT_MS       5000
+
+static int vdax_shmem_map_locked(struct vdax *x, int fd, uint64_t foffset, uint64_t moffset,
+                                 uint64_t len, bool writable)
+{
+    struct vufsd_dev *dev = __atomic_load_n(&x->dev, __ATOMIC_ACQUIRE);
+    if (!dev || !vdax_region_free(x))
+        return dev ? -ENOSPC : -ENOTCONN;
+    unsigned adds = vdev_mem_adds(dev);
+    int ret = vdax_map_fd(x, fd, foffset, moffset, len, writable);
+    if (ret < 0 || x->reports_regions < 0)
+        return ret;
+    bool came = vdev_mem_wait_added(dev, adds, x->reports_regions ? VDAX_REGION_WAIT_MS
+                                                                  : VDAX_REGION_FIRST_WAIT_MS);
+    if (x->reports_regions == 0) {
+        x->reports_regions = came ? 1 : -1;
+        vlog_info("DAX: the frontend %s each mapping as guest memory%s", came ? "adds" : "does not add",
+                  came ? ": a map completes when its region has come" : "");
+    } else if (!came) {
+        vlog_warn("DAX: no memory region for the mapping at %#llx within %d ms",
+                  (unsigned long long)moffset, VDAX_REGION_WAIT_MS);
+    }
+    return ret;
+}
+
 static int vdax_map(void *ctx, uint64_t key, uint64_t foffset, uint64_t moffset, uint64_t len,
                     bool writable)
 {
@@ -110,7 +149,7 @@ static int vdax_map(void *ctx, uint64_t key, uint64_t foffset, uint64_t moffset,
         ret = vdax_map_fd(x, fd, foffset, moffset, len, writable);
     } else {
         pthread_mutex_lock(&x->map_lock);
-        ret = vdax_region_free(x) ? vdax_map_fd(x, fd, foffset, moffset, len, writable) : -ENOSPC;
+        ret = vdax_shmem_map_locked(x, fd, foffset, moffset, len, writable);
         pthread_mutex_unlock(&x->map_lock);
     }
     close(fd); /* the frontend holds its own reference once it mapped */
@@ -227,7 +266,10 @@ struct dax_window *vdax_window(struct vdax *x)
 
 void vdax_attach(struct vdax *x, struct vufsd_dev *dev)
 {
+    pthread_mutex_lock(&x->map_lock);
+    x->reports_regions = 0; /* a new frontend: found out again */
     __atomic_store_n(&x->dev, dev, __ATOMIC_RELEASE);
+    pthread_mutex_unlock(&x->map_lock);
 }
 
 /* ---- Statistics ------------------------------------------------------------------------- */
@@ -308,8 +350,12 @@ static void *vdax_stats_thread(void *arg)
         int n = poll(p, 2, timeout);
         if (n < 0 && errno == EINTR)
             continue;
-        if (n < 0 || (p[1].revents & POLLIN))
+        if (n < 0 || (p[1].revents & POLLIN)) {
+            /* The file ends with the window as the daemon leaves it. */
+            if (x->stats_dir_fd >= 0)
+                vdax_stats_round(x, false);
             break;
+        }
         uint64_t v;
         bool signalled = (p[0].revents & POLLIN) && read(x->sig_fd, &v, sizeof(v)) > 0;
         vdax_stats_round(x, signalled);

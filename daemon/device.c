@@ -10,6 +10,7 @@
 #include <poll.h>
 #include <stdlib.h>
 #include <string.h>
+#include <time.h>
 #include <sys/socket.h>
 #include <unistd.h>
 
@@ -28,6 +29,11 @@ struct vufsd_dev *vdev_new(const struct vdev_config *c, int *err)
     dev->backend_fd = -1;
     dev->state = VDEV_NEW;
     pthread_mutex_init(&dev->mem_lock, NULL);
+    pthread_condattr_t ca;
+    pthread_condattr_init(&ca);
+    pthread_condattr_setclock(&ca, CLOCK_MONOTONIC);
+    pthread_cond_init(&dev->mem_added, &ca);
+    pthread_condattr_destroy(&ca);
     pthread_mutex_init(&dev->backend_lock, NULL);
     dev->mem = vmem_table_new();
     if (!dev->mem) {
@@ -67,6 +73,7 @@ free_queues:
     vmem_table_unref(dev->mem);
 free_dev:
     pthread_mutex_destroy(&dev->mem_lock);
+    pthread_cond_destroy(&dev->mem_added);
     pthread_mutex_destroy(&dev->backend_lock);
     free(dev);
     return NULL;
@@ -116,6 +123,7 @@ void vdev_free(struct vufsd_dev *dev)
     vdev_set_backend_fd(dev, -1);
     vmem_table_unref(dev->mem);
     pthread_mutex_destroy(&dev->mem_lock);
+    pthread_cond_destroy(&dev->mem_added);
     pthread_mutex_destroy(&dev->backend_lock);
     free(dev);
 }
@@ -160,6 +168,41 @@ struct vmem_table *vdev_mem_get(struct vufsd_dev *dev, unsigned *gen)
         *gen = dev->mem_gen;
     pthread_mutex_unlock(&dev->mem_lock);
     return t;
+}
+
+void vdev_mem_added(struct vufsd_dev *dev)
+{
+    pthread_mutex_lock(&dev->mem_lock);
+    dev->mem_adds++;
+    pthread_cond_broadcast(&dev->mem_added);
+    pthread_mutex_unlock(&dev->mem_lock);
+}
+
+unsigned vdev_mem_adds(struct vufsd_dev *dev)
+{
+    pthread_mutex_lock(&dev->mem_lock);
+    unsigned n = dev->mem_adds;
+    pthread_mutex_unlock(&dev->mem_lock);
+    return n;
+}
+
+bool vdev_mem_wait_added(struct vufsd_dev *dev, unsigned since, int timeout_ms)
+{
+    struct timespec until;
+    clock_gettime(CLOCK_MONOTONIC, &until);
+    until.tv_sec += timeout_ms / 1000;
+    until.tv_nsec += (long)(timeout_ms % 1000) * 1000000;
+    if (until.tv_nsec >= 1000000000) {
+        until.tv_sec++;
+        until.tv_nsec -= 1000000000;
+    }
+    pthread_mutex_lock(&dev->mem_lock);
+    int ret = 0;
+    while (dev->mem_adds == since && ret == 0)
+        ret = pthread_cond_timedwait(&dev->mem_added, &dev->mem_lock, &until);
+    bool added = dev->mem_adds != since;
+    pthread_mutex_unlock(&dev->mem_lock);
+    return added;
 }
 
 void vdev_set_broken(struct vufsd_dev *dev, unsigned queue, const char *why, int err)

@@ -180,13 +180,18 @@ static struct vmem_desc vu_region_desc(const struct vu_mem_region *r)
         .gpa = r->gpa, .size = r->size, .uva = r->uva, .mmap_offset = r->mmap_offset};
 }
 
-static void vu_log_table(const struct vmem_table *t)
+/* At info for whole tables, at debug for the region churn of a DAX window. */
+static void vu_log_table(const struct vmem_table *t, bool whole)
 {
     uint64_t total = 0;
     for (unsigned i = 0; i < t->mem.nregions; i++)
         total += t->mem.r[i].size;
-    vlog_info("guest memory: %u region(s), %llu MiB", t->mem.nregions,
-              (unsigned long long)(total >> 20));
+    if (whole)
+        vlog_info("guest memory: %u region(s), %llu MiB", t->mem.nregions,
+                  (unsigned long long)(total >> 20));
+    else
+        vlog_debug("guest memory: %u region(s), %llu MiB", t->mem.nregions,
+                   (unsigned long long)(total >> 20));
 }
 
 static int vu_set_mem_table(struct vufsd_dev *dev, struct vu_msg *m, int *fds, int nfds,
@@ -204,8 +209,9 @@ static int vu_set_mem_table(struct vufsd_dev *dev, struct vu_msg *m, int *fds, i
             return ret;
         }
     }
-    vu_log_table(t);
+    vu_log_table(t, true);
     vdev_mem_swap(dev, t);
+    vdev_mem_added(dev);
     return 0;
 }
 
@@ -231,8 +237,9 @@ static int vu_add_mem_reg(struct vufsd_dev *dev, struct vu_msg *m, int *fds, int
         vmem_table_unref(t);
         return ret;
     }
-    vu_log_table(t);
+    vu_log_table(t, false);
     vdev_mem_swap(dev, t);
+    vdev_mem_added(dev);
     return 0;
 }
 
@@ -251,7 +258,7 @@ static int vu_rem_mem_reg(struct vufsd_dev *dev, struct vu_msg *m, int *fds, int
         vmem_table_unref(t);
         return ret;
     }
-    vu_log_table(t);
+    vu_log_table(t, false);
     vdev_mem_swap(dev, t);
     return 0;
 }

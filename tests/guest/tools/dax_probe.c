@@ -1,0 +1,209 @@
+/* SPDX-License-Identifier: GPL-2.0-or-later */
+/*
+ * dax-probe: the guest side of the DAX checks that fio cannot do. Built static
+ * and put in the guest's initramfs; each command prints one line and exits 0 on
+ * success, 1 on a mismatch or error.
+ *
+ *   dax-probe fill FILE OFF LEN SEED     MAP_SHARED store of a pattern, msync
+ *   dax-probe check FILE OFF LEN SEED    the pattern read through a mapping
+ *   dax-probe dio-write SRC DST LEN      O_DIRECT write of DST from a buffer that
+ *                                        is SRC's shared mapping
+ *   dax-probe dio-read SRC DST LEN       O_DIRECT read of DST into SRC's shared
+ *                                        mapping, then msync
+ *   dax-probe unlink-mapped FILE LEN SEED  map, unlink, check the mapping, unmap
+ *   dax-probe truncate-mapped FILE LEN SEED  map, truncate to half, read the first
+ *                                        half (the second would be SIGBUS)
+ *   dax-probe is-dax FILE                statx STATX_ATTR_DAX: prints dax or plain
+ *
+ * The pattern of byte i at file offset o is (o * 131 + o / 4096 + SEED) & 0xff, so
+ * a block written to the wrong place or stale data never matches.
+ */
+#define _GNU_SOURCE
+#include <errno.h>
+#include <fcntl.h>
+#include <stdint.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/mman.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+#ifndef STATX_ATTR_DAX
+#define STATX_ATTR_DAX 0x00200000
+#endif
+
+static uint8_t pat(uint64_t off, unsigned seed)
+{
+    return (uint8_t)(off * 131 + off / 4096 + seed);
+}
+
+static int die(const char *what)
+{
+    printf("dax-probe: %s: %s\n", what, strerror(errno));
+    return 1;
+}
+
+static void *map(const char *path, uint64_t off, uint64_t len, int *fdp)
+{
+    int fd = open(path, O_RDWR);
+    if (fd < 0)
+        return NULL;
+    void *p = mmap(NULL, len, PROT_READ | PROT_WRITE, MAP_SHARED, fd, (off_t)off);
+    if (p == MAP_FAILED) {
+        close(fd);
+        return NULL;
+    }
+    *fdp = fd;
+    return p;
+}
+
+static int check_buf(const uint8_t *p, uint64_t off, uint64_t len, unsigned seed,
+                     const char *what)
+{
+    for (uint64_t i = 0; i < len; i++)
+        if (p[i] != pat(off + i, seed)) {
+            printf("dax-probe: %s: byte %llu is %u, not %u\n", what,
+                   (unsigned long long)(off + i), p[i], pat(off + i, seed));
+            return 1;
+        }
+    return 0;
+}
+
+static int fill(const char *path, uint64_t off, uint64_t len, unsigned seed)
+{
+    int fd;
+    uint8_t *p = map(path, off, len, &fd);
+    if (!p)
+        return die("map");
+    for (uint64_t i = 0; i < len; i++)
+        p[i] = pat(off + i, seed);
+    if (msync(p, len, MS_SYNC) < 0)
+        return die("msync");
+    munmap(p, len);
+    if (fsync(fd) < 0)
+        return die("fsync");
+    close(fd);
+    printf("dax-probe: filled %s [%llu, +%llu)\n", path, (unsigned long long)off,
+           (unsigned long long)len);
+    return 0;
+}
+
+static int check(const char *path, uint64_t off, uint64_t len, unsigned seed)
+{
+    int fd;
+    uint8_t *p = map(path, off, len, &fd);
+    if (!p)
+        return die("map");
+    int r = check_buf(p, off, len, seed, path);
+    munmap(p, len);
+    close(fd);
+    if (!r)
+        printf("dax-probe: %s [%llu, +%llu) matches\n", path, (unsigned long long)off,
+               (unsigned long long)len);
+    return r;
+}
+
+/* O_DIRECT I/O of dst whose user buffer is src's shared mapping (DAX pages). */
+static int dio(const char *src, const char *dst, uint64_t len, int write_dst)
+{
+    int sfd;
+    uint8_t *buf = map(src, 0, len, &sfd);
+    if (!buf)
+        return die("map src");
+    int dfd = open(dst, (write_dst ? O_WRONLY | O_CREAT : O_RDONLY) | O_DIRECT, 0644);
+    if (dfd < 0)
+        return die("open O_DIRECT");
+    ssize_t n = write_dst ? pwrite(dfd, buf, len, 0) : pread(dfd, buf, len, 0);
+    if (n != (ssize_t)len) {
+        printf("dax-probe: O_DIRECT %s of %llu bytes: %zd (%s)\n", write_dst ? "write" : "read",
+               (unsigned long long)len, n, n < 0 ? strerror(errno) : "short");
+        return 1;
+    }
+    if (fsync(dfd) < 0 || msync(buf, len, MS_SYNC) < 0)
+        return die("sync");
+    close(dfd);
+    munmap(buf, len);
+    close(sfd);
+    printf("dax-probe: O_DIRECT %s %s with %s's mapping as the buffer: %llu bytes\n",
+           write_dst ? "wrote" : "read", dst, src, (unsigned long long)len);
+    return 0;
+}
+
+static int unlink_mapped(const char *path, uint64_t len, unsigned seed)
+{
+    int fd;
+    uint8_t *p = map(path, 0, len, &fd);
+    if (!p)
+        return die("map");
+    if (unlink(path) < 0)
+        return die("unlink");
+    int r = check_buf(p, 0, len, seed, "unlinked file's mapping");
+    p[0] ^= 1; /* still writable: the inode lives while mapped */
+    p[0] ^= 1;
+    munmap(p, len);
+    close(fd);
+    if (!r)
+        printf("dax-probe: unlinked %s, its mapping still read right\n", path);
+    return r;
+}
+
+static int truncate_mapped(const char *path, uint64_t len, unsigned seed)
+{
+    int fd;
+    uint8_t *p = map(path, 0, len, &fd);
+    if (!p)
+        return die("map");
+    if (ftruncate(fd, (off_t)(len / 2)) < 0)
+        return die("ftruncate");
+    int r = check_buf(p, 0, len / 2, seed, "truncated file's mapping");
+    munmap(p, len);
+    struct stat st;
+    if (fstat(fd, &st) < 0)
+        return die("fstat");
+    close(fd);
+    if ((uint64_t)st.st_size != len / 2) {
+        printf("dax-probe: size %lld after truncating to %llu\n", (long long)st.st_size,
+               (unsigned long long)(len / 2));
+        return 1;
+    }
+    if (!r)
+        printf("dax-probe: truncated %s to %llu while mapped, the rest reads right\n", path,
+               (unsigned long long)(len / 2));
+    return r;
+}
+
+static int is_dax(const char *path)
+{
+    struct statx stx;
+    if (statx(AT_FDCWD, path, 0, STATX_BASIC_STATS, &stx) < 0)
+        return die("statx");
+    if (!(stx.stx_attributes_mask & STATX_ATTR_DAX)) {
+        printf("unknown\n");
+        return 1;
+    }
+    printf("%s\n", (stx.stx_attributes & STATX_ATTR_DAX) ? "dax" : "plain");
+    return 0;
+}
+
+int main(int argc, char **argv)
+{
+    if (argc >= 6 && !strcmp(argv[1], "fill"))
+        return fill(argv[2], strtoull(argv[3], NULL, 0), strtoull(argv[4], NULL, 0),
+                    (unsigned)atoi(argv[5]));
+    if (argc >= 6 && !strcmp(argv[1], "check"))
+        return check(argv[2], strtoull(argv[3], NULL, 0), strtoull(argv[4], NULL, 0),
+                     (unsigned)atoi(argv[5]));
+    if (argc >= 5 && !strcmp(argv[1], "dio-write"))
+        return dio(argv[2], argv[3], strtoull(argv[4], NULL, 0), 1);
+    if (argc >= 5 && !strcmp(argv[1], "dio-read"))
+        return dio(argv[2], argv[3], strtoull(argv[4], NULL, 0), 0);
+    if (argc >= 5 && !strcmp(argv[1], "unlink-mapped"))
+        return unlink_mapped(argv[2], strtoull(argv[3], NULL, 0), (unsigned)atoi(argv[4]));
+    if (argc >= 5 && !strcmp(argv[1], "truncate-mapped"))
+        return truncate_mapped(argv[2], strtoull(argv[3], NULL, 0), (unsigned)atoi(argv[4]));
+    if (argc >= 3 && !strcmp(argv[1], "is-dax"))
+        return is_dax(argv[2]);
+    fprintf(stderr, "usage: see the comment at the top of dax_probe.c\n");
+    return 2;
+}
