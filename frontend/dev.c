@@ -1,8 +1,11 @@
 /* SPDX-License-Identifier: GPL-2.0-or-later */
 /*
- * The vhost-user-fs device as QEMU 7.2 drives it: negotiation on connect, the
- * start sequence when the guest driver sets DRIVER_OK, GET_VRING_BASE on stop.
- * The state diagram is in vfe.h (struct vfe_dev_config).
+ * The vhost-user-fs device as QEMU drives it: negotiation on connect, the start
+ * sequence when the guest driver sets DRIVER_OK, the rings disabled and their
+ * bases fetched on stop, RESET_DEVICE on a driver reset. The state diagram is
+ * in vfe.h (struct vfe_dev_config). Every message has the payload size the
+ * spec gives it (the rust-vmm vhost crate, behind the Rust virtiofsd, refuses
+ * any other and ends the session).
  */
 #include <assert.h>
 #include <errno.h>
@@ -31,6 +34,7 @@ struct vfe_dev {
     uint64_t protocol_offered;
     uint64_t protocol;
     uint64_t backend_queues;
+    uint64_t acked;      /* the last SET_FEATURES value */
 };
 
 #define assert_dev_state(d, s) assert((d)->state == (s))
@@ -48,7 +52,8 @@ static int negotiate(struct vfe_dev *d)
         uint64_t want = d->cfg.protocol_features;
         if (!want)
             want = (1ull << VFE_VU_PF_MQ) | (1ull << VFE_VU_PF_REPLY_ACK) |
-                   (1ull << VFE_VU_PF_BACKEND_REQ) | (1ull << VFE_VU_PF_BACKEND_SEND_FD);
+                   (1ull << VFE_VU_PF_BACKEND_REQ) | (1ull << VFE_VU_PF_BACKEND_SEND_FD) |
+                   (1ull << VFE_VU_PF_RESET_DEVICE);
         d->protocol = want & d->protocol_offered;
         r = vfe_conn_set_u64(c, VFE_VU_SET_PROTOCOL_FEATURES, d->protocol);
         if (r < 0)
@@ -134,6 +139,26 @@ static int create_queues(struct vfe_dev *d)
     return 0;
 }
 
+/* SET_VRING_ENABLE on every ring. With VHOST_USER_F_PROTOCOL_FEATURES acked
+ * the rings start disabled and need it; without, the spec says the request
+ * "should be sent only when VHOST_USER_F_PROTOCOL_FEATURES has been
+ * negotiated" (a strict backend ends the session on it). Stops at the first
+ * failure when enabling; when disabling, tries every ring. */
+static int enable_rings(struct vfe_dev *d, bool on)
+{
+    if (!(d->acked & (1ull << VFE_F_PROTOCOL_FEATURES)))
+        return 0;
+    int ret = 0;
+    for (unsigned i = 0; i < d->nqueues; i++) {
+        int r = set_state(d->conn, VFE_VU_SET_VRING_ENABLE, i, on ? 1 : 0);
+        if (r < 0 && !ret)
+            ret = r;
+        if (r < 0 && on)
+            break;
+    }
+    return ret;
+}
+
 int vfe_dev_start(struct vfe_dev *d)
 {
     assert_dev_state(d, VFE_DEV_OWNED);
@@ -150,6 +175,7 @@ int vfe_dev_start(struct vfe_dev *d)
     r = vfe_conn_set_u64(c, VFE_VU_SET_FEATURES, feat);
     if (r < 0)
         return r;
+    d->acked = feat;
 
     struct vfe_vu_region regs[VFE_VU_MAX_REGIONS];
     int fds[VFE_VU_MAX_REGIONS];
@@ -198,13 +224,9 @@ int vfe_dev_start(struct vfe_dev *d)
                 return r;
         }
     }
-    if (d->offered & (1ull << VFE_F_PROTOCOL_FEATURES)) {
-        for (unsigned i = 0; i < d->nqueues; i++) {
-            r = set_state(c, VFE_VU_SET_VRING_ENABLE, i, 1);
-            if (r < 0)
-                return r;
-        }
-    }
+    r = enable_rings(d, true);
+    if (r < 0)
+        return r;
     d->state = VFE_DEV_RUNNING;
     return 0;
 }
@@ -212,8 +234,10 @@ int vfe_dev_start(struct vfe_dev *d)
 int vfe_dev_stop(struct vfe_dev *d)
 {
     assert_dev_state(d, VFE_DEV_RUNNING);
-    int ret = 0;
     d->state = VFE_DEV_OWNED;
+    /* QEMU's vhost_dev_stop for vhost-user-fs: every ring disabled first, then
+     * GET_VRING_BASE on each (which stops it). */
+    int ret = enable_rings(d, false);
     for (unsigned i = 0; i < d->nqueues; i++) {
         struct vfe_msg m, rep;
         vfe_msg_init(&m, VFE_VU_GET_VRING_BASE, 0);
@@ -238,7 +262,11 @@ int vfe_dev_reset(struct vfe_dev *d)
         ret = vfe_dev_stop(d);
     assert_dev_state(d, VFE_DEV_OWNED);
     bool dev_reset = d->protocol & (1ull << VFE_VU_PF_RESET_DEVICE);
-    /* Sent as QEMU 7.2 sends it: no NEED_REPLY, nothing to wait for. */
+    /* RESET_DEVICE when negotiated, as QEMU sends it on every driver reset (no
+     * NEED_REPLY, nothing to wait for). Without it, RESET_OWNER as QEMU 7.2
+     * did: the spec calls it deprecated and asks backends to ignore it or
+     * disable the rings; vufsd, which offers no RESET_DEVICE, resets the
+     * device on it. */
     int r = vfe_conn_send_raw(d->conn, dev_reset ? VFE_VU_RESET_DEVICE : VFE_VU_RESET_OWNER,
                               VFE_VU_VERSION, 0, NULL, 0, NULL, 0);
     /* A reset driver starts its rings from scratch. */

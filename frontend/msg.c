@@ -47,8 +47,10 @@ int vfe_msg_set_mem(struct vfe_msg *m, const struct vfe_vu_region *r, unsigned n
     memset(&m->payload.mem, 0, sizeof(m->payload.mem));
     m->payload.mem.nregions = n;
     memcpy(m->payload.mem.regions, r, n * sizeof(*r));
-    /* QEMU sends the whole fixed-size table whatever the count. */
-    m->size = sizeof(struct vfe_vu_mem);
+    /* The payload is the count, the padding and the n regions that follow, as
+     * QEMU sends it: a backend checks the size against nregions (the rust-vmm
+     * vhost crate refuses anything else), and the fds match the regions. */
+    m->size = (uint32_t)(offsetof(struct vfe_vu_mem, regions) + n * sizeof(*r));
     return 0;
 }
 

@@ -370,12 +370,17 @@ int vfe_vq_raw_wait_used(struct vfe_vq *vq, uint16_t from, int timeout_ms);
  *   any --vfe_dev_close--> (freed)
  *
  * connect: GET_FEATURES, GET_PROTOCOL_FEATURES, SET_PROTOCOL_FEATURES,
- *   GET_QUEUE_NUM, SET_BACKEND_REQ_FD, SET_OWNER (QEMU 7.2's order).
- * start: SET_FEATURES, SET_MEM_TABLE, per queue SET_VRING_NUM, SET_VRING_BASE,
- *   SET_VRING_ADDR, SET_VRING_KICK, SET_VRING_CALL (SET_VRING_ERR), then
- *   SET_VRING_ENABLE on each.
- * stop: GET_VRING_BASE per queue (the queues keep their memory; start again
- *   resumes at the returned indices).
+ *   GET_QUEUE_NUM, SET_BACKEND_REQ_FD, SET_OWNER (QEMU's order).
+ * start: SET_FEATURES, SET_MEM_TABLE (8 + 32 bytes per region, one fd each),
+ *   per queue SET_VRING_NUM, SET_VRING_BASE, SET_VRING_ADDR, SET_VRING_KICK,
+ *   SET_VRING_CALL (SET_VRING_ERR), then SET_VRING_ENABLE 1 on each.
+ * stop: SET_VRING_ENABLE 0 on each queue, then GET_VRING_BASE on each (the
+ *   queues keep their memory; start again resumes at the returned indices).
+ * reset: stop, then RESET_DEVICE (negotiated when offered) or, from a backend
+ *   without it, the deprecated RESET_OWNER (QEMU 7.2's fallback).
+ * SET_VRING_ENABLE is sent only with VHOST_USER_F_PROTOCOL_FEATURES acked.
+ * With REPLY_ACK every request without a reply of its own carries NEED_REPLY
+ * (the spec allows it on any; QEMU sets it on fewer) and its ack is checked.
  */
 struct vfe_dev_config {
     struct vfe_conn_config conn;
@@ -385,7 +390,8 @@ struct vfe_dev_config {
     uint64_t features;            /* virtio bits to ask for, masked by the offer;
                                      0: VERSION_1 | INDIRECT_DESC | EVENT_IDX */
     uint64_t protocol_features;   /* wanted, masked by the offer; 0: MQ |
-                                     REPLY_ACK | BACKEND_REQ | BACKEND_SEND_FD */
+                                     REPLY_ACK | BACKEND_REQ | BACKEND_SEND_FD |
+                                     RESET_DEVICE */
     bool no_backend_channel;      /* skip SET_BACKEND_REQ_FD */
     bool send_vring_err;          /* also SET_VRING_ERR */
     vfe_backend_req_fn backend_req;
@@ -399,7 +405,7 @@ int vfe_dev_connect(const struct vfe_dev_config *cfg, struct vfe_dev **out);
 int vfe_dev_start(struct vfe_dev *d);
 int vfe_dev_stop(struct vfe_dev *d);
 /* A guest driver reset: stop if running, then RESET_DEVICE (when negotiated)
- * or RESET_OWNER; the rings restart at index 0. The device stays OWNED;
+ * or the deprecated RESET_OWNER; the rings restart at index 0. The device stays OWNED;
  * vfe_dev_start sends the whole start sequence again (and a FUSE client sends
  * INIT again, as a rebooted guest would). */
 int vfe_dev_reset(struct vfe_dev *d);

@@ -20,8 +20,8 @@
  * pread/pwrite (fstatat, openat) on the host files, queues x depth threads at
  * queue depth 1 each (capped at 256 threads, bench_run.c).
  *
- * A backend that serves fewer request queues than asked (the legacy virtiofsd
- * serves one) gets one queue with queues x depth requests in flight, so every
+ * A backend that serves fewer request queues than asked (the legacy and the
+ * Rust virtiofsd serve one) gets one queue with queues x depth requests in flight, so every
  * backend sees the same concurrency; the effective queues and depth are reported.
  *
  * With --dax-window every combination of the DAX lists is a variant, run

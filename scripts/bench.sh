@@ -1,6 +1,7 @@
 #!/bin/sh
 # Reproduces the numbers in docs/benchmarks.md: vufsd (as it starts by default,
-# and with --poll-us) against QEMU 7.2's legacy virtiofsd and the host
+# and with --poll-us) against QEMU 7.2's legacy virtiofsd, the Rust virtiofsd
+# (Debian 13's, run through tests/guest/trixie-run.sh) and the host
 # pseudo-backend, cache hot, interleaved run by run; the thread-pool and
 # --poll-us variants; then the queue-depth sweep and its plot
 # (docs/bench-qd.png), and vufsd's RSS with many inodes looked up.
@@ -16,7 +17,9 @@
 #        VARIANT_REPEAT (runs of the threadpool and poll steps, default REPEAT),
 #        HALT_POLL_US (vufs-bench --halt-poll-us, default 200: the guest side
 #        halt-polls as a KVM vCPU does; the "nohalt" step repeats the targets
-#        with 0)
+#        with 0), RUST (0: leave the Rust virtiofsd out; it needs root and the
+#        Debian 13 root of tests/guest/trixie-root.sh, prepared here when
+#        missing: about 1.5 minutes once, cached in $VUFS_GUEST_CACHE)
 # OUT_DIR gets NAME.json, NAME.txt (table) and NAME.cmd per run, bench-qd.png's
 # data, and tables.md (the markdown tables of docs/benchmarks.md).
 set -eu
@@ -34,6 +37,11 @@ bench=${BENCH:-$build/vufs-bench}
 legacy=/usr/lib/qemu/virtiofsd
 [ -x "$bench" ] || { echo "no vufs-bench in $build" >&2; exit 1; }
 [ -x "$legacy" ] || { echo "$legacy missing" >&2; exit 1; }
+use_rust=${RUST:-1}
+if [ "$use_rust" = 1 ]; then
+    "$here/tests/guest/trixie-root.sh" > /dev/null ||
+        { echo "no Debian 13 root for the Rust virtiofsd (tests/guest/trixie-root.sh; RUST=0 leaves it out)" >&2; exit 1; }
+fi
 steps=${STEPS:-data meta create nohalt threadpool poll sweep rss plot tables}
 halt=${HALT_POLL_US:-200}
 poll_us=${POLL_US:-50}
@@ -42,16 +50,33 @@ step() { case " $steps " in *" $1 "*) return 0 ;; esac; return 1; }
 
 vufsd="$build/vufsd --socket-path {socket} --shared-dir {dir} --cache auto --sandbox none --seccomp none --unsafe-no-isolation --log-level error"
 legacy_cmd="$legacy --socket-path={socket} -o source={dir} -o cache=auto"
-# Both daemons keep one O_PATH fd per known inode, so RLIMIT_NOFILE bounds the
+# The Rust virtiofsd with its defaults (cache auto, one request queue), chrooted
+# into the Debian 13 root with the data directory bound at its own path; its
+# namespace sandbox cannot be set up inside that chroot, hence --sandbox=chroot.
+# trixie-run.sh execs the daemon: the pid and process group vufs-bench samples
+# are the daemon's.
+rust_cmd="$here/tests/guest/trixie-run.sh --bind {dir} /usr/libexec/virtiofsd --socket-path={socket} --shared-dir={dir} --sandbox=chroot"
+# The daemons keep one O_PATH fd per known inode, so RLIMIT_NOFILE bounds the
 # inodes they can know (file handles need CAP_DAC_READ_SEARCH and a filesystem
 # that exports them). Where the hard limit is low and cannot be raised, keep
 # RSS_FILES below it.
 
 # run NAME ARGS...: one vufs-bench invocation, JSON to OUT/NAME.json, the
-# table (stderr) to OUT/NAME.txt; the command line to OUT/NAME.cmd.
+# table (stderr) to OUT/NAME.txt; the command line to OUT/NAME.cmd. An argument
+# @peers stands for the other daemons: legacy, then rust (unless RUST=0).
 run() {
     name=$1
     shift
+    n=$#
+    for a in "$@"; do
+        if [ "$a" = @peers ]; then
+            set -- "$@" --backend "legacy=$legacy_cmd"
+            [ "$use_rust" = 1 ] && set -- "$@" --backend "rust=$rust_cmd"
+        else
+            set -- "$@" "$a"
+        fi
+    done
+    shift "$n"
     printf '%s' "vufs-bench" > "$out/$name.cmd"
     for a in "$@"; do printf " '%s'" "$a" >> "$out/$name.cmd"; done
     echo >> "$out/$name.cmd"
@@ -63,10 +88,11 @@ run() {
 
 tp() { echo "vufsd-tp$1=$vufsd --thread-pool-size $1"; }
 poll() { echo "vufsd-poll$1=$vufsd --poll-us $1"; }
-# The targets' backends: vufsd as it starts by default, vufsd polling, legacy, host.
+# The targets' backends: vufsd as it starts by default, vufsd polling, the
+# legacy and the Rust daemon, host.
 at_qd1() { run "$@" --backend "vufsd=$vufsd" --backend "$(poll "$poll_us")" \
-    --backend "legacy=$legacy_cmd" --backend host; }
-plain() { run "$@" --backend "vufsd=$vufsd" --backend "legacy=$legacy_cmd" --backend host; }
+    @peers --backend host; }
+plain() { run "$@" --backend "vufsd=$vufsd" @peers --backend host; }
 
 # Data path: 4 KiB random reads at QD1 and 4 queues x QD16; 1 MiB sequential.
 if step data; then
@@ -124,7 +150,7 @@ if step threadpool; then
 repeat_saved=$repeat
 repeat=${VARIANT_REPEAT:-$repeat}
 pool4() { run "$@" --backend "$(tp 0)" --backend "$(tp 1)" --backend "$(tp 2)" \
-    --backend "$(tp 4)" --backend "legacy=$legacy_cmd"; }
+    --backend "$(tp 4)" @peers; }
 pool4 tp-randread-1x16 --workload randread --bs 4k --size "$size" --queues 1 --depth 16
 pool4 tp-randread-4x16 --workload randread --bs 4k --size "$size" --queues 4 --depth 16
 data_saved=$data
@@ -141,10 +167,10 @@ if step poll; then
 repeat_saved=$repeat
 repeat=${VARIANT_REPEAT:-$repeat}
 run poll-randread-qd1 --backend "$(poll 0)" --backend "$(poll 10)" --backend "$(poll 50)" \
-    --backend "$(poll 200)" --backend "legacy=$legacy_cmd" \
+    --backend "$(poll 200)" @peers \
     --workload randread --bs 4k --size "$size" --queues 1 --depth 1
 run poll-randread-4x1 --backend "$(poll 0)" --backend "$(poll 50)" \
-    --backend "legacy=$legacy_cmd" \
+    @peers \
     --workload randread --bs 4k --size "$size" --queues 4 --depth 1
 repeat=$repeat_saved
 fi
@@ -156,7 +182,7 @@ runtime=${SWEEP_RUNTIME:-2}
 for q in 1 4; do
     for d in 1 2 4 8 16 32 64; do
         run "qd-q$q-d$d" --backend "vufsd=$vufsd" --backend "$(poll "$poll_us")" \
-            --backend "legacy=$legacy_cmd" --backend host \
+            @peers --backend host \
             --workload randread --bs 4k --size "$size" --queues "$q" --depth "$d"
     done
 done
@@ -166,9 +192,9 @@ fi
 # RSS with many inodes known: the stat workload looks every file up first.
 if step rss; then
 repeat=1 runtime=1
-run rss-1000 --backend "vufsd=$vufsd" --backend "legacy=$legacy_cmd" \
+run rss-1000 --backend "vufsd=$vufsd" @peers \
     --workload stat --files 1000 --queues 1 --depth 1
-run rss --backend "vufsd=$vufsd" --backend "legacy=$legacy_cmd" \
+run rss --backend "vufsd=$vufsd" @peers \
     --workload stat --files "$rss_files" --queues 1 --depth 1
 fi
 
@@ -200,8 +226,8 @@ for ax, q in zip(axes, (1, 4)):
     ax.grid(True, alpha=0.3)
 axes[0].set_ylabel("kIOPS (median, min-max)")
 axes[0].legend()
-fig.text(0.5, 0.005, "legacy serves one queue: with 4 queues asked it gets 1 queue x 4*depth; "
-         "host: queues*depth threads at QD1", ha="center", fontsize=8)
+fig.text(0.5, 0.005, "legacy and rust serve one queue: with 4 queues asked they get 1 queue x "
+         "4*depth; host: queues*depth threads at QD1", ha="center", fontsize=8)
 fig.tight_layout(rect=(0, 0.03, 1, 1))
 fig.savefig(png, dpi=100)
 print("plot:", png)
@@ -254,12 +280,13 @@ if qd:
             if o["backend"] not in backends:
                 backends.append(o["backend"])
             rows.setdefault((int(q[1:]), int(d[1:])), {})[o["backend"]] = o["iops"]
-    print("| queues | depth | " + " | ".join(backends) + " | vufsd / legacy |")
-    print("|---|---|" + "---|" * (len(backends) + 1))
+    peers = [p for p in ("legacy", "rust") if p in backends]
+    print("| queues | depth | " + " | ".join(backends) + "".join(f" | vufsd / {p}" for p in peers) + " |")
+    print("|---|---|" + "---|" * (len(backends) + len(peers)))
     for (q, d) in sorted(rows):
         r = rows[(q, d)]
-        ratio = r.get("vufsd", 0) / r["legacy"] if r.get("legacy") else 0
-        print(f"| {q} | {d} | " + " | ".join(f"{r.get(b, 0):.0f}" for b in backends) + f" | {ratio:.2f} |")
+        ratios = "".join(f" | {r.get('vufsd', 0) / r[p]:.2f}" if r.get(p) else " | -" for p in peers)
+        print(f"| {q} | {d} | " + " | ".join(f"{r.get(b, 0):.0f}" for b in backends) + ratios + " |")
     print()
 PY
 echo "tables: $out/tables.md" >&2

@@ -40,6 +40,12 @@ static const char *opt_log;
  * splits into against the number of entries of its indirect table, calls that
  * a descriptor loop and exits. With this set, the test asserts exactly that. */
 static bool opt_quirk_indirect_split_dies;
+/* The Rust virtiofsd (rust-vmm vm-memory) cannot follow a buffer across two
+ * memory regions: its queue thread panics (OutOfBounds) and the request is
+ * never answered. With this set, the straddle tests assert that stall (a few
+ * seconds without an answer) and accept whatever exit follows. */
+static bool opt_quirk_straddle_stalls;
+#define STALL_MS 3000
 /* The backend must exit by itself with status 0 when the frontend hangs up
  * (a sanitizer report or a crash at shutdown fails the test). */
 static bool opt_expect_clean_exit;
@@ -48,6 +54,7 @@ struct env {
     char *dir;
     struct vfe_dev *dev;
     struct vfe_fuse *fuse;
+    bool peer_broken;         /* a quirk test broke the peer on purpose */
     struct vfe_fuse_init_result init;
 };
 
@@ -120,7 +127,7 @@ static int stop_backend(struct env *e)
     bool own = false;
     int r = vfe_dev_close_status(e->dev, &status, &own);
     e->dev = NULL;
-    if (!opt_expect_clean_exit || r == -EINVAL)
+    if (!opt_expect_clean_exit || r == -EINVAL || e->peer_broken)
         return 0;
     if (r < 0 || !own || !WIFEXITED(status) || WEXITSTATUS(status) != 0) {
         print_error("backend did not exit cleanly: %s, status 0x%x\n",
@@ -411,9 +418,39 @@ static void straddle_roundtrip(void **state, bool indirect)
     vfe_mem_free_block(mem, gpa);
 }
 
+/* The Rust daemon's known failure: the straddled request is never answered. */
+static void straddle_stalls_peer(void **state, bool indirect)
+{
+    struct env *e = *state;
+    struct vfe_mem *mem = vfe_dev_mem(e->dev);
+    enum { LEN = 64 * 1024 };
+    uint64_t gpa;
+    assert_int_equal(vfe_mem_alloc_straddle(mem, LEN, &gpa), 0);
+    struct vfe_sg sg = { gpa, LEN };
+    struct fuse_entry_out ent;
+    struct fuse_open_out oo;
+    assert_int_equal(vfe_fuse_lookup(e->fuse, FUSE_ROOT_ID, "big.bin", &ent), 0);
+    assert_int_equal(vfe_fuse_open(e->fuse, ent.nodeid, O_RDONLY, &oo), 0);
+    struct fuse_read_in in = { .fh = oo.fh, .size = LEN };
+    struct vfe_fuse_op op = { .opcode = FUSE_READ, .nodeid = ent.nodeid, .arg = &in,
+                              .arg_len = sizeof(in), .out_data = &sg, .out_data_cnt = 1,
+                              .flags = indirect ? VFE_OP_INDIRECT : 0 };
+    assert_int_equal(vfe_fuse_submit(e->fuse, 1, &op), 0);
+    vfe_fuse_kick(e->fuse, 1);
+    struct vfe_fuse_op *done[1];
+    int n = vfe_fuse_reap(e->fuse, 1, done, 1, STALL_MS);
+    assert_true(n == -ETIMEDOUT || n == 0);
+    assert_false(op.done);
+    vfe_fuse_abandon_all(e->fuse, 1);
+    e->peer_broken = true;
+}
+
 static void test_straddle(void **state)
 {
-    straddle_roundtrip(state, false);
+    if (opt_quirk_straddle_stalls)
+        straddle_stalls_peer(state, false);
+    else
+        straddle_roundtrip(state, false);
 }
 
 /* The legacy daemon's known failure: it must exit (deterministically), not
@@ -453,7 +490,9 @@ static void straddle_indirect_kills_peer(void **state)
 
 static void test_straddle_indirect(void **state)
 {
-    if (opt_quirk_indirect_split_dies)
+    if (opt_quirk_straddle_stalls)
+        straddle_stalls_peer(state, true);
+    else if (opt_quirk_indirect_split_dies)
         straddle_indirect_kills_peer(state);
     else
         straddle_roundtrip(state, true);
@@ -722,6 +761,11 @@ static void test_straddled_headers(void **state)
     uint16_t before = vfe_vq_raw_used_idx(vq);
     vfe_vq_raw_publish(vq, 5);
     vfe_vq_raw_kick(vq);
+    if (opt_quirk_straddle_stalls) {
+        assert_int_equal(vfe_vq_raw_wait_used(vq, before, STALL_MS), -ETIMEDOUT);
+        e->peer_broken = true;
+        return;
+    }
     assert_int_equal(vfe_vq_raw_wait_used(vq, before, 60000), 0);
     uint32_t id, len;
     vfe_vq_raw_used_elem(vq, before, &id, &len);
@@ -747,6 +791,7 @@ int main(int argc, char **argv)
         { "queues", required_argument, NULL, 'q' },
         { "backend-log", required_argument, NULL, 'l' },
         { "quirk-indirect-split-dies", no_argument, NULL, 'Q' },
+        { "quirk-straddle-stalls", no_argument, NULL, 'S' },
         { "expect-clean-exit", no_argument, NULL, 'C' },
         { NULL, 0, NULL, 0 },
     };
@@ -764,6 +809,9 @@ int main(int argc, char **argv)
             break;
         case 'Q':
             opt_quirk_indirect_split_dies = true;
+            break;
+        case 'S':
+            opt_quirk_straddle_stalls = true;
             break;
         case 'C':
             opt_expect_clean_exit = true;
