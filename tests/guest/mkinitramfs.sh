@@ -6,9 +6,11 @@
 #
 #   mkinitramfs.sh base
 #       The base archive, cached per kernel in CACHE/initramfs/: busybox-static
-#       with its applet links, the virtio-fs modules in load order, fio with every
-#       library ldd lists, and /init (guest-init.sh). Rebuilt only when one of
-#       its inputs changes. Prints its path.
+#       with its applet links, the virtio-fs modules in load order (those the
+#       kernel does not have built in), fio with every library ldd lists, and
+#       /init (guest-init.sh). Rebuilt only when one of its inputs changes.
+#       Prints its path. The kernel is fetch-kernel.sh's: $VUFS_GUEST_KSERIES
+#       (6.1 or 6.12, default 6.1) picks it.
 #
 #   mkinitramfs.sh run OUT TEST_SCRIPT [KEY=VALUE | --file HOST[:GUEST]]...
 #       A small per-run archive: /run/test.sh, /run/settings (the KEY=VALUE
@@ -18,7 +20,7 @@
 # Uncompressed on purpose: under TCG decompression costs seconds. Every file gets
 # mtime 0 so an archive is reproducible from its inputs.
 #
-# Environment: VUFS_GUEST_CACHE (default tests/guest/cache).
+# Environment: VUFS_GUEST_CACHE (default tests/guest/cache), VUFS_GUEST_KSERIES.
 {
 set -euo pipefail
 
@@ -70,12 +72,16 @@ build_base() {
     stamp=$(cat "$0" "$here/guest-init.sh" "$bb" "$fio" | sha256sum | cut -c1-16)
     out=$cache/initramfs/base-$kver-$stamp.cpio
     if [ -s "$out" ]; then
+        touch "$out"   # its mtime says when it was last used
         echo "$out"
         return
     fi
     log "building $out"
     mkdir -p "$cache/initramfs"
-    rm -f "$cache"/initramfs/base-"$kver"-*.cpio
+    # Older versions of this kernel's base: a cache shared by several checkouts
+    # (VUFS_GUEST_CACHE) holds one per version of these scripts, so only those
+    # unused for a day go.
+    find "$cache/initramfs" -maxdepth 1 -name "base-$kver-*.cpio" -mtime +0 -delete
     root=$(mktemp -d "$cache/initramfs/root.XXXXXX")
     trap 'rm -rf "$root"' EXIT
 
@@ -90,7 +96,12 @@ build_base() {
     : > "$root/etc/vufs-modules"
     for m in $MODULES; do
         ko=$(cd "$kdir/root/lib/modules/$kver" && find kernel -name "$m.ko" | head -n1)
-        [ -n "$ko" ] || die "module $m.ko not found (compressed modules are not supported)"
+        if [ -z "$ko" ]; then
+            # Built into this kernel (Debian 13's 6.12 has the whole stack built in).
+            grep -q "/$m\.ko\$" "$kdir/root/lib/modules/$kver/modules.builtin" 2>/dev/null ||
+                die "module $m.ko not found and not built in (fetch-kernel.sh decompresses modules)"
+            continue
+        fi
         mkdir -p "$root/lib/modules/$kver/$(dirname "$ko")"
         cp "$kdir/root/lib/modules/$kver/$ko" "$root/lib/modules/$kver/$ko"
         echo "$ko" >> "$root/etc/vufs-modules"

@@ -6,8 +6,9 @@
 #
 #   run-guest.sh --backend 'CMD {socket} {dir}' --script GUEST_SCRIPT [options]
 #
-# The backend command is a shell command line; {socket} and {dir} are replaced
-# by the vhost-user socket path and the shared directory. Options:
+# The backend command is a shell command line; {socket}, {dir} and {queues} are
+# replaced by the vhost-user socket path, the shared directory and the number
+# of request queues. Options:
 #   --dir DIR            shared directory (default: RUNDIR/shared, removed on PASS)
 #   --file HOST[:GUEST]  extra file for the guest (executables get their libraries)
 #   --set KEY=VALUE      setting for the guest script (sourced from /run/settings)
@@ -17,23 +18,43 @@
 #   --keep               keep the shared directory even on PASS
 #   --smp N / --mem MB   guest size (default 2 / 2048)
 #   --append ARGS        extra guest kernel command line (e.g. an LSM choice)
-#   --device TAG DIR CMD another vhost-user-fs device with mount tag TAG, served
-#                        by its own backend CMD ({socket}, {dir} as above) on
-#                        DIR (empty: RUNDIR/shared-TAG, removed on PASS); the
-#                        guest script finds the tags in $EXTRA_TAGS and mounts
-#                        them itself. Repeatable.
+#   --device TAG DIR CMD another virtio-fs device with mount tag TAG, served
+#                        by its own backend CMD ({socket}, {dir}, {queues} as
+#                        above) on DIR (empty: RUNDIR/shared-TAG, removed on
+#                        PASS); the guest script finds the tags in $EXTRA_TAGS
+#                        and mounts them itself. Repeatable.
 #   --expect-exit0       every backend must exit by itself with status 0 once
 #                        QEMU has disconnected (vufsd's documented behaviour)
 #   --live               copy the guest's output to stdout as it arrives
 #   --host-file NAME=TEXT  write TEXT (and a newline) to NAME in the shared
 #                        directory before the backend starts. Repeatable.
+# The stack under test (each defaults to its environment variable, so meson
+# tests and CI can pick it for every run):
+#   --qemu 7.2|11.1      the VMM ($VUFS_GUEST_QEMU, default 7.2): 7.2 is the
+#                        host's qemu-system-x86_64 (Debian 12); 11.1 is Debian
+#                        13's, run chrooted in the cached Debian 13 root
+#                        (trixie-run.sh) with the run directory and the kernel
+#                        bound at their host paths
+#   --kernel 6.1|6.12    the guest kernel series ($VUFS_GUEST_KSERIES, default
+#                        6.1; fetch-kernel.sh)
+#   --vdev fs|generic    the device ($VUFS_GUEST_VDEV, default fs):
+#                        fs = vhost-user-fs-pci,tag=TAG,queue-size=1024 (plus
+#                          num-request-queues=N with --queues N > 1);
+#                        generic (QEMU 11.1 only) = vhost-user-test-device-pci,
+#                          virtio-id=26,num_vqs=N+1,config_size=40,vq_size=1024,
+#                          which takes the config space, the tag included, from
+#                          the backend (VHOST_USER_GET_CONFIG): the backend
+#                          must be told the tag (myfs for the primary device)
+#   --queues N           request queues per device ($VUFS_GUEST_QUEUES, default 1)
 #
 # The guest prints its output on ttyS1 (RUNDIR/output.log), the kernel console is
 # RUNDIR/console.log and the backend's RUNDIR/backend.log. The verdict comes from
 # the guest's "VUFS-GUEST-RESULT rc=N" marker (QEMU exits 0 even when killed),
 # plus the host's own check of every "VUFS-SUM SHA256 PATH" line the guest
 # printed against the real file in the shared directory after the guest is gone
-# (a PATH of the form @TAG/REL names a file in the --device TAG directory).
+# (a PATH of the form @TAG/REL names a file in the --device TAG directory). The
+# verdict line names the stack (VMM, device, queues, guest kernel); so does
+# RUNDIR/stack.
 # Exit status: 0 PASS, 1 FAIL, 2 usage.
 {
 set -uo pipefail
@@ -42,8 +63,10 @@ here=$(cd "$(dirname "$0")" && pwd)
 backend= script= dir= timeout=600 min_sums=0 rundir= keep=0 smp=2 mem=2048 append=
 files=() sets=() live=0 expect_exit0=0
 dev_tags=() dev_dirs=() dev_cmds=() host_files=()
+qemu_series=${VUFS_GUEST_QEMU:-7.2} kseries=${VUFS_GUEST_KSERIES:-6.1}
+vdev=${VUFS_GUEST_VDEV:-fs} queues=${VUFS_GUEST_QUEUES:-1}
 
-usage() { sed -n '4,38p' "$0" >&2; exit 2; }
+usage() { sed -n '4,57p' "$0" >&2; exit 2; }
 while [ $# -gt 0 ]; do
     case "$1" in
     --backend) backend=$2; shift 2 ;;
@@ -66,6 +89,10 @@ while [ $# -gt 0 ]; do
         dev_tags+=("$2"); dev_dirs+=("$3"); dev_cmds+=("$4"); shift 4 ;;
     --expect-exit0) expect_exit0=1; shift ;;
     --live) live=1; shift ;;
+    --qemu) qemu_series=$2; shift 2 ;;
+    --kernel) kseries=$2; shift 2 ;;
+    --vdev) vdev=$2; shift 2 ;;
+    --queues) queues=$2; shift 2 ;;
     --host-file)
         case "$2" in
         [!/.]*=*) case "${2%%=*}" in */*) usage ;; esac ;;
@@ -77,6 +104,24 @@ while [ $# -gt 0 ]; do
     esac
 done
 [ -n "$backend" ] && [ -n "$script" ] || usage
+case "$qemu_series" in
+7.2|11.1) ;;
+*) echo "run-guest: --qemu is 7.2 or 11.1, not '$qemu_series'" >&2; usage ;;
+esac
+case "$kseries" in
+6.1|6.12) ;;
+*) echo "run-guest: --kernel is 6.1 or 6.12, not '$kseries'" >&2; usage ;;
+esac
+case "$vdev" in
+fs) ;;
+generic)
+    [ "$qemu_series" = 11.1 ] ||
+        { echo "run-guest: --vdev generic needs --qemu 11.1 (QEMU 7.2 has no vhost-user-test-device-pci)" >&2; usage; } ;;
+*) echo "run-guest: --vdev is fs or generic, not '$vdev'" >&2; usage ;;
+esac
+case "$queues" in
+''|*[!0-9]*|0*) echo "run-guest: --queues needs a positive number, not '$queues'" >&2; usage ;;
+esac
 
 start=$(date +%s)
 deadline=$((start + timeout))
@@ -147,9 +192,13 @@ stop_live() {
 trap cleanup EXIT
 trap 'log "interrupted"; exit 1' INT TERM HUP
 
+# What ran, for the log and the verdict line; the kernel release joins it once known.
+vdev_name=vhost-user-fs-pci
+[ "$vdev" = generic ] && vdev_name=vhost-user-test-device-pci
+stack="qemu $qemu_series, $vdev_name, $queues request queue$([ "$queues" = 1 ] || echo s), linux $kseries"
 verdict() {
     local v=$1; shift
-    echo "run-guest: $v: $* ($(( $(date +%s) - start )) s, logs in $rundir)"
+    echo "run-guest: $v: $* ($stack; $(( $(date +%s) - start )) s, logs in $rundir)"
     if [ "$v" = FAIL ]; then
         for f in output backend console; do
             [ -s "$rundir/$f.log" ] || continue
@@ -169,9 +218,13 @@ verdict() {
 }
 
 # Guest pieces: the kernel and the base initramfs (cached), plus this run's archive.
-kdir=$("$here/fetch-kernel.sh") || verdict FAIL "no guest kernel (the first fetch needs Debian's archive)"
+export VUFS_GUEST_KSERIES=$kseries   # mkinitramfs.sh base builds for this kernel
+kdir=$("$here/fetch-kernel.sh" --series "$kseries") ||
+    verdict FAIL "no $kseries guest kernel (the first fetch needs Debian's archive)"
 # One apt-cache look-up per run is enough (seconds on a busy machine).
-export VUFS_GUEST_KPKG=${VUFS_GUEST_KPKG:-linux-image-$(basename "$kdir")}
+[ "$kseries" != 6.1 ] || export VUFS_GUEST_KPKG=${VUFS_GUEST_KPKG:-linux-image-$(basename "$kdir")}
+stack="qemu $qemu_series, $vdev_name, $queues request queue$([ "$queues" = 1 ] || echo s), linux $(basename "$kdir")"
+echo "$stack" > "$rundir/stack"
 base=$("$here/mkinitramfs.sh" base) || verdict FAIL "cannot build the base initramfs"
 [ ${#dev_tags[@]} = 0 ] || sets+=("EXTRA_TAGS=${dev_tags[*]}")
 "$here/mkinitramfs.sh" run "$rundir/run.cpio" "$script" ${sets[@]+"${sets[@]}"} \
@@ -185,6 +238,7 @@ start_backend() {
     local cmd=$1 bsock=$2 bdir=$3 name=$4
     cmd=${cmd//\{socket\}/$bsock}
     cmd=${cmd//\{dir\}/$bdir}
+    cmd=${cmd//\{queues\}/$queues}
     echo "$cmd" > "$rundir/$name.cmd"
     setsid bash -c "exec $cmd" > "$rundir/$name.log" 2>&1 < /dev/null &
     started=$!
@@ -210,12 +264,32 @@ for i in "${!dev_tags[@]}"; do
     wait_socket "${dev_pids[i]}" "${dev_socks[i]}" "backend ${dev_tags[i]}"
 done
 
+# vdev_args CHARDEV TAG: the -device value for one virtio-fs device.
+vdev_args() {
+    if [ "$vdev" = generic ]; then
+        # The tag and num_request_queues come from the backend (GET_CONFIG):
+        # config_size 40 = sizeof(struct virtio_fs_config); hiprio + requests.
+        echo "vhost-user-test-device-pci,chardev=$1,virtio-id=26,num_vqs=$((queues + 1)),config_size=40,vq_size=1024"
+    else
+        echo "vhost-user-fs-pci,chardev=$1,tag=$2,queue-size=1024$([ "$queues" = 1 ] || echo ",num-request-queues=$queues")"
+    fi
+}
+if [ "$qemu_series" = 11.1 ]; then
+    # Debian 13's QEMU, chrooted in the Debian 13 root: it opens the sockets,
+    # logs and initramfs in the run directory and the kernel in the cache, so
+    # those are bound at their host paths (the shared directories are the
+    # backends' business, not QEMU's). trixie-run.sh execs QEMU: the pid and
+    # process group stay the ones started here.
+    qemu=("$here/trixie-run.sh" --bind "$rundir" --bind "$kdir" -- qemu-system-x86_64)
+else
+    qemu=(qemu-system-x86_64)
+fi
 # shellcheck disable=SC2054
-qemu=(qemu-system-x86_64 -machine q35 -accel tcg,thread=multi -cpu max
+qemu+=(-machine q35 -accel tcg,thread=multi -cpu max
     -smp "$smp" -m "${mem}M"
     -object "memory-backend-memfd,id=mem,size=${mem}M,share=on" -numa node,memdev=mem
     -chardev "socket,id=vfs,path=$sock"
-    -device vhost-user-fs-pci,chardev=vfs,tag=myfs,queue-size=1024
+    -device "$(vdev_args vfs myfs)"
     -kernel "$kdir/vmlinux" -initrd "$rundir/initrd.img"
     -append "console=ttyS0 rdinit=/init panic=-1 quiet loglevel=4 vufs.tag=myfs${append:+ $append}"
     -nodefaults -no-user-config -display none -no-reboot
@@ -223,12 +297,12 @@ qemu=(qemu-system-x86_64 -machine q35 -accel tcg,thread=multi -cpu max
     -chardev "file,id=out,path=$rundir/output.log" -serial chardev:out)
 for i in "${!dev_tags[@]}"; do
     qemu+=(-chardev "socket,id=vfs$i,path=${dev_socks[i]}"
-        -device "vhost-user-fs-pci,chardev=vfs$i,tag=${dev_tags[i]},queue-size=1024")
+        -device "$(vdev_args "vfs$i" "${dev_tags[i]}")")
 done
 printf '%q ' "${qemu[@]}" > "$rundir/qemu.cmd"
 setsid "${qemu[@]}" > "$rundir/qemu.log" 2>&1 < /dev/null &
 qemu_pid=$!
-log "guest started (qemu pid $qemu_pid, backend pid $backend_pid${dev_pids[*]:+, device backends ${dev_pids[*]}}, logs $rundir)"
+log "guest started: $stack (qemu pid $qemu_pid, backend pid $backend_pid${dev_pids[*]:+, device backends ${dev_pids[*]}}, logs $rundir)"
 if [ $live = 1 ]; then
     : >> "$rundir/output.log"
     tail -s 0.1 -n +1 -F "$rundir/output.log" 2>/dev/null > >(sed -u 's/\r$//; s/^/  guest | /') &

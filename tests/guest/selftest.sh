@@ -14,6 +14,8 @@
 #              share, wrong one for @TAG                          -> FAIL mismatch
 #   exit0      --expect-exit0, the backend ends with status 3 once
 #              QEMU has gone                                      -> FAIL status 3
+#   vdev-qemu  --vdev generic with --qemu 7.2 (no such device)    -> usage, no boot
+# The pass case also checks that the verdict names the VMM, device and kernel.
 #
 #   selftest.sh [--backend 'CMD {socket} {dir}']
 {
@@ -61,7 +63,7 @@ expect() {
     fi
 }
 
-expect pass 0 'PASS: guest rc=0, 1 host checksums matched' \
+expect pass 0 'PASS: guest rc=0, 1 host checksums matched \(qemu [0-9.]+, vhost-user-[a-z-]+-pci, [0-9]+ request queues?, linux [0-9]' \
     --backend "$backend" --script "$tmp/pass.sh" --min-sums 1
 expect exit-code 1 'FAIL: guest test exited with rc=3' \
     --backend "$backend" --script "$tmp/exit3.sh"
@@ -75,6 +77,9 @@ expect device-sum 1 'FAIL: 1 of 2 host checksum comparisons failed' \
     --backend "$backend" --device two "" "$backend" --script "$tmp/devsum.sh" --min-sums 2
 expect exit0 1 'FAIL: backend exited with status 3 after QEMU disconnected' \
     --backend "bash -c '$backend; exit 3'" --script "$tmp/pass.sh" --expect-exit0
+
+expect vdev-qemu 2 'vdev generic needs --qemu 11.1' \
+    --backend "$backend" --script "$tmp/pass.sh" --qemu 7.2 --vdev generic
 
 echo "selftest: $fails failures"
 [ $fails = 0 ]
