@@ -9,7 +9,7 @@
 # live mapping, and after the guest is gone the window's statistics (every map
 # of the old session gone with the reset, nothing left).
 #
-#   dax-host.sh VUFSD DAX_PROBE [--window MB] [--no-reboot] [run-guest.sh options]
+#   dax-host.sh VUFSD PROBE [--window MB] [--no-reboot] [run-guest.sh options]
 {
 set -uo pipefail
 here=$(cd "$(dirname "$0")" && pwd)
@@ -43,8 +43,8 @@ pattern "$dir/host-coherence" 2097152 7
 # write a new pattern into it through the host's page cache.
 (
     for b in 1 2; do
-        for _ in $(seq 3000); do [ -e "$dir/.mapped-$b" ] && break; sleep 0.1; done
-        [ -e "$dir/.mapped-$b" ] || exit 0
+        # Until the guest says so (this helper is killed when the guest is gone).
+        while [ ! -e "$dir/.mapped-$b" ]; do sleep 0.1; done
         pattern "$dir/host-coherence" 2097152 $((77 + b))
         : > "$dir/.host-wrote-$b"
     done
@@ -54,7 +54,7 @@ helper=$!
 args=(--qemu 11.1 --vdev generic --rundir "$rundir" --dir "$dir" --keep
       --backend "$vufsd --socket-path {socket} --shared-dir {dir} --tag myfs \
 --dax-window ${window}M --stats-file $stats --log-level info"
-      --script "$here/scripts/dax.sh" --file "$probe:/bin/dax-probe"
+      --script "$here/scripts/dax.sh" --file "$probe:/bin/vufs-probe"
       --set "WINDOW_MB=$window" --set "REBOOT=$reboot" --min-sums 6 --timeout 1100)
 [ $reboot = 1 ] && args+=(--allow-reboot)
 "$here/run-guest.sh" "${args[@]}" "$@"

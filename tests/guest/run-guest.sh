@@ -26,6 +26,9 @@
 #   --expect-exit0       every backend must exit by itself with status 0 once
 #                        QEMU has disconnected (vufsd's documented behaviour)
 #   --live               copy the guest's output to stdout as it arrives
+#   --allow-reboot       a guest reboot resets the machine and boots it again
+#                        (default: QEMU exits, -no-reboot); the test script
+#                        finds out which boot it is in from the share
 #   --host-file NAME=TEXT  write TEXT (and a newline) to NAME in the shared
 #                        directory before the backend starts. Repeatable.
 # The stack under test (each defaults to its environment variable, so meson
@@ -61,12 +64,12 @@ set -uo pipefail
 
 here=$(cd "$(dirname "$0")" && pwd)
 backend= script= dir= timeout=600 min_sums=0 rundir= keep=0 smp=2 mem=2048 append=
-files=() sets=() live=0 expect_exit0=0
+files=() sets=() live=0 expect_exit0=0 allow_reboot=0
 dev_tags=() dev_dirs=() dev_cmds=() host_files=()
 qemu_series=${VUFS_GUEST_QEMU:-7.2} kseries=${VUFS_GUEST_KSERIES:-6.1}
 vdev=${VUFS_GUEST_VDEV:-fs} queues=${VUFS_GUEST_QUEUES:-1}
 
-usage() { sed -n '4,57p' "$0" >&2; exit 2; }
+usage() { sed -n '4,/^{$/p' "$0" | sed '$d' >&2; exit 2; }
 while [ $# -gt 0 ]; do
     case "$1" in
     --backend) backend=$2; shift 2 ;;
@@ -89,6 +92,7 @@ while [ $# -gt 0 ]; do
         dev_tags+=("$2"); dev_dirs+=("$3"); dev_cmds+=("$4"); shift 4 ;;
     --expect-exit0) expect_exit0=1; shift ;;
     --live) live=1; shift ;;
+    --allow-reboot) allow_reboot=1; shift ;;
     --qemu) qemu_series=$2; shift 2 ;;
     --kernel) kseries=$2; shift 2 ;;
     --vdev) vdev=$2; shift 2 ;;
@@ -292,9 +296,10 @@ qemu+=(-machine q35 -accel tcg,thread=multi -cpu max
     -device "$(vdev_args vfs myfs)"
     -kernel "$kdir/vmlinux" -initrd "$rundir/initrd.img"
     -append "console=ttyS0 rdinit=/init panic=-1 quiet loglevel=4 vufs.tag=myfs${append:+ $append}"
-    -nodefaults -no-user-config -display none -no-reboot
+    -nodefaults -no-user-config -display none
     -chardev "file,id=con,path=$rundir/console.log" -serial chardev:con
     -chardev "file,id=out,path=$rundir/output.log" -serial chardev:out)
+[ $allow_reboot = 1 ] || qemu+=(-no-reboot)
 for i in "${!dev_tags[@]}"; do
     qemu+=(-chardev "socket,id=vfs$i,path=${dev_socks[i]}"
         -device "$(vdev_args "vfs$i" "${dev_tags[i]}")")

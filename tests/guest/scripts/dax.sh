@@ -17,8 +17,9 @@
 #      write seen in the guest's live mapping (handshake files with dax-host.sh);
 #   6. truncate and unlink of mapped files;
 #   7. fsync of mapped stores: the host checks the bytes after the guest is gone.
-# Boot 1 ends with mappings live and fio running: sysrq reboot (no unmount, no
-# FUSE_DESTROY, as a crash), and boot 2 must mount and pass it all again.
+# Boot 1 ends with fio running: sysrq reboot (no unmount, no FUSE_DESTROY, as a
+# crash), and boot 2 must mount and pass it all again (see the reboot below for
+# why the window's mappings are removed first).
 # Negative control: a block corrupted behind fio's back must fail verification.
 # Settings: WINDOW_MB (the daemon's --dax-window, default 32), REBOOT (1: do the
 # crash reboot between two rounds).
@@ -67,16 +68,24 @@ round() { # round N
     fiov "in$b" mmap "$half" 2
 
     echo "== boot $b: dax=always, 4x the window"
-    fiov "over$b" psync "$WINDOW_MB" 4
+    # Nearly every access a miss: a random 1/32 of the blocks, written, verified.
+    for eng in psync mmap; do
+        fio --name="over$b" --filename="$MNT/dax/over$b.0:$MNT/dax/over$b.1:$MNT/dax/over$b.2:$MNT/dax/over$b.3" \
+            --size="$((WINDOW_MB * 4))M" --io_size="$((WINDOW_MB / 8))M" --bs=4k --rw=randwrite \
+            --ioengine=$eng --verify=crc32c --do_verify=1 --verify_fatal=1 --eta=never \
+            --output=/tmp/f.out 2> /tmp/f.err ||
+            { fail "over$b $eng"; grep -m3 -E 'error|verify' /tmp/f.err /tmp/f.out; }
+        echo "VUFS-FIO job=over$b engine=$eng $(grep -E '^ *(read|write): IOPS' /tmp/f.out | sed 's/,.*//' | tr -s ' ' | tr '\n' ' ')"
+    done
 
     echo "== boot $b: the default mount, per-file DAX"
     remount "" || return
     truncate -s 8M "$MNT/dax/whole$b"
     truncate -s $((8 * 1024 * 1024 + 4096)) "$MNT/dax/odd$b"
     cd /; umount "$MNT"; mount -t virtiofs myfs "$MNT"; cd "$MNT"
-    kind=$(dax-probe is-dax "$MNT/dax/whole$b")
+    kind=$(vufs-probe is-dax "$MNT/dax/whole$b")
     [ "$kind" = dax ] || fail "a file of whole 2 MiB ranges is $kind under the default mount"
-    kind=$(dax-probe is-dax "$MNT/dax/odd$b")
+    kind=$(vufs-probe is-dax "$MNT/dax/odd$b")
     [ "$kind" = plain ] || fail "an odd-sized file is $kind (its last range passes its end)"
     fio --name=w --filename="$MNT/dax/whole$b" --size=8M --bs=4k --rw=randwrite --verify=crc32c \
         --do_verify=1 --eta=never --output=/tmp/f.out 2>/tmp/f.err || fail "per-file DAX fio"
@@ -84,13 +93,13 @@ round() { # round N
         --do_verify=1 --eta=never --output=/tmp/f.out 2>/tmp/f.err || fail "per-file plain fio"
 
     echo "== boot $b: O_DIRECT with a DAX mapping as the buffer"
-    dax-probe fill "$MNT/dax/whole$b" 0 1048576 $((30 + b)) || fail "fill"
-    dax-probe dio-write "$MNT/dax/whole$b" "$MNT/dax/odd$b" 1048576 ||
+    vufs-probe fill "$MNT/dax/whole$b" 0 1048576 $((30 + b)) || fail "fill"
+    vufs-probe dio-write "$MNT/dax/whole$b" "$MNT/dax/odd$b" 1048576 ||
         fail "O_DIRECT write from a DAX buffer"
     cmp -n 1048576 "$MNT/dax/whole$b" "$MNT/dax/odd$b" || fail "O_DIRECT write: data differs"
     head -c 1048576 /dev/urandom > /tmp/rnd
     dd if=/tmp/rnd of="$MNT/dax/odd$b" bs=1M count=1 conv=notrunc 2>/dev/null
-    dax-probe dio-read "$MNT/dax/whole$b" "$MNT/dax/odd$b" 1048576 ||
+    vufs-probe dio-read "$MNT/dax/whole$b" "$MNT/dax/odd$b" 1048576 ||
         fail "O_DIRECT read into a DAX buffer"
     cmp -n 1048576 /tmp/rnd "$MNT/dax/whole$b" || fail "O_DIRECT read: data differs"
     echo "VUFS-SUM $(sha256sum "$MNT/dax/whole$b" | cut -d' ' -f1) dax/whole$b"
@@ -98,31 +107,33 @@ round() { # round N
     remount dax=always || return
     echo "== boot $b: shared mappings, host coherence"
     truncate -s 4M "$MNT/dax/shared$b"
-    dax-probe fill "$MNT/dax/shared$b" 0 4194304 $b || fail "fill"
+    vufs-probe fill "$MNT/dax/shared$b" 0 4194304 $b || fail "fill"
     echo "VUFS-SUM $(sha256sum "$MNT/dax/shared$b" | cut -d' ' -f1) dax/shared$b"
     if [ -f "$MNT/host-coherence" ]; then
-        # The host's file, mapped; dax-host.sh writes seed 77 into it once told.
-        dax-probe check "$MNT/host-coherence" 0 2097152 7 || fail "host file before"
+        # The host's file, mapped; dax-host.sh writes seed 77 + b into it once told.
+        before=7
+        [ "$b" = 1 ] || before=$((77 + b - 1))
+        vufs-probe check "$MNT/host-coherence" 0 2097152 $before || fail "host file before"
         : > "$MNT/.mapped-$b"
         n=0
         while [ ! -e "$MNT/.host-wrote-$b" ] && [ $n -lt 300 ]; do sleep 0.1; n=$((n + 1)); done
         [ -e "$MNT/.host-wrote-$b" ] || fail "the host never answered"
-        dax-probe check "$MNT/host-coherence" 0 2097152 $((77 + b)) ||
+        vufs-probe check "$MNT/host-coherence" 0 2097152 $((77 + b)) ||
             fail "a host write not seen through the guest's mapping"
     fi
 
     echo "== boot $b: truncate and unlink while mapped"
     truncate -s 4M "$MNT/dax/t$b"
-    dax-probe fill "$MNT/dax/t$b" 0 4194304 $b || fail "fill t"
-    dax-probe truncate-mapped "$MNT/dax/t$b" 4194304 $b || fail "truncate while mapped"
+    vufs-probe fill "$MNT/dax/t$b" 0 4194304 $b || fail "fill t"
+    vufs-probe truncate-mapped "$MNT/dax/t$b" 4194304 $b || fail "truncate while mapped"
     truncate -s 4M "$MNT/dax/u$b"
-    dax-probe fill "$MNT/dax/u$b" 0 4194304 $b || fail "fill u"
-    dax-probe unlink-mapped "$MNT/dax/u$b" 4194304 $b || fail "unlink while mapped"
+    vufs-probe fill "$MNT/dax/u$b" 0 4194304 $b || fail "fill u"
+    vufs-probe unlink-mapped "$MNT/dax/u$b" 4194304 $b || fail "unlink while mapped"
     [ ! -e "$MNT/dax/u$b" ] || fail "unlinked file still there"
 
     echo "== boot $b: fsync of mapped stores"
     truncate -s 2M "$MNT/dax/s$b"
-    dax-probe fill "$MNT/dax/s$b" 0 2097152 $((50 + b)) || fail "fill s"
+    vufs-probe fill "$MNT/dax/s$b" 0 2097152 $((50 + b)) || fail "fill s"
     echo "VUFS-SUM $(sha256sum "$MNT/dax/s$b" | cut -d' ' -f1) dax/s$b"
 }
 
@@ -151,9 +162,17 @@ fi
 
 round 1
 if [ "$REBOOT" = 1 ]; then
-    echo "== boot 1: crash reboot with mappings live and I/O running"
-    remount dax=always
-    fio --name=busy --filename="$MNT/dax/busy" --size=32M --bs=4k --rw=randrw --time_based \
+    # QEMU 11.1 (11.1.3) crashes (a NULL dereference in a vCPU thread as the
+    # new driver starts the device) when the guest is reset with window
+    # mappings live: it drops them with the reset without telling its vhost
+    # memory listener. Reboots without live mappings pass, and the daemon's
+    # side of a reset with live mappings is tested through the in-tree frontend
+    # (dax-window: test_reset_with_live_mappings). So the mappings go first
+    # (the unmount removes them; dax=never keeps new ones from coming), then the
+    # crash with I/O running.
+    echo "== boot 1: crash reboot with I/O running"
+    remount dax=never || exit 1
+    fio --name=busy --filename="$MNT/dax/busy" --size=8M --bs=4k --rw=randrw --time_based \
         --runtime=60 --eta=never --output=/dev/null 2>/dev/null &
     sleep 3
     [ $fails = 0 ] || { echo "dax.sh: $fails failure(s) before the reboot"; exit $fails; }

@@ -1,19 +1,22 @@
 /* SPDX-License-Identifier: GPL-2.0-or-later */
 /*
- * dax-probe: the guest side of the DAX checks that fio cannot do. Built static
- * and put in the guest's initramfs; each command prints one line and exits 0 on
- * success, 1 on a mismatch or error.
+ * vufs-probe: the guest side of the checks that fio and busybox cannot do (DAX
+ * mappings, flock). Built static and put in the guest's initramfs; each command
+ * prints one line and exits 0 on success, 1 on a mismatch or error.
  *
- *   dax-probe fill FILE OFF LEN SEED     MAP_SHARED store of a pattern, msync
- *   dax-probe check FILE OFF LEN SEED    the pattern read through a mapping
- *   dax-probe dio-write SRC DST LEN      O_DIRECT write of DST from a buffer that
+ *   vufs-probe fill FILE OFF LEN SEED     MAP_SHARED store of a pattern, msync
+ *   vufs-probe check FILE OFF LEN SEED    the pattern read through a mapping
+ *   vufs-probe dio-write SRC DST LEN      O_DIRECT write of DST from a buffer that
  *                                        is SRC's shared mapping
- *   dax-probe dio-read SRC DST LEN       O_DIRECT read of DST into SRC's shared
+ *   vufs-probe dio-read SRC DST LEN       O_DIRECT read of DST into SRC's shared
  *                                        mapping, then msync
- *   dax-probe unlink-mapped FILE LEN SEED  map, unlink, check the mapping, unmap
- *   dax-probe truncate-mapped FILE LEN SEED  map, truncate to half, read the first
+ *   vufs-probe unlink-mapped FILE LEN SEED  map, unlink, check the mapping, unmap
+ *   vufs-probe truncate-mapped FILE LEN SEED  map, truncate to half, read the first
  *                                        half (the second would be SIGBUS)
- *   dax-probe is-dax FILE                statx STATX_ATTR_DAX: prints dax or plain
+ *   vufs-probe is-dax FILE                statx STATX_ATTR_DAX: prints dax or plain
+ *   vufs-probe hold FILE SECONDS          takes an exclusive flock and keeps it
+ *   vufs-probe trylock FILE               an exclusive flock without waiting: 0 if
+ *                                        taken, 1 if someone holds it
  *
  * The pattern of byte i at file offset o is (o * 131 + o / 4096 + SEED) & 0xff, so
  * a block written to the wrong place or stale data never matches.
@@ -25,6 +28,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/file.h>
 #include <sys/mman.h>
 #include <sys/stat.h>
 #include <unistd.h>
@@ -40,7 +44,7 @@ static uint8_t pat(uint64_t off, unsigned seed)
 
 static int die(const char *what)
 {
-    printf("dax-probe: %s: %s\n", what, strerror(errno));
+    printf("vufs-probe: %s: %s\n", what, strerror(errno));
     return 1;
 }
 
@@ -63,7 +67,7 @@ static int check_buf(const uint8_t *p, uint64_t off, uint64_t len, unsigned seed
 {
     for (uint64_t i = 0; i < len; i++)
         if (p[i] != pat(off + i, seed)) {
-            printf("dax-probe: %s: byte %llu is %u, not %u\n", what,
+            printf("vufs-probe: %s: byte %llu is %u, not %u\n", what,
                    (unsigned long long)(off + i), p[i], pat(off + i, seed));
             return 1;
         }
@@ -84,7 +88,7 @@ static int fill(const char *path, uint64_t off, uint64_t len, unsigned seed)
     if (fsync(fd) < 0)
         return die("fsync");
     close(fd);
-    printf("dax-probe: filled %s [%llu, +%llu)\n", path, (unsigned long long)off,
+    printf("vufs-probe: filled %s [%llu, +%llu)\n", path, (unsigned long long)off,
            (unsigned long long)len);
     return 0;
 }
@@ -99,7 +103,7 @@ static int check(const char *path, uint64_t off, uint64_t len, unsigned seed)
     munmap(p, len);
     close(fd);
     if (!r)
-        printf("dax-probe: %s [%llu, +%llu) matches\n", path, (unsigned long long)off,
+        printf("vufs-probe: %s [%llu, +%llu) matches\n", path, (unsigned long long)off,
                (unsigned long long)len);
     return r;
 }
@@ -116,7 +120,7 @@ static int dio(const char *src, const char *dst, uint64_t len, int write_dst)
         return die("open O_DIRECT");
     ssize_t n = write_dst ? pwrite(dfd, buf, len, 0) : pread(dfd, buf, len, 0);
     if (n != (ssize_t)len) {
-        printf("dax-probe: O_DIRECT %s of %llu bytes: %zd (%s)\n", write_dst ? "write" : "read",
+        printf("vufs-probe: O_DIRECT %s of %llu bytes: %zd (%s)\n", write_dst ? "write" : "read",
                (unsigned long long)len, n, n < 0 ? strerror(errno) : "short");
         return 1;
     }
@@ -125,7 +129,7 @@ static int dio(const char *src, const char *dst, uint64_t len, int write_dst)
     close(dfd);
     munmap(buf, len);
     close(sfd);
-    printf("dax-probe: O_DIRECT %s %s with %s's mapping as the buffer: %llu bytes\n",
+    printf("vufs-probe: O_DIRECT %s %s with %s's mapping as the buffer: %llu bytes\n",
            write_dst ? "wrote" : "read", dst, src, (unsigned long long)len);
     return 0;
 }
@@ -144,7 +148,7 @@ static int unlink_mapped(const char *path, uint64_t len, unsigned seed)
     munmap(p, len);
     close(fd);
     if (!r)
-        printf("dax-probe: unlinked %s, its mapping still read right\n", path);
+        printf("vufs-probe: unlinked %s, its mapping still read right\n", path);
     return r;
 }
 
@@ -163,12 +167,12 @@ static int truncate_mapped(const char *path, uint64_t len, unsigned seed)
         return die("fstat");
     close(fd);
     if ((uint64_t)st.st_size != len / 2) {
-        printf("dax-probe: size %lld after truncating to %llu\n", (long long)st.st_size,
+        printf("vufs-probe: size %lld after truncating to %llu\n", (long long)st.st_size,
                (unsigned long long)(len / 2));
         return 1;
     }
     if (!r)
-        printf("dax-probe: truncated %s to %llu while mapped, the rest reads right\n", path,
+        printf("vufs-probe: truncated %s to %llu while mapped, the rest reads right\n", path,
                (unsigned long long)(len / 2));
     return r;
 }
@@ -186,8 +190,37 @@ static int is_dax(const char *path)
     return 0;
 }
 
+static int hold(const char *path, unsigned seconds)
+{
+    int fd = open(path, O_RDONLY);
+    if (fd < 0 || flock(fd, LOCK_EX) < 0)
+        return die("flock");
+    printf("vufs-probe: holding an exclusive flock on %s\n", path);
+    fflush(stdout);
+    sleep(seconds);
+    return 0;
+}
+
+static int trylock(const char *path)
+{
+    int fd = open(path, O_RDONLY);
+    if (fd < 0)
+        return die("open");
+    if (flock(fd, LOCK_EX | LOCK_NB) < 0) {
+        printf("vufs-probe: %s is locked: %s\n", path, strerror(errno));
+        return 1;
+    }
+    printf("vufs-probe: took the flock on %s\n", path);
+    close(fd);
+    return 0;
+}
+
 int main(int argc, char **argv)
 {
+    if (argc >= 4 && !strcmp(argv[1], "hold"))
+        return hold(argv[2], (unsigned)atoi(argv[3]));
+    if (argc >= 3 && !strcmp(argv[1], "trylock"))
+        return trylock(argv[2]);
     if (argc >= 6 && !strcmp(argv[1], "fill"))
         return fill(argv[2], strtoull(argv[3], NULL, 0), strtoull(argv[4], NULL, 0),
                     (unsigned)atoi(argv[5]));
@@ -204,6 +237,6 @@ int main(int argc, char **argv)
         return truncate_mapped(argv[2], strtoull(argv[3], NULL, 0), (unsigned)atoi(argv[4]));
     if (argc >= 3 && !strcmp(argv[1], "is-dax"))
         return is_dax(argv[2]);
-    fprintf(stderr, "usage: see the comment at the top of dax_probe.c\n");
+    fprintf(stderr, "usage: see the comment at the top of tests/guest/tools/probe.c\n");
     return 2;
 }

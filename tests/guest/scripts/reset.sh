@@ -1,0 +1,62 @@
+#!/bin/sh
+# SPDX-License-Identifier: GPL-2.0-or-later
+#
+# Guest script: a device reset with the share mounted, as a crashed guest's
+# reboot, a kexec or a driver rebind do it (no FUSE_DESTROY reaches the daemon).
+# The guest writes a file, holds a flock on it and keeps it open, then removes
+# the virtio-fs PCI function and rescans the bus: the new driver instance must
+# mount again and serve (the daemon ends the old session, which it did not:
+# every operation on the new mount failed with ECONNREFUSED). The old session's
+# lock must be gone (a non-blocking flock from the new mount succeeds), and the
+# file written before the reset reads back. Twice, then a final write the host
+# checks.
+MNT=$1
+fails=0
+fail() { echo "FAIL: $*"; fails=$((fails + 1)); }
+
+pci_of_virtiofs() {
+    for d in /sys/bus/virtio/drivers/virtiofs/virtio*; do
+        [ -e "$d" ] || continue
+        basename "$(dirname "$(readlink -f "$d")")"
+    done | head -n 1
+}
+
+echo "before the reset" > "$MNT/a"
+sync
+cur=$MNT
+for round in 1 2; do
+    # Hold a lock (and so an open file) of the old session across the reset.
+    vufs-probe hold "$cur/a" 600 &
+    holder=$!
+    sleep 1
+    vufs-probe trylock "$cur/a" > /dev/null && fail "the lock held before reset $round is not held"
+    pci=$(pci_of_virtiofs)
+    [ -n "$pci" ] || { fail "no virtio-fs PCI device"; break; }
+    echo "round $round: removing $pci with $cur mounted and a lock held"
+    echo 1 > "/sys/bus/pci/devices/$pci/remove" || fail "PCI remove"
+    sleep 1
+    echo 1 > /sys/bus/pci/rescan || fail "PCI rescan"
+    n=0
+    while [ -z "$(pci_of_virtiofs)" ] && [ $n -lt 50 ]; do sleep 0.2; n=$((n + 1)); done
+    new=/mnt-r$round
+    mkdir -p "$new"
+    if ! mount -t virtiofs myfs "$new" 2> /tmp/mount.err; then
+        fail "mount after reset $round: $(cat /tmp/mount.err)"
+        break
+    fi
+    got=$(cat "$new/a" 2>&1) || fail "read after reset $round: $got"
+    [ "$got" = "before the reset" ] || fail "after reset $round the file reads '$got'"
+    ls "$new" > /dev/null || fail "ls after reset $round"
+    # The old session's flock was released on the host.
+    vufs-probe trylock "$new/a" || fail "the old session's lock survived reset $round"
+    echo "round $round: the new mount serves: $(ls "$new" | tr '\n' ' ')"
+    kill $holder 2>/dev/null
+    cur=$new
+done
+echo "after the resets" > "$cur/b" || fail "write after the resets"
+sync
+echo "VUFS-SUM $(sha256sum "$cur/b" | cut -d' ' -f1) b"
+echo "VUFS-SUM $(sha256sum "$cur/a" | cut -d' ' -f1) a"
+umount "$cur" 2>/dev/null
+echo "reset.sh: $fails failure(s)"
+exit $fails
