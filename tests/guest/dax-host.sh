@@ -15,7 +15,7 @@ set -uo pipefail
 here=$(cd "$(dirname "$0")" && pwd)
 vufsd=$1 probe=$2
 shift 2
-window=32 reboot=1
+window=8 reboot=1
 while [ $# -gt 0 ]; do
     case "$1" in
     --window) window=$2; shift 2 ;;
@@ -55,7 +55,8 @@ args=(--qemu 11.1 --vdev generic --rundir "$rundir" --dir "$dir" --keep
       --backend "$vufsd --socket-path {socket} --shared-dir {dir} --tag myfs \
 --dax-window ${window}M --stats-file $stats --log-level info"
       --script "$here/scripts/dax.sh" --file "$probe:/bin/vufs-probe"
-      --set "WINDOW_MB=$window" --set "REBOOT=$reboot" --min-sums 6 --timeout 1100)
+      --set "WINDOW_MB=$window" --set "REBOOT=$reboot" --min-sums $((3 + 3 * reboot))
+      --timeout 1100)
 [ $reboot = 1 ] && args+=(--allow-reboot)
 "$here/run-guest.sh" "${args[@]}" "$@"
 rc=$?

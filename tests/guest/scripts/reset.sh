@@ -9,10 +9,27 @@
 # every operation on the new mount failed with ECONNREFUSED). The old session's
 # lock must be gone (a non-blocking flock from the new mount succeeds), and the
 # file written before the reset reads back. Twice, then a final write the host
-# checks.
+# checks. With REBOOT=1, then a crash reboot with a lock held and a writer
+# running; the second boot mounts, reads, locks and passes fio --verify.
 MNT=$1
+REBOOT=0
+[ -f /run/settings ] && . /run/settings
 fails=0
 fail() { echo "FAIL: $*"; fails=$((fails + 1)); }
+
+# Boot 2 (after the crash reboot below): the share mounts (init did), what the
+# first boot wrote reads back, and fio writes and verifies a new file.
+if [ -e "$MNT/.rebooted" ]; then
+    echo "VUFS-GUEST-REBOOTED the share mounted after a crash reboot"
+    [ "$(cat "$MNT/b" 2>&1)" = "after the resets" ] || fail "b after the reboot: $(cat "$MNT/b" 2>&1)"
+    vufs-probe trylock "$MNT/a" || fail "a lock of the first boot survived the reboot"
+    fio --name=v --filename="$MNT/after-reboot" --size=16M --bs=4k --rw=randwrite \
+        --verify=crc32c --do_verify=1 --eta=never --output=/tmp/v.out 2>/tmp/v.err ||
+        { fail "fio verify after the reboot"; grep -m3 -E 'err|verify' /tmp/v.out /tmp/v.err; }
+    echo "VUFS-SUM $(sha256sum "$MNT/after-reboot" | cut -d' ' -f1) after-reboot"
+    echo "reset.sh: $fails failure(s) after the reboot"
+    exit $fails
+fi
 
 pci_of_virtiofs() {
     for d in /sys/bus/virtio/drivers/virtiofs/virtio*; do
@@ -57,6 +74,20 @@ echo "after the resets" > "$cur/b" || fail "write after the resets"
 sync
 echo "VUFS-SUM $(sha256sum "$cur/b" | cut -d' ' -f1) b"
 echo "VUFS-SUM $(sha256sum "$cur/a" | cut -d' ' -f1) a"
+if [ "$REBOOT" = 1 ] && [ $fails = 0 ]; then
+    # A crash with the share mounted, a lock held and a writer running.
+    vufs-probe hold "$cur/a" 600 &
+    fio --name=busy --filename="$cur/busy" --size=16M --bs=4k --rw=randwrite --time_based \
+        --runtime=60 --eta=never --output=/dev/null 2>/dev/null &
+    sleep 3
+    : > "$cur/.rebooted"
+    sync
+    echo "crash reboot with a writer running"
+    echo b > /proc/sysrq-trigger
+    sleep 30
+    echo "the sysrq reboot did not happen"
+    exit 99
+fi
 umount "$cur" 2>/dev/null
 echo "reset.sh: $fails failure(s)"
 exit $fails

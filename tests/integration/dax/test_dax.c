@@ -741,6 +741,62 @@ static void test_status_reset_clears(void **state)
     stop(e);
 }
 
+/*
+ * A guest reset as QEMU 11.1's generic device shows it: every queue stopped
+ * (SET_VRING_ENABLE 0, GET_VRING_BASE), no RESET_DEVICE, no SET_STATUS; the VMM
+ * drops the window's mappings with the reset; the new driver's rings start at
+ * 0 and its first request is FUSE_INIT. The daemon forgets the old session's
+ * mappings without unmapping them (the frontend refuses an unmap of a mapping it
+ * does not have), and the same offsets map again.
+ */
+static void test_reset_with_live_mappings(void **state)
+{
+    struct opts o = { .daemon = "--dax-window 16M", .proto = VFE_DAX_SHMEM };
+    struct env *e = start(&o);
+    host_file(e, "f", 4 * MiB, 15);
+    host_file(e, "g", 4 * MiB, 16);
+    uint64_t f = lookup(e, "f", NULL);
+    assert_int_equal(vfe_fuse_setupmapping(e->fuse, f, NOFH, 0, 4 * MiB, RW, 0), 0);
+
+    vfe_fuse_free(e->fuse);
+    assert_int_equal(vfe_dev_stop(e->dev), 0);
+    vfe_dax_reset(e->dax);
+    for (unsigned i = 0; i < vfe_dev_nqueues(e->dev); i++)
+        vfe_vq_reset(vfe_dev_vq(e->dev, i), 0);
+    assert_int_equal(vfe_dev_start(e->dev), 0);
+    struct vfe_fuse_config fc = { .depth = 16, .timeout_ms = 20000, .pid = 77,
+                                  .init_flags = FUSE_MAP_ALIGNMENT | FUSE_HAS_INODE_DAX };
+    assert_int_equal(vfe_fuse_new(e->dev, &fc, &e->fuse), 0);
+    assert_int_equal(vfe_fuse_init(e->fuse, &e->init), 0); /* a new session, not EPROTO */
+    uint64_t g = lookup(e, "g", NULL);
+    assert_int_equal(vfe_fuse_setupmapping(e->fuse, g, NOFH, 0, 4 * MiB, RD, 0), 0);
+    assert_window_is_file(e, "g", 0, 0, 4 * MiB);
+    assert_no_rejects(e);
+    stop(e);
+}
+
+/* A VM pause (stop, then the same rings go on where they stopped): the session
+ * and its mappings stay, so the same request is a no-op the frontend never
+ * sees (it still has the mapping) and the bytes are still the file's. */
+static void test_pause_keeps_mappings(void **state)
+{
+    struct opts o = { .daemon = "--dax-window 16M", .proto = VFE_DAX_SHMEM };
+    struct env *e = start(&o);
+    host_file(e, "f", 2 * MiB, 17);
+    uint64_t f = lookup(e, "f", NULL);
+    assert_int_equal(vfe_fuse_setupmapping(e->fuse, f, NOFH, 0, 2 * MiB, RD, 0), 0);
+    struct vfe_dax_stats before, after;
+    vfe_dax_get_stats(e->dax, &before);
+    assert_int_equal(vfe_dev_stop(e->dev), 0);
+    assert_int_equal(vfe_dev_start(e->dev), 0);
+    assert_int_equal(vfe_fuse_setupmapping(e->fuse, f, NOFH, 0, 2 * MiB, RD, 0), 0);
+    vfe_dax_get_stats(e->dax, &after);
+    assert_int_equal(after.maps, before.maps);
+    assert_window_is_file(e, "f", 0, 0, 2 * MiB);
+    assert_no_rejects(e);
+    stop(e);
+}
+
 /* Waits up to 20 s until the log has at least n lines containing text. */
 static void wait_log(struct env *e, const char *text, int n)
 {
@@ -916,6 +972,8 @@ int main(int argc, char **argv)
         cmocka_unit_test(test_reset_clears),
         cmocka_unit_test(test_disconnect_clears),
         cmocka_unit_test(test_status_reset_clears),
+        cmocka_unit_test(test_reset_with_live_mappings),
+        cmocka_unit_test(test_pause_keeps_mappings),
         cmocka_unit_test(test_stats),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
