@@ -2,13 +2,16 @@
 # SPDX-License-Identifier: GPL-2.0-or-later
 #
 # vufsd in one command, with a real Linux guest: installs what is missing
-# (scripts/deps.sh), builds vufsd, fetches Debian's kernel and builds a small
-# initramfs (both cached in tests/guest/cache), starts vufsd on a demo directory
-# holding a file the host wrote, and boots the kernel under QEMU (TCG) with a
-# vhost-user-fs device served by vufsd. The guest mounts the share, lists it,
-# reads the host's file, writes one that the host then reads back, runs fio for
-# a few seconds and powers off; vufsd exits 0 when QEMU disconnects. Everything
-# it started is stopped and its temporary directory removed.
+# (scripts/deps.sh), builds vufsd, fetches Debian's kernel, builds a small
+# initramfs and prepares a Debian 13 root with QEMU 11.1 (all cached in
+# tests/guest/cache), starts vufsd with a DAX window on a demo directory holding
+# a file the host wrote, and boots the kernel under QEMU 11.1 (TCG) with the
+# generic vhost-user device, which carries the window. The guest shows the
+# window it found, mounts the share, lists it, reads the host's file, writes one
+# that the host then reads back, runs fio without the window and through it side
+# by side, and powers off; vufsd logs the window's statistics (SIGUSR1) and
+# exits 0 when QEMU disconnects. Everything it started is stopped and its
+# temporary directory removed.
 #
 #   scripts/demo.sh                 as root (re-runs itself with sudo otherwise)
 #   VUFS_NO_INSTALL=1               skip apt-get (the packages are already there)
@@ -48,7 +51,8 @@ step "2/6 building vufsd in $top/build; meanwhile the guest kernel and initramfs
 # (apt-get download on first use) and an initramfs with busybox, the virtio-fs
 # modules and fio, both cached in tests/guest/cache after the first run.
 guestlog=$(mktemp /tmp/vufsd-demo-guest.XXXXXX)
-setsid tests/guest/mkinitramfs.sh base > "$guestlog" 2>&1 < /dev/null &
+setsid bash -c 'tests/guest/mkinitramfs.sh base && tests/guest/trixie-root.sh' \
+    > "$guestlog" 2>&1 < /dev/null &
 guest_prep=$!
 buildlog=$(mktemp /tmp/vufsd-demo-build.XXXXXX)
 if [ ! -f build/build.ninja ]; then
@@ -60,7 +64,7 @@ rm -f "$buildlog"
 vufsd=$top/build/vufsd
 "$vufsd" --version
 
-step "3/6 guest kernel and initramfs"
+step "3/6 guest kernel, initramfs and QEMU 11.1 (a Debian 13 root)"
 prep_rc=0
 wait $guest_prep || prep_rc=$?
 guest_prep=
@@ -81,50 +85,36 @@ mkdir -p "$share/docs"
 echo "hello from the host ($(hostname), $(date -u '+%F %T UTC'))" > "$share/from-host.txt"
 cp README.md docs/vufsd.1 "$share/docs/"
 
-# DAX: a window is only useful if the VMM maps it. QEMU 7.2's vhost-user-fs-pci
-# has no cache-size property and never negotiates one, so the demo can only say
-# whether this vufsd would offer a window, not show the guest using it.
-dax_opt=
-"$vufsd" --dax-window=64M --shared-dir "$share" --socket-path "$work/dax-probe.sock" \
-    --sandbox none --log-level error > "$work/dax-probe.log" 2>&1 &
-probe=$!
-for _ in $(seq 40); do
-    [ -S "$work/dax-probe.sock" ] && break
-    kill -0 $probe 2> /dev/null || break
-    sleep 0.05
-done
-if [ -S "$work/dax-probe.sock" ]; then
-    dax_opt=" --dax-window=64M"
-    kill -TERM $probe
-fi
-wait $probe 2> /dev/null || true
-rm -f "$work/dax-probe.sock" "$work/dax-probe.sock.pid"
-
-step "4/6 vufsd serves $share; QEMU boots Linux $kver (TCG) with a vhost-user-fs device"
-if [ -n "$dax_opt" ]; then
-    echo "DAX: vufsd offers a 64 MiB window, but QEMU 7.2's vhost-user-fs-pci has no cache-size"
-    echo "     property and never maps one: the guest's driver finds no window (its dmesg below)"
-    echo "     and all data moves through the virtqueues."
-else
-    echo "DAX: not shown. This vufsd refuses --dax-window:"
-    sed -n 's/^.* error: /       /p' "$work/dax-probe.log" | head -n 1
-    echo "     and QEMU 7.2's vhost-user-fs-pci could not map a window anyway (no cache-size property)."
-fi
-cmd="$vufsd --socket-path {socket} --shared-dir {dir} --cache auto$dax_opt"
+step "4/6 vufsd serves $share with a 64 MiB DAX window; QEMU 11.1 boots Linux $kver (TCG)"
+echo "QEMU 11.1 carries a vhost-user backend's window on its generic device:"
+echo "  -device vhost-user-test-device-pci,chardev=vfs,virtio-id=26,num_vqs=2,config_size=40,vq_size=1024"
+cmd="$vufsd --socket-path {socket} --shared-dir {dir} --cache auto --tag myfs --dax-window=64M"
 echo "\$ ${cmd//\{dir\}/$share}"
 echo "guest output:"
+# When the guest asks, the window's statistics: SIGUSR1 makes vufsd log them.
+(
+    for _ in $(seq 1700); do
+        grep -q VUFS-DEMO-STATS "$work/run/output.log" 2> /dev/null && break
+        sleep 0.1
+    done
+    kill -USR1 "$(cat "$work/run/vhost.sock.pid" 2> /dev/null)" 2> /dev/null
+) &
+watcher=$!
 rc=0
-tests/guest/run-guest.sh --backend "$cmd" --dir "$share" --rundir "$work/run" \
-    --script tests/guest/scripts/demo.sh --set "FIO_SECONDS=${VUFS_DEMO_FIO_SECONDS:-3}" \
+tests/guest/run-guest.sh --qemu 11.1 --vdev generic --backend "$cmd" --dir "$share" \
+    --rundir "$work/run" --script tests/guest/scripts/demo.sh --set DAX=1 \
+    --set "FIO_SECONDS=${VUFS_DEMO_FIO_SECONDS:-3}" \
     --min-sums 1 --expect-exit0 --live --timeout 170 2>&1 |
-    sed -u '/^run-guest: guest started/d' || rc=$?
+    sed -u '/^run-guest: guest started/d; /VUFS-DEMO-STATS/d' || rc=$?
+kill "$watcher" 2> /dev/null
+wait "$watcher" 2> /dev/null
 [ $rc = 0 ] || exit 1
 
 step "5/6 back on the host: the file the guest wrote"
 echo "\$ cat $share/from-guest.txt"
 cat "$share/from-guest.txt"
 echo
-echo "what vufsd logged:"
+echo "what vufsd logged (the DAX statistics are the JSON line SIGUSR1 asked for):"
 sed 's/^/  vufsd | /' "$work/run/backend.log"
 
 step "6/6 shutting down"

@@ -14,8 +14,11 @@ packages=(
     libglib2.0-dev libfuse3-dev fuse3 libcap-ng-dev libseccomp-dev libcmocka-dev
     # fuzzing (libFuzzer) and sanitizers with clang
     clang-14 libclang-rt-14-dev
-    # real-guest tests and the peer we measure against (/usr/lib/qemu/virtiofsd)
-    qemu-system-x86 qemu-system-common busybox-static fio xz-utils
+    # real-guest tests and the peer we measure against (/usr/lib/qemu/virtiofsd);
+    # debootstrap makes the Debian 13 root with QEMU 11.1, the Rust virtiofsd and
+    # Linux 6.12 (tests/guest/trixie-root.sh); libc6-dev's static libc builds the
+    # guest's tool (tests/guest/tools/probe.c); zstd unpacks the 6.12 kernel
+    qemu-system-x86 qemu-system-common busybox-static fio xz-utils debootstrap libc6-dev zstd
     # tools the scripts use
     python3 procps util-linux man-db groff-base
 )
