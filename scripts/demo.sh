@@ -106,8 +106,8 @@ tests/guest/run-guest.sh --qemu 11.1 --vdev generic --backend "$cmd" --dir "$sha
     --set "FIO_SECONDS=${VUFS_DEMO_FIO_SECONDS:-3}" \
     --min-sums 1 --expect-exit0 --live --timeout 170 2>&1 |
     sed -u '/^run-guest: guest started/d; /VUFS-DEMO-STATS/d' || rc=$?
-kill "$watcher" 2> /dev/null
-wait "$watcher" 2> /dev/null
+kill "$watcher" 2> /dev/null || true
+wait "$watcher" 2> /dev/null || true
 [ $rc = 0 ] || exit 1
 
 step "5/6 back on the host: the file the guest wrote"

@@ -18,8 +18,8 @@ DAX=0
 
 echo "Linux $(uname -r) is up; $(grep " $MNT " /proc/mounts | cut -d' ' -f1-3)"
 echo
-echo "\$ dmesg | grep -i dax    # what the guest's virtio-fs driver found of a DAX window"
-dmesg | grep -i dax || echo "(no DAX message: the device offers no window)"
+echo "\$ dmesg | grep -i -e 'cache len' -e dax    # the DAX window the virtio-fs driver found"
+dmesg | grep -i -e 'cache len' -e dax || echo "(no DAX message: the device offers no window)"
 echo
 echo "\$ ls -l $MNT"
 ls -l "$MNT" || exit 1
