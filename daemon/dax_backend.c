@@ -109,7 +109,8 @@ static bool vdax_region_free(struct vdax *x)
  * on the map's reply alone lets the guest read the range before it is there
  * (zeros: fio found blocks that were on the host read back as zeros, about one
  * run in two under reclaim), so the map is complete when its region has come.
- * A frontend that sends none (the first map's wait runs out) is not waited for.
+ * A frontend that sends none (it never sent an ADD_MEM_REG, or the first map's
+ * wait runs out) is not waited for.
  */
 #define VDAX_REGION_FIRST_WAIT_MS 500
 #define VDAX_REGION_WAIT_MS       5000
@@ -121,6 +122,10 @@ static int vdax_shmem_map_locked(struct vdax *x, int fd, uint64_t foffset, uint6
     if (!dev || !vdax_region_free(x))
         return dev ? -ENOSPC : -ENOTCONN;
     unsigned adds = vdev_mem_adds(dev);
+    /* A frontend that never added a region one by one (it sends whole tables)
+     * does not report mappings as regions either: nothing to wait for. */
+    if (x->reports_regions == 0 && adds == 0)
+        x->reports_regions = -1;
     int ret = vdax_map_fd(x, fd, foffset, moffset, len, writable);
     if (ret < 0 || x->reports_regions < 0)
         return ret;

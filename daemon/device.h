@@ -162,7 +162,7 @@ struct vufsd_dev {
     pthread_mutex_t mem_lock;
     struct vmem_table *mem; /* protected by mem_lock; never NULL */
     unsigned mem_gen;       /* protected by mem_lock; bumped on every swap */
-    unsigned mem_adds;      /* protected by mem_lock; regions added (vdev_mem_added) */
+    unsigned mem_adds;      /* protected by mem_lock; ADD_MEM_REGs (vdev_mem_added) */
     pthread_cond_t mem_added; /* with mem_lock: mem_adds changed */
 
     pthread_mutex_t backend_lock;
@@ -187,7 +187,7 @@ bool vdev_has_protocol_feature(const struct vufsd_dev *dev, unsigned bit);
 void vdev_mem_swap(struct vufsd_dev *dev, struct vmem_table *t);
 /* A new reference to the current table. */
 struct vmem_table *vdev_mem_get(struct vufsd_dev *dev, unsigned *gen);
-/* The frontend added guest memory (ADD_MEM_REG, SET_MEM_TABLE): wakes waiters. */
+/* The frontend added a guest memory region (ADD_MEM_REG): wakes waiters. */
 void vdev_mem_added(struct vufsd_dev *dev);
 /* How many additions so far (the value to give vdev_mem_wait_added). */
 unsigned vdev_mem_adds(struct vufsd_dev *dev);

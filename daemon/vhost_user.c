@@ -211,7 +211,6 @@ static int vu_set_mem_table(struct vufsd_dev *dev, struct vu_msg *m, int *fds, i
     }
     vu_log_table(t, true);
     vdev_mem_swap(dev, t);
-    vdev_mem_added(dev);
     return 0;
 }
 

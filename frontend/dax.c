@@ -54,6 +54,7 @@ struct vfe_dax {
     struct vfe_dax_map *maps; /* sorted by off, disjoint; protected by lock */
     size_t nmaps, cap;        /* protected by lock */
     struct vfe_dax_stats st;  /* protected by lock */
+    bool past_eof;            /* vfe_dax_allow_past_eof; protected by lock */
 };
 
 struct vfe_dax_shmem_msg {
@@ -108,6 +109,13 @@ void *vfe_dax_window(const struct vfe_dax *x)
 uint64_t vfe_dax_size(const struct vfe_dax *x)
 {
     return x->size;
+}
+
+void vfe_dax_allow_past_eof(struct vfe_dax *x, bool allow)
+{
+    pthread_mutex_lock(&x->lock);
+    x->past_eof = allow;
+    pthread_mutex_unlock(&x->lock);
 }
 
 void vfe_dax_get_stats(struct vfe_dax *x, struct vfe_dax_stats *st)
@@ -204,8 +212,9 @@ static int shmem_locked(struct vfe_dax *x, const struct vfe_msg *m, const int *f
         if (overlaps_locked(x, s.shm_offset, s.len))
             return -EEXIST; /* mainline: no mapping over a mapping */
         struct stat st;
-        if (fstat(fds[0], &st) < 0 || st.st_size <= 0 || s.fd_offset > (uint64_t)st.st_size ||
-            s.len > (uint64_t)st.st_size - s.fd_offset)
+        if (!x->past_eof && (fstat(fds[0], &st) < 0 || st.st_size <= 0 ||
+                             s.fd_offset > (uint64_t)st.st_size ||
+                             s.len > (uint64_t)st.st_size - s.fd_offset))
             return -EINVAL; /* QEMU: "backing store size ... is too small" */
         int r = map_fd(x, fds[0], s.fd_offset, s.shm_offset, s.len, PROT_READ | PROT_WRITE);
         if (r < 0)

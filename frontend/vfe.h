@@ -593,6 +593,9 @@ int vfe_dax_new(uint64_t size, enum vfe_dax_proto proto, struct vfe_dax **out);
 void vfe_dax_free(struct vfe_dax *x);
 void *vfe_dax_window(const struct vfe_dax *x);
 uint64_t vfe_dax_size(const struct vfe_dax *x);
+/* Shmem protocol: also map ranges past the end of their file (a VMM that allows
+ * it; QEMU 11.1 does not, and neither does a new window). */
+void vfe_dax_allow_past_eof(struct vfe_dax *x, bool allow);
 /* A vfe_backend_req_fn: 0 (success) or 1 (refused). */
 uint64_t vfe_dax_handle(void *opaque, const struct vfe_msg *m, const int *fds, unsigned nfds);
 /* Is all of [off, off+len) mapped right now? */

@@ -181,6 +181,8 @@ static struct fix *mk(unsigned nranges, enum vfe_daxguest_model model, enum vfe_
     for (unsigned i = 0; i < MAX_FILES; i++)
         x->k.fd[i] = -1;
     assert_int_equal(vfe_dax_new(nranges * R, VFE_DAX_SHMEM, &x->k.x), 0);
+    /* The guest model maps the last range of a file past its end, as Linux does. */
+    vfe_dax_allow_past_eof(x->k.x, true);
     struct vfe_daxguest_config cfg = {.model = model,
                                       .bg = bg,
                                       .window = vfe_dax_window(x->k.x),
