@@ -22,8 +22,9 @@
  *         |                      |         RESET_OWNER / RESET_DEVICE stays OWNED:
  *         |                      |         queues stopped and reset, fs reset,
  *         |                      |         virtio features and status cleared;
- *         |                      |         the protocol features and the backend
- *         |                      |         channel kept (QEMU does not resend them)
+ *         |                      |         the protocol features, the backend
+ *         |                      |         channel and the memory table kept
+ *         |                      |         (QEMU does not resend them)
  *         +----------+-----------+
  *                    | disconnect / SIGTERM: every queue stopped, in-flight
  *                    v requests completed, fds closed, fs reset
@@ -179,7 +180,7 @@ void vdev_free(struct vufsd_dev *dev);
 /* NEW -> OWNED (SET_OWNER; repeated SET_OWNER is tolerated); false: back to NEW. */
 void vdev_set_owned(struct vufsd_dev *dev, bool owned);
 /* RESET_OWNER / RESET_DEVICE: queues stopped and reset, fs reset; stays OWNED with
- * its protocol features and backend channel (see the lifecycle above). */
+ * its protocol features, backend channel and memory table (see the lifecycle above). */
 void vdev_reset(struct vufsd_dev *dev);
 bool vdev_has_feature(const struct vufsd_dev *dev, unsigned bit);
 bool vdev_has_protocol_feature(const struct vufsd_dev *dev, unsigned bit);

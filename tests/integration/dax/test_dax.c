@@ -696,6 +696,16 @@ static void test_forget_unmaps(void **state)
     teardown(e); /* no request after DESTROY but INIT */
 }
 
+/* The driver after a reset: the device started again, a new FUSE client, INIT. */
+static void new_driver(struct env *e)
+{
+    assert_int_equal(vfe_dev_start(e->dev), 0);
+    struct vfe_fuse_config fc = { .depth = 16, .timeout_ms = 20000, .pid = 77,
+                                  .init_flags = FUSE_MAP_ALIGNMENT | FUSE_HAS_INODE_DAX };
+    assert_int_equal(vfe_fuse_new(e->dev, &fc, &e->fuse), 0);
+    assert_int_equal(vfe_fuse_init(e->fuse, &e->init), 0);
+}
+
 /* A device reset clears the table: the frontend dropped its maps, and the same
  * offsets map again on the restarted device. */
 static void test_reset_clears(void **state)
@@ -709,11 +719,7 @@ static void test_reset_clears(void **state)
     vfe_fuse_free(e->fuse);
     assert_int_equal(vfe_dev_reset(e->dev), 0);
     vfe_dax_reset(e->dax); /* what the VMM does with its window on reset */
-    assert_int_equal(vfe_dev_start(e->dev), 0);
-    struct vfe_fuse_config fc = { .depth = 16, .timeout_ms = 20000, .pid = 77,
-                                  .init_flags = FUSE_MAP_ALIGNMENT | FUSE_HAS_INODE_DAX };
-    assert_int_equal(vfe_fuse_new(e->dev, &fc, &e->fuse), 0);
-    assert_int_equal(vfe_fuse_init(e->fuse, &e->init), 0);
+    new_driver(e);
     assert_int_equal(e->init.map_alignment, 12);
     f = lookup(e, "f", NULL);
     assert_int_equal(vfe_fuse_setupmapping(e->fuse, f, NOFH, 0, 4 * MiB, RD, 0), 0);
@@ -763,11 +769,7 @@ static void test_reset_with_live_mappings(void **state)
     vfe_dax_reset(e->dax);
     for (unsigned i = 0; i < vfe_dev_nqueues(e->dev); i++)
         vfe_vq_reset(vfe_dev_vq(e->dev, i), 0);
-    assert_int_equal(vfe_dev_start(e->dev), 0);
-    struct vfe_fuse_config fc = { .depth = 16, .timeout_ms = 20000, .pid = 77,
-                                  .init_flags = FUSE_MAP_ALIGNMENT | FUSE_HAS_INODE_DAX };
-    assert_int_equal(vfe_fuse_new(e->dev, &fc, &e->fuse), 0);
-    assert_int_equal(vfe_fuse_init(e->fuse, &e->init), 0); /* a new session, not EPROTO */
+    new_driver(e); /* its FUSE_INIT starts a new session, not EPROTO */
     uint64_t g = lookup(e, "g", NULL);
     assert_int_equal(vfe_fuse_setupmapping(e->fuse, g, NOFH, 0, 4 * MiB, RD, 0), 0);
     assert_window_is_file(e, "g", 0, 0, 4 * MiB);
