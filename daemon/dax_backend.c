@@ -206,19 +206,6 @@ static bool vdax_usable(void *ctx)
 
 /* ---- Life cycle ----------------------------------------------------------------------- */
 
-static enum dax_policy vdax_policy(enum vufsd_dax_policy p)
-{
-    switch (p) {
-    case VUFSD_DAX_NEVER:
-        return DAX_POLICY_NEVER;
-    case VUFSD_DAX_ALWAYS:
-        return DAX_POLICY_ALWAYS;
-    case VUFSD_DAX_AUTO:
-    default:
-        return DAX_POLICY_AUTO;
-    }
-}
-
 int vdax_new(const struct vufsd_config *cfg, struct pt_fs *fs, struct vdax **out)
 {
     struct vdax *x = calloc(1, sizeof(*x));
@@ -228,7 +215,7 @@ int vdax_new(const struct vufsd_config *cfg, struct pt_fs *fs, struct vdax **out
     struct dax_config dc = {
         .window_size = cfg->dax_window,
         .page_size = page > 0 ? (uint64_t)page : 4096,
-        .policy = vdax_policy(cfg->dax_policy),
+        .policy = cfg->dax_policy,
     };
     x->legacy = cfg->dax_protocol == VUFSD_DAX_PROTO_LEGACY;
     pthread_mutex_init(&x->map_lock, NULL);

@@ -91,6 +91,7 @@ void dax_window_free(struct dax_window *w);
 uint64_t dax_window_size(const struct dax_window *w);
 /* log2 of the page size: FUSE_INIT's map_alignment (12 for 4 KiB pages). */
 unsigned dax_window_map_alignment(const struct dax_window *w);
+enum dax_policy dax_window_policy(const struct dax_window *w);
 unsigned dax_window_nslots(const struct dax_window *w);
 
 /*

@@ -378,6 +378,11 @@ unsigned dax_window_map_alignment(const struct dax_window *w)
     return (unsigned)__builtin_ctzll(w->page_size);
 }
 
+enum dax_policy dax_window_policy(const struct dax_window *w)
+{
+    return w->policy;
+}
+
 unsigned dax_window_nslots(const struct dax_window *w)
 {
     return w->nslots;
