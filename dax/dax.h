@@ -4,9 +4,9 @@
  *
  * Keeps the table of what the frontend has mapped into the DAX window (virtio
  * shared memory region 0), turns the guest's FUSE_SETUPMAPPING/REMOVEMAPPING into
- * exact map/unmap calls the frontend accepts, keeps recency and thrash statistics,
- * decides per file whether DAX pays (FUSE_ATTR_DAX), can place mappings itself with
- * LRU reclaim, and encodes the two frontend wire protocols.
+ * exact map/unmap calls the frontend accepts, keeps activity and thrash statistics,
+ * and decides per file whether DAX pays (FUSE_ATTR_DAX). Where mappings go is the
+ * guest's choice; the frontend's wire formats are the daemon's.
  *
  * It uses no other vufsd module and no glib. The frontend is reached only through
  * struct dax_ops, provided by the daemon (or by a unit test's fake frontend).
@@ -88,11 +88,9 @@ int dax_window_new(const struct dax_config *cfg, const struct dax_ops *ops, void
 /* The caller guarantees no other thread uses the window. Calls no callback. */
 void dax_window_free(struct dax_window *w);
 
-uint64_t dax_window_size(const struct dax_window *w);
 /* log2 of the page size: FUSE_INIT's map_alignment (12 for 4 KiB pages). */
 unsigned dax_window_map_alignment(const struct dax_window *w);
 enum dax_policy dax_window_policy(const struct dax_window *w);
-unsigned dax_window_nslots(const struct dax_window *w);
 
 /*
  * Frontend reset, FUSE_DESTROY or disconnect: forget every mapping without calling
@@ -152,21 +150,6 @@ int dax_remove_inode(struct dax_window *w, uint64_t key);
  */
 int dax_inode_forget(struct dax_window *w, uint64_t key);
 
-/* ---- Placement by the manager (the emulated recency-aware guest) ------------- */
-
-/*
- * Find or make a whole-slot mapping of the 2 MiB range of 'key' containing foffset,
- * writable if asked (upgrading a read-only one). Takes a free slot, else reclaims
- * the least recently used unpinned slots, up to a batch at a time. The slot comes
- * back PINNED: *moffset is its window offset; call dax_unpin() when done with it.
- * -ENOSPC when every slot is pinned, or a callback error.
- */
-int dax_place(struct dax_window *w, uint64_t key, uint64_t foffset, bool writable,
-              uint64_t *moffset);
-/* Pins taken here or by dax_place() keep a mapped slot from reclaim. */
-int dax_pin(struct dax_window *w, uint64_t moffset);   /* -EINVAL, -ENOENT (not mapped) */
-int dax_unpin(struct dax_window *w, uint64_t moffset); /* -EINVAL (not pinned) */
-
 /* ---- Statistics ------------------------------------------------------------------- */
 
 struct dax_inode_stats {
@@ -191,7 +174,7 @@ struct dax_window_stats {
     uint64_t slots_used;    /* occupancy: slots with at least one mapping or busy */
     uint64_t extents;
     uint64_t bytes_mapped;
-    uint64_t maps, upgrades, noops, unmaps, remaps, reclaims, ghost_hits;
+    uint64_t maps, upgrades, noops, unmaps, remaps, ghost_hits;
     uint64_t map_errors, unmap_errors;
     uint64_t map_lat_count, map_lat_sum_ns, map_lat_max_ns; /* around ops->map */
     uint64_t recent_maps, recent_ghost_hits;
@@ -202,7 +185,6 @@ struct dax_window_stats {
 };
 
 void dax_window_get_stats(struct dax_window *w, struct dax_window_stats *st);
-int dax_inode_get_stats(struct dax_window *w, uint64_t key, struct dax_inode_stats *st);
 
 /* One JSON object {"window": {...}, "inodes": [...]}, newline-terminated. 0/-errno. */
 int dax_stats_json(struct dax_window *w, FILE *f);
