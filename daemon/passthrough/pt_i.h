@@ -495,8 +495,6 @@ struct pt_fs {
 
     /* DAX (dax.c): the window, or NULL; set once by pt_fs_set_dax before serving */
     struct dax_window *dax;
-    bool (*dax_usable)(void *ctx);
-    void *dax_ctx;
     bool dax_qemu_rules;       /* the frontend maps as QEMU 11.1 (pt_fs_set_dax) */
     _Atomic bool dax_attr;     /* negotiated FUSE_HAS_INODE_DAX: FUSE_ATTR_DAX per file */
 
@@ -586,9 +584,8 @@ int pt_kill_suidgid(struct pt_fs *fs, struct pt_inode *i, int fd);
 void pt_dax_init(struct pt_fs *fs, struct fll_conn *conn);
 /* Sets FUSE_ATTR_DAX in a when the policy gives inode i the window. */
 void pt_dax_attr(struct pt_fs *fs, const struct pt_inode *i, struct fuse_attr *a);
-/* Inode nodeid was freed: its mappings are unmapped and its DAX state dropped (at
- * once, or when the window call running on this thread returns). Call with no
- * pt lock held. */
+/* Inode nodeid was freed: its mappings are unmapped and its DAX state dropped.
+ * Call with no pt lock held. */
 void pt_dax_inode_gone(struct pt_fs *fs, uint64_t nodeid);
 /* The same without frontend calls, for pt_itab_reset (the window was reset). */
 void pt_dax_inode_forget(struct pt_fs *fs, uint64_t nodeid);
