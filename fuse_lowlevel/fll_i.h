@@ -113,13 +113,35 @@ static inline size_t fll_out_room(const struct fll_req *r)
                ? r->out_size - sizeof(struct fuse_out_header)
                : 0;
 }
-/* Turns an int operation's result into the header-only reply (or async). */
+/*
+ * What fll makes of an operation's error: 0 or a negative errno stays; a
+ * positive value from an int operation (a filesystem bug, or FLL_ASYNC where it
+ * is not allowed) and anything below -4095 become -EIO. The one place that rule
+ * is written; every reply helper below and the dispatcher go through it.
+ */
+static inline int fll_op_err(long ret)
+{
+    return ret > 0 || ret < -4095 ? -EIO : (int)ret;
+}
+
+/*
+ * The reply tails of the decoders, each "the operation returned ret: send its
+ * error, or its result as the one reply". They return what a decoder returns
+ * (a negative errno for the dispatcher to send, or 0 when the reply is sent).
+ */
+/* A header-only reply (or FLL_ASYNC: the operation owns the request now). */
 int fll_reply_status(struct fll_req *r, int ret);
+/* A struct: size bytes of body (checked to fit before the operation ran). */
+int fll_reply_struct(struct fll_req *r, int ret, const void *body, size_t size);
+/* A count (WRITE, COPY_FILE_RANGE, an xattr's size): ret >= 0 bytes, at most
+ * max (more is a filesystem bug: EIO), as the 8-byte {u32 size, u32 padding}
+ * of fuse_write_out and fuse_getxattr_out. */
+int fll_reply_count(struct fll_req *r, ssize_t ret, uint64_t max);
 
 /*
  * A contiguous buffer of size bytes for a variable-sized reply body: the
  * client's own buffer when the bytes after the header sit in one iovec, else
- * a heap copy that fll_reply_buf() writes through the cursor. NULL on ENOMEM.
+ * a heap copy that fll_outbuf_reply() writes through the cursor. false on ENOMEM.
  */
 struct fll_outbuf {
     char *p;

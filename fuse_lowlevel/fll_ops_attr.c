@@ -26,16 +26,6 @@ _Static_assert(offsetof(struct fuse_statx_in, sx_mask) == 20, "fuse_statx_in lay
 _Static_assert(sizeof(struct fuse_statx_out) == 288, "fuse_statx_out layout");
 _Static_assert(offsetof(struct fuse_statx_out, stat) == 32, "fuse_statx_out layout");
 
-static int body_reply(struct fll_req *r, int ret, const void *body, size_t size)
-{
-    if (ret > 0)
-        ret = -EIO;
-    if (ret < 0)
-        return ret;
-    fll_reply_ok(r, body, size);
-    return 0;
-}
-
 FLL_DECODER(getattr)
 {
     struct fuse_getattr_in in;
@@ -44,7 +34,7 @@ FLL_DECODER(getattr)
         return -EIO;
     struct fuse_attr_out out = {0};
     int ret = fll_ops_of(r)->getattr(r, r->hdr.nodeid, &in, &out);
-    return body_reply(r, ret, &out, sizeof(out));
+    return fll_reply_struct(r, ret, &out, sizeof(out));
 }
 
 FLL_DECODER(setattr)
@@ -55,7 +45,7 @@ FLL_DECODER(setattr)
         return -EIO;
     struct fuse_attr_out out = {0};
     int ret = fll_ops_of(r)->setattr(r, r->hdr.nodeid, &in, &out);
-    return body_reply(r, ret, &out, sizeof(out));
+    return fll_reply_struct(r, ret, &out, sizeof(out));
 }
 
 FLL_DECODER(statx)
@@ -66,7 +56,7 @@ FLL_DECODER(statx)
         return -EIO;
     struct fuse_statx_out out = {0};
     int ret = fll_ops_of(r)->statx(r, r->hdr.nodeid, &in, &out);
-    return body_reply(r, ret, &out, sizeof(out));
+    return fll_reply_struct(r, ret, &out, sizeof(out));
 }
 
 FLL_DECODER(statfs)
@@ -75,7 +65,7 @@ FLL_DECODER(statfs)
         return -EIO;
     struct fuse_statfs_out out = {0};
     int ret = fll_ops_of(r)->statfs(r, r->hdr.nodeid, &out);
-    return body_reply(r, ret, &out, sizeof(out));
+    return fll_reply_struct(r, ret, &out, sizeof(out));
 }
 
 FLL_DECODER(access)
@@ -147,13 +137,9 @@ static int xattr_reply(struct fll_req *r, const char *name, uint32_t size, size_
             return -EIO;
         ret = name ? ops->getxattr(r, r->hdr.nodeid, name, NULL, 0)
                    : ops->listxattr(r, r->hdr.nodeid, NULL, 0);
-        if (ret < 0)
-            return ret < -4095 ? -EIO : (int)ret;
         if (ret > UINT32_MAX)
             return -E2BIG;
-        struct fuse_getxattr_out out = {.size = (uint32_t)ret};
-        fll_reply_ok(r, &out, sizeof(out));
-        return 0;
+        return fll_reply_count(r, ret, UINT32_MAX);
     }
 
     size_t room = fll_out_room(r);
@@ -167,7 +153,7 @@ static int xattr_reply(struct fll_req *r, const char *name, uint32_t size, size_
                : ops->listxattr(r, r->hdr.nodeid, ob.p, n);
     if (ret < 0 || (size_t)ret > n) {
         fll_outbuf_release(&ob);
-        return ret < 0 ? (ret < -4095 ? -EIO : (int)ret) : -ERANGE;
+        return ret < 0 ? fll_op_err(ret) : -ERANGE;
     }
     fll_outbuf_reply(r, &ob, (size_t)ret);
     return 0;
@@ -210,7 +196,7 @@ FLL_DECODER(opendir)
         return -EIO;
     struct fuse_open_out out = {0};
     int ret = fll_ops_of(r)->opendir(r, r->hdr.nodeid, &in, &out);
-    return body_reply(r, ret, &out, sizeof(out));
+    return fll_reply_struct(r, ret, &out, sizeof(out));
 }
 
 static int readdir_common(struct fll_req *r, struct fll_cursor *c, bool plus)
@@ -226,9 +212,7 @@ static int readdir_common(struct fll_req *r, struct fll_cursor *c, bool plus)
     if (!fll_outbuf_get(r, &ob, n))
         return -ENOMEM;
     struct fll_dirbuf db = {.buf = ob.p, .size = n, .len = 0, .plus = plus};
-    int ret = fll_ops_of(r)->readdir(r, r->hdr.nodeid, &in, &db);
-    if (ret > 0)
-        ret = -EIO;
+    int ret = fll_op_err(fll_ops_of(r)->readdir(r, r->hdr.nodeid, &in, &db));
     if (ret < 0 || db.len > n) {
         fll_outbuf_release(&ob);
         return ret < 0 ? ret : -EIO;

@@ -18,13 +18,7 @@ FLL_DECODER(open)
     if (!fll_out_fits(r, sizeof(struct fuse_open_out)))
         return -EIO;
     struct fuse_open_out out = {0};
-    int ret = fll_ops_of(r)->open(r, r->hdr.nodeid, &in, &out);
-    if (ret > 0)
-        ret = -EIO;
-    if (ret < 0)
-        return ret;
-    fll_reply_ok(r, &out, sizeof(out));
-    return 0;
+    return fll_reply_struct(r, fll_ops_of(r)->open(r, r->hdr.nodeid, &in, &out), &out, sizeof(out));
 }
 
 /*
@@ -51,7 +45,7 @@ FLL_DECODER(read)
         return cnt == -E2BIG ? -EINVAL : cnt;
     ssize_t ret = fll_ops_of(r)->read(r, r->hdr.nodeid, &in, iov, (unsigned)cnt);
     if (ret < 0)
-        return ret < -4095 ? -EIO : (int)ret;
+        return fll_op_err(ret);
     if ((size_t)ret > n)
         return -EIO; /* a filesystem bug: it claims more than it was given */
     fll_reply_inplace(r, (size_t)ret);
@@ -75,14 +69,8 @@ FLL_DECODER(write)
     int cnt = fll_cursor_iov(c, iov, FLL_IOV_MAX, in.size);
     if (cnt < 0)
         return -EINVAL;
-    ssize_t ret = fll_ops_of(r)->write(r, r->hdr.nodeid, &in, iov, (unsigned)cnt);
-    if (ret < 0)
-        return ret < -4095 ? -EIO : (int)ret;
-    if ((size_t)ret > in.size)
-        return -EIO;
-    struct fuse_write_out out = {.size = (uint32_t)ret};
-    fll_reply_ok(r, &out, sizeof(out));
-    return 0;
+    return fll_reply_count(r, fll_ops_of(r)->write(r, r->hdr.nodeid, &in, iov, (unsigned)cnt),
+                           in.size);
 }
 
 FLL_DECODER(release)
@@ -120,13 +108,7 @@ FLL_DECODER(lseek)
     if (!fll_out_fits(r, sizeof(struct fuse_lseek_out)))
         return -EIO;
     struct fuse_lseek_out out = {0};
-    int ret = fll_ops_of(r)->lseek(r, r->hdr.nodeid, &in, &out);
-    if (ret > 0)
-        ret = -EIO;
-    if (ret < 0)
-        return ret;
-    fll_reply_ok(r, &out, sizeof(out));
-    return 0;
+    return fll_reply_struct(r, fll_ops_of(r)->lseek(r, r->hdr.nodeid, &in, &out), &out, sizeof(out));
 }
 
 /*
@@ -142,14 +124,7 @@ FLL_DECODER(copy_file_range)
         in.len = max;
     if (!fll_out_fits(r, sizeof(struct fuse_write_out)))
         return -EIO;
-    ssize_t ret = fll_ops_of(r)->copy_file_range(r, r->hdr.nodeid, &in);
-    if (ret < 0)
-        return ret < -4095 ? -EIO : (int)ret;
-    if ((uint64_t)ret > in.len)
-        return -EIO;
-    struct fuse_write_out out = {.size = (uint32_t)ret};
-    fll_reply_ok(r, &out, sizeof(out));
-    return 0;
+    return fll_reply_count(r, fll_ops_of(r)->copy_file_range(r, r->hdr.nodeid, &in), in.len);
 }
 
 FLL_DECODER(getlk)
@@ -159,13 +134,7 @@ FLL_DECODER(getlk)
     if (!fll_out_fits(r, sizeof(struct fuse_lk_out)))
         return -EIO;
     struct fuse_lk_out out = {0};
-    int ret = fll_ops_of(r)->getlk(r, r->hdr.nodeid, &in, &out);
-    if (ret > 0)
-        ret = -EIO;
-    if (ret < 0)
-        return ret;
-    fll_reply_ok(r, &out, sizeof(out));
-    return 0;
+    return fll_reply_struct(r, fll_ops_of(r)->getlk(r, r->hdr.nodeid, &in, &out), &out, sizeof(out));
 }
 
 FLL_DECODER(setlk)

@@ -13,12 +13,7 @@
 
 static int entry_reply(struct fll_req *r, int ret, const struct fuse_entry_out *e)
 {
-    if (ret > 0)
-        ret = -EIO;
-    if (ret < 0)
-        return ret;
-    fll_reply_ok(r, e, sizeof(*e));
-    return 0;
+    return fll_reply_struct(r, ret, e, sizeof(*e));
 }
 
 FLL_DECODER(lookup)
@@ -215,8 +210,7 @@ static int create_common(struct fll_req *r, struct fll_cursor *c, bool tmpfile)
     create_fn fn = tmpfile ? fll_ops_of(r)->tmpfile : fll_ops_of(r)->create;
     ret = fn(r, r->hdr.nodeid, name, &in, &e, &o);
     fll_secctx_drop(r, &sb);
-    if (ret > 0)
-        ret = -EIO;
+    ret = fll_op_err(ret);
     if (ret < 0)
         return ret;
     fll_reply_ok2(r, &e, sizeof(e), &o, sizeof(o));

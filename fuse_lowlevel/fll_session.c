@@ -42,8 +42,7 @@ void fll_complete(struct fll_req *r, size_t out_len)
  */
 static void put_header(struct fll_req *r, struct fll_cursor *out, int err, size_t size)
 {
-    if (err > 0 || err < -4095)
-        err = -EIO;
+    assert(err == fll_op_err(err));
     struct fuse_out_header oh = {
         .len = (uint32_t)(sizeof(oh) + size),
         .error = err,
@@ -68,7 +67,7 @@ static void reply_err_i(struct fll_req *r, int err)
 
 void fll_reply_err(struct fll_req *r, int err)
 {
-    reply_err_i(r, err > 0 ? -EIO : err);
+    reply_err_i(r, fll_op_err(err));
 }
 
 void fll_reply_ok2(struct fll_req *r, const void *a, size_t asize, const void *b, size_t bsize)
@@ -104,13 +103,33 @@ int fll_reply_status(struct fll_req *r, int ret)
 {
     if (ret == FLL_ASYNC)
         return 0; /* the operation owns the request now */
-    if (ret > 0)
-        ret = -EIO;
+    return fll_reply_struct(r, ret, NULL, 0);
+}
+
+int fll_reply_struct(struct fll_req *r, int ret, const void *body, size_t size)
+{
+    ret = fll_op_err(ret);
     if (ret < 0)
         return ret;
-    fll_reply_ok(r, NULL, 0);
+    fll_reply_ok(r, body, size);
     return 0;
 }
+
+int fll_reply_count(struct fll_req *r, ssize_t ret, uint64_t max)
+{
+    if (ret < 0)
+        return fll_op_err(ret);
+    if ((uint64_t)ret > max)
+        return -EIO;
+    /* fuse_write_out and fuse_getxattr_out: the same 8 bytes. */
+    struct fuse_write_out out = {.size = (uint32_t)ret};
+    fll_reply_ok(r, &out, sizeof(out));
+    return 0;
+}
+
+_Static_assert(sizeof(struct fuse_write_out) == sizeof(struct fuse_getxattr_out) &&
+                   offsetof(struct fuse_getxattr_out, size) == offsetof(struct fuse_write_out, size),
+               "a count reply");
 
 bool fll_outbuf_get(struct fll_req *r, struct fll_outbuf *ob, size_t size)
 {
@@ -231,9 +250,7 @@ static int init_locked(struct fll_req *r, struct fll_cursor *c)
     };
     const struct fll_ops *ops = se->cfg.ops;
     if (ops->init) {
-        int ret = ops->init(se->cfg.fs, &conn);
-        if (ret > 0)
-            ret = -EIO;
+        int ret = fll_op_err(ops->init(se->cfg.fs, &conn));
         if (ret < 0)
             return ret;
     }
@@ -343,9 +360,7 @@ static int fll_do_interrupt(struct fll_req *r, struct fll_cursor *c)
 {
     struct fuse_interrupt_in in;
     FLL_ARG(c, in);
-    int ret = fll_ops_of(r)->interrupt(r, in.unique);
-    if (ret > 0)
-        ret = -EIO;
+    int ret = fll_op_err(fll_ops_of(r)->interrupt(r, in.unique));
     if (ret < 0)
         return ret;
     fll_complete(r, 0);

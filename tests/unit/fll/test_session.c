@@ -1452,6 +1452,31 @@ static void positive_return_is_eio(void **state)
     fllt_msg_end(&m);
     send_small(h);
     expect_err(h, -EIO);
+    /* The same rule for every kind of reply: a struct, a header alone, a
+     * count; and an "errno" past -4095 is no errno either. */
+    static const struct {
+        uint32_t op;
+        size_t in;
+    } ops[] = {
+        {FUSE_OPEN, sizeof(struct fuse_open_in)},   {FUSE_LSEEK, sizeof(struct fuse_lseek_in)},
+        {FUSE_GETLK, sizeof(struct fuse_lk_in)},    {FUSE_STATFS, 0},
+        {FUSE_FSYNC, sizeof(struct fuse_fsync_in)}, {FUSE_GETATTR, sizeof(struct fuse_getattr_in)},
+        {FUSE_COPY_FILE_RANGE, sizeof(struct fuse_copy_file_range_in)},
+    };
+    static const int bad[] = {2, -5000};
+    static const uint8_t zeros[sizeof(struct fuse_copy_file_range_in)];
+    for (size_t i = 0; i < sizeof(ops) / sizeof(ops[0]); i++)
+        for (size_t b = 0; b < sizeof(bad) / sizeof(bad[0]); b++) {
+            if (bad[b] > 0 && ops[i].op == FUSE_COPY_FILE_RANGE)
+                continue; /* a count: a positive value is one */
+            fllt_fake_reset(&h->fs);
+            h->fs.ret = bad[b];
+            fllt_msg_init(&m, ops[i].op, 1);
+            fllt_msg_put(&m, zeros, ops[i].in);
+            fllt_msg_end(&m);
+            send_small(h);
+            expect_err(h, -EIO);
+        }
 }
 
 static void fuzz_entry_smoke(void **state)
