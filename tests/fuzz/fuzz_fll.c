@@ -3,7 +3,7 @@
  * Fuzz target: the FUSE decoder and dispatch (fuse_lowlevel/) over the permissive
  * fake filesystem of the unit tests. The input layout and the invariants checked
  * (one completion, reply inside the buffer, a well-formed reply header) are
- * fll_fuzz_one's, in tests/unit/fll/fll_fuzz.c.
+ * fll_fuzz_one's, in tests/unit/fuse_lowlevel/fll_fuzz.c.
  */
 #include "fll_fake.h"
 

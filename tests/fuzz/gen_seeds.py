@@ -23,7 +23,7 @@ def write(target, name, data):
         f.write(data)
 
 
-# ---- fuzz_fll: 6 control bytes + one FUSE request (see tests/unit/fll/fll_fuzz.c)
+# ---- fuzz_fll: 6 control bytes + one FUSE request (see tests/unit/fuse_lowlevel/fll_fuzz.c)
 
 FUSE = dict(LOOKUP=1, FORGET=2, GETATTR=3, SETATTR=4, READLINK=5, SYMLINK=6, MKNOD=8,
             MKDIR=9, UNLINK=10, RMDIR=11, RENAME=12, LINK=13, OPEN=14, READ=15, WRITE=16,
