@@ -48,8 +48,15 @@ uint64_t vu_offered_protocol_features(const struct vufsd_config *cfg)
     return f;
 }
 
+/*
+ * A request handler: m passed vu_msg_check(); fds are the message's (the handler
+ * takes the ones it keeps and sets them to -1); a request with its own reply
+ * fills reply. 0 or -errno (with REPLY_ACK, the frontend hears of it).
+ */
 typedef int vu_handler(struct vufsd_dev *dev, struct vu_msg *m, int *fds, int nfds,
                        struct vu_msg *reply);
+#define VU_HANDLER(name)                                                                           \
+    static int name(struct vufsd_dev *dev, struct vu_msg *m, int *fds, int nfds, struct vu_msg *reply)
 
 static void vu_reply_u64(struct vu_msg *reply, uint64_t v)
 {
@@ -87,15 +94,13 @@ static void vu_driver_stopped(struct vufsd_dev *dev)
 
 /* ---- Features and ownership ------------------------------------------------------ */
 
-static int vu_get_features(struct vufsd_dev *dev, struct vu_msg *m, int *fds, int nfds,
-                           struct vu_msg *reply)
+VU_HANDLER(vu_get_features)
 {
     vu_reply_u64(reply, vu_offered_features());
     return 0;
 }
 
-static int vu_set_features(struct vufsd_dev *dev, struct vu_msg *m, int *fds, int nfds,
-                           struct vu_msg *reply)
+VU_HANDLER(vu_set_features)
 {
     uint64_t f = m->payload.u64;
     if (f & ~vu_offered_features())
@@ -108,15 +113,13 @@ static int vu_set_features(struct vufsd_dev *dev, struct vu_msg *m, int *fds, in
     return 0;
 }
 
-static int vu_get_protocol_features(struct vufsd_dev *dev, struct vu_msg *m, int *fds, int nfds,
-                                    struct vu_msg *reply)
+VU_HANDLER(vu_get_protocol_features)
 {
     vu_reply_u64(reply, vu_offered_protocol_features(dev->c.cfg));
     return 0;
 }
 
-static int vu_set_protocol_features(struct vufsd_dev *dev, struct vu_msg *m, int *fds, int nfds,
-                                    struct vu_msg *reply)
+VU_HANDLER(vu_set_protocol_features)
 {
     uint64_t f = m->payload.u64;
     if (f & ~vu_offered_protocol_features(dev->c.cfg))
@@ -125,30 +128,26 @@ static int vu_set_protocol_features(struct vufsd_dev *dev, struct vu_msg *m, int
     return 0;
 }
 
-static int vu_get_queue_num(struct vufsd_dev *dev, struct vu_msg *m, int *fds, int nfds,
-                            struct vu_msg *reply)
+VU_HANDLER(vu_get_queue_num)
 {
     vu_reply_u64(reply, VDEV_MAX_QUEUES);
     return 0;
 }
 
-static int vu_set_owner(struct vufsd_dev *dev, struct vu_msg *m, int *fds, int nfds,
-                        struct vu_msg *reply)
+VU_HANDLER(vu_set_owner)
 {
     vdev_set_owned(dev, true);
     return 0;
 }
 
-static int vu_reset_owner(struct vufsd_dev *dev, struct vu_msg *m, int *fds, int nfds,
-                          struct vu_msg *reply)
+VU_HANDLER(vu_reset_owner)
 {
     vlog_info("frontend reset the device");
     vdev_reset(dev);
     return 0;
 }
 
-static int vu_set_status(struct vufsd_dev *dev, struct vu_msg *m, int *fds, int nfds,
-                         struct vu_msg *reply)
+VU_HANDLER(vu_set_status)
 {
     if (m->payload.u64 > UINT8_MAX)
         return -EINVAL;
@@ -165,8 +164,7 @@ static int vu_set_status(struct vufsd_dev *dev, struct vu_msg *m, int *fds, int 
     return 0;
 }
 
-static int vu_get_status(struct vufsd_dev *dev, struct vu_msg *m, int *fds, int nfds,
-                         struct vu_msg *reply)
+VU_HANDLER(vu_get_status)
 {
     vu_reply_u64(reply, dev->status);
     return 0;
@@ -194,8 +192,7 @@ static void vu_log_table(const struct vmem_table *t, bool whole)
                    (unsigned long long)(total >> 20));
 }
 
-static int vu_set_mem_table(struct vufsd_dev *dev, struct vu_msg *m, int *fds, int nfds,
-                            struct vu_msg *reply)
+VU_HANDLER(vu_set_mem_table)
 {
     struct vmem_table *t = vmem_table_new();
     if (!t)
@@ -214,15 +211,13 @@ static int vu_set_mem_table(struct vufsd_dev *dev, struct vu_msg *m, int *fds, i
     return 0;
 }
 
-static int vu_get_max_mem_slots(struct vufsd_dev *dev, struct vu_msg *m, int *fds, int nfds,
-                                struct vu_msg *reply)
+VU_HANDLER(vu_get_max_mem_slots)
 {
     vu_reply_u64(reply, VMEM_MAX_REGIONS);
     return 0;
 }
 
-static int vu_add_mem_reg(struct vufsd_dev *dev, struct vu_msg *m, int *fds, int nfds,
-                          struct vu_msg *reply)
+VU_HANDLER(vu_add_mem_reg)
 {
     struct vmem_table *cur = vdev_mem_get(dev, NULL);
     struct vmem_table *t = vmem_table_copy(cur);
@@ -242,8 +237,7 @@ static int vu_add_mem_reg(struct vufsd_dev *dev, struct vu_msg *m, int *fds, int
     return 0;
 }
 
-static int vu_rem_mem_reg(struct vufsd_dev *dev, struct vu_msg *m, int *fds, int nfds,
-                          struct vu_msg *reply)
+VU_HANDLER(vu_rem_mem_reg)
 {
     struct vmem_table *cur = vdev_mem_get(dev, NULL);
     struct vmem_table *t = vmem_table_copy(cur);
@@ -264,8 +258,7 @@ static int vu_rem_mem_reg(struct vufsd_dev *dev, struct vu_msg *m, int *fds, int
 
 /* ---- Vrings ---------------------------------------------------------------------------- */
 
-static int vu_set_vring_num(struct vufsd_dev *dev, struct vu_msg *m, int *fds, int nfds,
-                            struct vu_msg *reply)
+VU_HANDLER(vu_set_vring_num)
 {
     struct vufsd_queue *q = vu_queue(dev, m->payload.state.index);
     if (!q || !vq_size_valid(m->payload.state.num))
@@ -276,8 +269,7 @@ static int vu_set_vring_num(struct vufsd_dev *dev, struct vu_msg *m, int *fds, i
     return 0;
 }
 
-static int vu_set_vring_addr(struct vufsd_dev *dev, struct vu_msg *m, int *fds, int nfds,
-                             struct vu_msg *reply)
+VU_HANDLER(vu_set_vring_addr)
 {
     const struct vu_vring_addr *a = &m->payload.addr;
     struct vufsd_queue *q = vu_queue(dev, a->index);
@@ -300,8 +292,7 @@ static int vu_set_vring_addr(struct vufsd_dev *dev, struct vu_msg *m, int *fds, 
     return 0;
 }
 
-static int vu_set_vring_base(struct vufsd_dev *dev, struct vu_msg *m, int *fds, int nfds,
-                             struct vu_msg *reply)
+VU_HANDLER(vu_set_vring_base)
 {
     struct vufsd_queue *q = vu_queue(dev, m->payload.state.index);
     if (!q || m->payload.state.num > UINT16_MAX)
@@ -312,8 +303,7 @@ static int vu_set_vring_base(struct vufsd_dev *dev, struct vu_msg *m, int *fds, 
     return 0;
 }
 
-static int vu_get_vring_base(struct vufsd_dev *dev, struct vu_msg *m, int *fds, int nfds,
-                             struct vu_msg *reply)
+VU_HANDLER(vu_get_vring_base)
 {
     uint32_t index = m->payload.state.index;
     struct vufsd_queue *q = vu_queue(dev, index);
@@ -331,8 +321,7 @@ static int vu_get_vring_base(struct vufsd_dev *dev, struct vu_msg *m, int *fds, 
     return 0;
 }
 
-static int vu_set_vring_kick(struct vufsd_dev *dev, struct vu_msg *m, int *fds, int nfds,
-                             struct vu_msg *reply)
+VU_HANDLER(vu_set_vring_kick)
 {
     struct vufsd_queue *q = vu_queue(dev, m->payload.u64 & VU_VRING_IDX_MASK);
     if (!q || (m->payload.u64 & ~(uint64_t)(VU_VRING_IDX_MASK | VU_VRING_NOFD)))
@@ -354,8 +343,7 @@ static int vu_set_vring_kick(struct vufsd_dev *dev, struct vu_msg *m, int *fds, 
     return ret;
 }
 
-static int vu_set_vring_call(struct vufsd_dev *dev, struct vu_msg *m, int *fds, int nfds,
-                             struct vu_msg *reply)
+VU_HANDLER(vu_set_vring_call)
 {
     struct vufsd_queue *q = vu_queue(dev, m->payload.u64 & VU_VRING_IDX_MASK);
     if (!q || (m->payload.u64 & ~(uint64_t)(VU_VRING_IDX_MASK | VU_VRING_NOFD)))
@@ -369,8 +357,7 @@ static int vu_set_vring_call(struct vufsd_dev *dev, struct vu_msg *m, int *fds, 
     return 0;
 }
 
-static int vu_set_vring_err(struct vufsd_dev *dev, struct vu_msg *m, int *fds, int nfds,
-                            struct vu_msg *reply)
+VU_HANDLER(vu_set_vring_err)
 {
     struct vufsd_queue *q = vu_queue(dev, m->payload.u64 & VU_VRING_IDX_MASK);
     if (!q || (m->payload.u64 & ~(uint64_t)(VU_VRING_IDX_MASK | VU_VRING_NOFD)))
@@ -387,8 +374,7 @@ static int vu_set_vring_err(struct vufsd_dev *dev, struct vu_msg *m, int *fds, i
     return 0;
 }
 
-static int vu_set_vring_enable(struct vufsd_dev *dev, struct vu_msg *m, int *fds, int nfds,
-                               struct vu_msg *reply)
+VU_HANDLER(vu_set_vring_enable)
 {
     struct vufsd_queue *q = vu_queue(dev, m->payload.state.index);
     if (!q || m->payload.state.num > 1)
@@ -404,8 +390,7 @@ static int vu_set_vring_enable(struct vufsd_dev *dev, struct vu_msg *m, int *fds
  * that did not negotiate VHOST_USER_PROTOCOL_F_SHMEM (or a daemon without a
  * window) gets a well-formed reply with no region, so it exposes no window.
  */
-static int vu_get_shmem_config(struct vufsd_dev *dev, struct vu_msg *m, int *fds, int nfds,
-                               struct vu_msg *reply)
+VU_HANDLER(vu_get_shmem_config)
 {
     bool on = vu_shmem_window(dev->c.cfg) && vdev_has_protocol_feature(dev, VU_PROTOCOL_F_SHMEM);
     struct vu_shmem_config *c = &reply->payload.shmem_config;
@@ -424,8 +409,7 @@ static int vu_get_shmem_config(struct vufsd_dev *dev, struct vu_msg *m, int *fds
  * queue count from --num-request-queues, for any window inside it. A bad
  * window gets a reply without payload (vhost-user's error for GET_CONFIG).
  */
-static int vu_get_config(struct vufsd_dev *dev, struct vu_msg *m, int *fds, int nfds,
-                         struct vu_msg *reply)
+VU_HANDLER(vu_get_config)
 {
     const struct vufsd_config *cfg = dev->c.cfg;
     struct vu_fs_config space = {0};
@@ -446,14 +430,12 @@ static int vu_get_config(struct vufsd_dev *dev, struct vu_msg *m, int *fds, int 
 }
 
 /* The guest cannot write virtio-fs's config space: nothing in it is writable. */
-static int vu_set_config(struct vufsd_dev *dev, struct vu_msg *m, int *fds, int nfds,
-                         struct vu_msg *reply)
+VU_HANDLER(vu_set_config)
 {
     return -EPERM;
 }
 
-static int vu_set_backend_req_fd(struct vufsd_dev *dev, struct vu_msg *m, int *fds, int nfds,
-                                 struct vu_msg *reply)
+VU_HANDLER(vu_set_backend_req_fd)
 {
     vdev_set_backend_fd(dev, fds[0]);
     fds[0] = -1;

@@ -155,18 +155,6 @@ static void *dax_thread_main(void *arg)
     return NULL;
 }
 
-G_GNUC_PRINTF(3, 4)
-static int dax_why(struct vb_run *run, int r, const char *fmt, ...)
-{
-    g_free(run->why);
-    va_list ap;
-    va_start(ap, fmt);
-    g_autofree char *what = g_strdup_vprintf(fmt, ap);
-    va_end(ap);
-    run->why = g_strdup_printf("%s: %s", what, g_strerror(-r));
-    return r;
-}
-
 int vb_run_dax(const struct vb_opts *o, const struct vb_backend *be, const char *log,
                struct vb_run *run)
 {
@@ -210,7 +198,7 @@ int vb_run_dax(const struct vb_opts *o, const struct vb_backend *be, const char 
         r = vfe_dev_connect(&cfg, &dev);
     }
     if (r < 0) {
-        dax_why(run, r, "connecting to %s", be->name);
+        vb_why(run, r, "connecting to %s", be->name);
         goto out;
     }
     run->queues = queues;
@@ -223,7 +211,7 @@ int vb_run_dax(const struct vb_opts *o, const struct vb_backend *be, const char 
     else if (vfe_dev_protocol_features(dev) & (1ull << VFE_VU_PF_SHMEM))
         r = vfe_conn_get_shmem_window(vfe_dev_conn(dev), &wsize);
     if (r < 0) {
-        dax_why(run, r, "%s", "GET_SHMEM_CONFIG");
+        vb_why(run, r, "%s", "GET_SHMEM_CONFIG");
         goto out;
     }
     wsize -= wsize % VFE_DAXGUEST_RANGE;
@@ -231,14 +219,14 @@ int vb_run_dax(const struct vb_opts *o, const struct vb_backend *be, const char 
     if (wsize) {
         r = vfe_dax_new(wsize, o->dax_legacy ? VFE_DAX_LEGACY : VFE_DAX_SHMEM, &x);
         if (r < 0) {
-            dax_why(run, r, "reserving a %" PRIu64 "-byte window", wsize);
+            vb_why(run, r, "reserving a %" PRIu64 "-byte window", wsize);
             goto out;
         }
         __atomic_store_n(&box.x, x, __ATOMIC_RELEASE);
     }
     r = vfe_dev_start(dev);
     if (r < 0) {
-        dax_why(run, r, "%s", "starting the device");
+        vb_why(run, r, "%s", "starting the device");
         goto out;
     }
     vb_set_halt_poll(o, dev, queues);
@@ -249,27 +237,27 @@ int vb_run_dax(const struct vb_opts *o, const struct vb_backend *be, const char 
                                  .init_flags = FUSE_MAP_ALIGNMENT | FUSE_HAS_INODE_DAX};
     r = vfe_fuse_new(dev, &fc, &fuse);
     if (r < 0) {
-        dax_why(run, r, "%s", "the FUSE client");
+        vb_why(run, r, "%s", "the FUSE client");
         goto out;
     }
     struct vfe_fuse_init_result init;
     r = vfe_fuse_init(fuse, &init);
     if (r < 0) {
-        dax_why(run, r, "%s", "FUSE_INIT");
+        vb_why(run, r, "%s", "FUSE_INIT");
         goto out;
     }
     if (x && (init.flags & FUSE_MAP_ALIGNMENT) && init.map_alignment > 21) {
-        r = dax_why(run, -EPROTO, "map_alignment %u (the guest's ranges are 2 MiB)",
+        r = vb_why(run, -EPROTO, "map_alignment %u (the guest's ranges are 2 MiB)",
                     init.map_alignment);
         goto out;
     }
     if (vb_workload_writes(o->workload) && init.max_write && o->bs > init.max_write) {
-        r = dax_why(run, -EMSGSIZE, "--bs is larger than %s's max_write", be->name);
+        r = vb_why(run, -EMSGSIZE, "--bs is larger than %s's max_write", be->name);
         goto out;
     }
     r = vfe_daxguest_fuse_new(fuse, vfe_dev_mem(dev), queues, init.max_write, &df);
     if (r < 0) {
-        dax_why(run, r, "%s", "bounce buffers");
+        vb_why(run, r, "%s", "bounce buffers");
         goto out;
     }
     struct vfe_daxguest_config gc = {
@@ -284,13 +272,13 @@ int vb_run_dax(const struct vb_opts *o, const struct vb_backend *be, const char 
     timed.df = df;
     r = vfe_daxguest_new(&gc, &g);
     if (r < 0) {
-        dax_why(run, r, "%s", "the guest DAX client");
+        vb_why(run, r, "%s", "the guest DAX client");
         goto out;
     }
     struct fuse_entry_out e;
     r = vfe_fuse_lookup(fuse, FUSE_ROOT_ID, VB_TOP, &e);
     if (r < 0) {
-        dax_why(run, r, "LOOKUP %s", VB_TOP);
+        vb_why(run, r, "LOOKUP %s", VB_TOP);
         goto out;
     }
     uint32_t oflags = vb_workload_writes(o->workload) ? O_RDWR : O_RDONLY;
@@ -298,7 +286,7 @@ int vb_run_dax(const struct vb_opts *o, const struct vb_backend *be, const char 
         g_autofree char *name = vb_data_name(i);
         r = vfe_daxguest_open(g, df, 1, e.nodeid, name, oflags, &files[i]);
         if (r < 0) {
-            dax_why(run, r, "LOOKUP/OPEN %s", name);
+            vb_why(run, r, "LOOKUP/OPEN %s", name);
             goto out;
         }
         run->dax_files += vfe_daxguest_file_dax(files[i]);
@@ -365,11 +353,11 @@ int vb_run_dax(const struct vb_opts *o, const struct vb_backend *be, const char 
     }
     r = 0;
     if (started < nthreads)
-        r = dax_why(run, -EAGAIN, "%s", "starting the guest threads");
+        r = vb_why(run, -EAGAIN, "%s", "starting the guest threads");
     else if (run->ops && run->errors == run->ops)
-        r = dax_why(run, run->first_error ? run->first_error : -EIO, "%s", "every request failed");
+        r = vb_why(run, run->first_error ? run->first_error : -EIO, "%s", "every request failed");
     else if (run->dax_rejects)
-        r = dax_why(run, -EPROTO, "the backend broke the window's rules %" PRIu64 " times",
+        r = vb_why(run, -EPROTO, "the backend broke the window's rules %" PRIu64 " times",
                     run->dax_rejects);
 out:
     if (ts)

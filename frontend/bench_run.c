@@ -153,8 +153,7 @@ static void session_close(struct vb_session *s)
     memset(s, 0, sizeof(*s));
 }
 
-G_GNUC_PRINTF(3, 4)
-static int why(struct vb_run *run, int r, const char *fmt, ...)
+int vb_why(struct vb_run *run, int r, const char *fmt, ...)
 {
     g_free(run->why);
     va_list ap;
@@ -172,7 +171,7 @@ static int session_resolve(const struct vb_opts *o, struct vb_session *s, const 
     struct fuse_entry_out e;
     int r = vfe_fuse_lookup(s->fuse, FUSE_ROOT_ID, VB_TOP, &e);
     if (r < 0)
-        return why(run, r, "LOOKUP %s", VB_TOP);
+        return vb_why(run, r, "LOOKUP %s", VB_TOP);
     uint64_t top = e.nodeid;
     if (vb_workload_is_data(o->workload)) {
         uint32_t flags = vb_workload_writes(o->workload) ? O_RDWR : O_RDONLY;
@@ -180,11 +179,11 @@ static int session_resolve(const struct vb_opts *o, struct vb_session *s, const 
             g_autofree char *name = vb_data_name(i);
             r = vfe_fuse_lookup(s->fuse, top, name, &e);
             if (r < 0)
-                return why(run, r, "LOOKUP %s", name);
+                return vb_why(run, r, "LOOKUP %s", name);
             struct fuse_open_out oo;
             r = vfe_fuse_open(s->fuse, e.nodeid, flags, &oo);
             if (r < 0)
-                return why(run, r, "OPEN %s", name);
+                return vb_why(run, r, "OPEN %s", name);
             s->nodeids[i] = e.nodeid;
             s->fhs[i] = oo.fh;
             s->nopen++;
@@ -198,16 +197,16 @@ static int session_resolve(const struct vb_opts *o, struct vb_session *s, const 
     if (o->workload == VB_CREATE) {
         r = vfe_fuse_lookup(s->fuse, top, "create", &e);
         if (r < 0)
-            return why(run, r, "LOOKUP %s", "create");
+            return vb_why(run, r, "LOOKUP %s", "create");
         r = vfe_fuse_lookup(s->fuse, e.nodeid, sub, &e);
         if (r < 0)
-            return why(run, r, "LOOKUP create/%s", sub);
+            return vb_why(run, r, "LOOKUP create/%s", sub);
         bc->parent = e.nodeid;
         return 0;
     }
     r = vfe_fuse_lookup(s->fuse, top, "meta", &e);
     if (r < 0)
-        return why(run, r, "LOOKUP %s", "meta");
+        return vb_why(run, r, "LOOKUP %s", "meta");
     bc->parent = e.nodeid;
     s->nnames = o->files;
     if (o->workload == VB_LOOKUP) {
@@ -225,7 +224,7 @@ static int session_resolve(const struct vb_opts *o, struct vb_session *s, const 
         struct fuse_entry_out me;
         r = vfe_fuse_lookup(s->fuse, bc->parent, name, &me);
         if (r < 0)
-            return why(run, r, "LOOKUP meta/%s", name);
+            return vb_why(run, r, "LOOKUP meta/%s", name);
         s->meta_ids[i] = me.nodeid;
     }
     bc->nodeids = s->meta_ids;
@@ -249,13 +248,13 @@ int vb_run_backend(const struct vb_opts *o, const struct vb_backend *be, const c
     }
     if (r < 0) {
         session_close(&s);
-        return why(run, r, "connecting to %s", be->name);
+        return vb_why(run, r, "connecting to %s", be->name);
     }
     run->queues = queues;
     run->depth = depth;
     r = vfe_dev_start(s.dev);
     if (r < 0) {
-        why(run, r, "%s", "starting the device");
+        vb_why(run, r, "%s", "starting the device");
         goto out_session;
     }
     vb_set_halt_poll(o, s.dev, queues);
@@ -263,13 +262,13 @@ int vb_run_backend(const struct vb_opts *o, const struct vb_backend *be, const c
                                   .gid = (uint32_t)getgid(), .pid = (uint32_t)getpid() };
     r = vfe_fuse_new(s.dev, &fc, &s.fuse);
     if (r < 0) {
-        why(run, r, "%s", "the FUSE client");
+        vb_why(run, r, "%s", "the FUSE client");
         goto out_session;
     }
     struct vfe_fuse_init_result init;
     r = vfe_fuse_init(s.fuse, &init);
     if (r < 0) {
-        why(run, r, "%s", "FUSE_INIT");
+        vb_why(run, r, "%s", "FUSE_INIT");
         goto out_session;
     }
     static const enum vfe_bench_op ops[] = {
@@ -286,7 +285,7 @@ int vb_run_backend(const struct vb_opts *o, const struct vb_backend *be, const c
     if (vb_workload_is_data(o->workload) && init.max_write && o->bs > init.max_write &&
         vb_workload_writes(o->workload)) {
         r = -EMSGSIZE;
-        why(run, r, "--bs is larger than %s's max_write", be->name);
+        vb_why(run, r, "--bs is larger than %s's max_write", be->name);
         goto out_session;
     }
     r = session_resolve(o, &s, sub, &bc, run);
@@ -303,9 +302,9 @@ int vb_run_backend(const struct vb_opts *o, const struct vb_backend *be, const c
     run->cpu_s = sampled == 0 ? cpu1 - cpu0 : -1;
     run->rss_kib = sampled == 0 ? rss : 0;
     if (r < 0)
-        why(run, r, "%s", "the benchmark loop");
+        vb_why(run, r, "%s", "the benchmark loop");
     else if (res->ops && res->errors == res->ops)
-        r = why(run, -EIO, "%s", "every request failed");
+        r = vb_why(run, -EIO, "%s", "every request failed");
     vb_fill_run(run, res);
     g_free(res);
 out_session:
@@ -472,7 +471,7 @@ int vb_run_host(const struct vb_opts *o, int dirfd, const char *sub, struct vb_r
         g_free(ws[i].buf);
     }
     if (r == 0 && res->ops && res->errors == res->ops)
-        r = why(run, -EIO, "%s", "every host operation failed");
+        r = vb_why(run, -EIO, "%s", "every host operation failed");
     vb_fill_run(run, res);
     g_free(res);
     g_free(ws);

@@ -121,6 +121,8 @@ int vb_run_dax(const struct vb_opts *o, const struct vb_backend *be, const char 
  * {dax_policy} (never without DAX) and, given one, {stats_file} filled in
  * (g_free). */
 char *vb_backend_cmd(const struct vb_opts *o, const struct vb_backend *be, const char *stats_file);
+/* Sets run->why to "what: strerror(-r)" and returns r (a failed step's errno). */
+int vb_why(struct vb_run *run, int r, const char *fmt, ...) __attribute__((format(printf, 3, 4)));
 /* Queues 0..nq of dev halt-poll as --halt-poll-us says. */
 void vb_set_halt_poll(const struct vb_opts *o, struct vfe_dev *dev, unsigned nq);
 struct vfe_bench_result;

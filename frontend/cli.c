@@ -292,59 +292,55 @@ static bool parse_uint(const char *s, unsigned long max, unsigned long *v)
     return true;
 }
 
+enum cli_cmd { C_INIT, C_LS, C_CAT, C_WRITE, C_STAT, C_MKDIR, C_RM, C_RMDIR, C_STATFS, C_BENCH };
+
+static const struct {
+    const char *name;
+    int nargs;
+} cli_cmds[] = {
+    [C_INIT] = { "init", 0 },   [C_LS] = { "ls", 1 },     [C_CAT] = { "cat", 1 },
+    [C_WRITE] = { "write", 2 }, [C_STAT] = { "stat", 1 }, [C_MKDIR] = { "mkdir", 1 },
+    [C_RM] = { "rm", 1 },       [C_RMDIR] = { "rmdir", 1 }, [C_STATFS] = { "statfs", 0 },
+    [C_BENCH] = { "bench", 3 },
+};
+
+/* The command named s, or -1. */
+static int cli_cmd(const char *s)
+{
+    for (size_t j = 0; j < sizeof(cli_cmds) / sizeof(cli_cmds[0]); j++)
+        if (!strcmp(s, cli_cmds[j].name))
+            return (int)j;
+    return -1;
+}
+
 static int run_commands(struct cli *c, int argc, char **argv)
 {
-    static const struct {
-        const char *name;
-        int nargs;
-    } cmds[] = { { "init", 0 },  { "ls", 1 },    { "cat", 1 },   { "write", 2 }, { "stat", 1 },
-                 { "mkdir", 1 }, { "rm", 1 },    { "rmdir", 1 }, { "statfs", 0 },
-                 { "bench", 3 } };
     /* Validate the whole list before touching the backend. */
     for (int i = 0; i < argc;) {
-        int k = -1;
-        for (size_t j = 0; j < sizeof(cmds) / sizeof(cmds[0]); j++)
-            if (!strcmp(argv[i], cmds[j].name))
-                k = (int)j;
-        if (k < 0 || i + cmds[k].nargs > argc - 1) {
+        int k = cli_cmd(argv[i]);
+        if (k < 0 || i + cli_cmds[k].nargs > argc - 1) {
             fprintf(stderr, "vufs-frontend: bad command near '%s'\n", argv[i]);
             return -EINVAL;
         }
-        i += 1 + cmds[k].nargs;
+        i += 1 + cli_cmds[k].nargs;
     }
     int r = do_init(c);
     for (int i = 0; i < argc && r == 0;) {
-        const char *cmd = argv[i];
-        if (!strcmp(cmd, "init")) {
-            i += 1;
-        } else if (!strcmp(cmd, "ls")) {
-            r = cmd_ls(c, argv[i + 1]);
-            i += 2;
-        } else if (!strcmp(cmd, "cat")) {
-            r = cmd_cat(c, argv[i + 1]);
-            i += 2;
-        } else if (!strcmp(cmd, "write")) {
-            r = cmd_write(c, argv[i + 1], argv[i + 2]);
-            i += 3;
-        } else if (!strcmp(cmd, "stat")) {
-            r = cmd_stat(c, argv[i + 1]);
-            i += 2;
-        } else if (!strcmp(cmd, "mkdir")) {
-            r = cmd_mkdir(c, argv[i + 1]);
-            i += 2;
-        } else if (!strcmp(cmd, "rm")) {
-            r = cmd_remove(c, argv[i + 1], false);
-            i += 2;
-        } else if (!strcmp(cmd, "rmdir")) {
-            r = cmd_remove(c, argv[i + 1], true);
-            i += 2;
-        } else if (!strcmp(cmd, "bench")) {
-            r = cmd_bench(c, argv[i + 1], argv[i + 2], argv[i + 3]);
-            i += 4;
-        } else {
-            r = cmd_statfs(c);
-            i += 1;
+        int k = cli_cmd(argv[i]);
+        char **a = &argv[i + 1];
+        switch ((enum cli_cmd)k) {
+        case C_INIT: break;
+        case C_LS: r = cmd_ls(c, a[0]); break;
+        case C_CAT: r = cmd_cat(c, a[0]); break;
+        case C_WRITE: r = cmd_write(c, a[0], a[1]); break;
+        case C_STAT: r = cmd_stat(c, a[0]); break;
+        case C_MKDIR: r = cmd_mkdir(c, a[0]); break;
+        case C_RM: r = cmd_remove(c, a[0], false); break;
+        case C_RMDIR: r = cmd_remove(c, a[0], true); break;
+        case C_STATFS: r = cmd_statfs(c); break;
+        case C_BENCH: r = cmd_bench(c, a[0], a[1], a[2]); break;
         }
+        i += 1 + cli_cmds[k].nargs;
     }
     return r;
 }

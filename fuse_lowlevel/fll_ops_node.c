@@ -56,67 +56,62 @@ FLL_DECODER(batch_forget)
     return 0;
 }
 
-FLL_DECODER(mknod)
+/*
+ * MKNOD, MKDIR and SYMLINK make an entry: the argument struct (not SYMLINK's),
+ * the entry name, SYMLINK's target (a path, not a name: only bounded), then
+ * the security context; the entry reply is checked to fit before the
+ * filesystem runs.
+ */
+static int make_entry(struct fll_req *r, struct fll_cursor *c, uint32_t opcode)
 {
-    struct fuse_mknod_in in;
+    union {
+        struct fuse_mknod_in mknod;
+        struct fuse_mkdir_in mkdir;
+    } in;
     char name[FLL_NAME_MAX + 1];
-    FLL_ARG(c, in);
-    int ret = fll_cursor_name(c, name);
+    char target[FLL_PATH_MAX];
+    const struct fll_ops *ops = fll_ops_of(r);
+    struct fll_secctx_buf sb;
+    struct fuse_entry_out e = {0};
+    int ret;
+
+    if (opcode == FUSE_MKNOD)
+        FLL_ARG(c, in.mknod);
+    else if (opcode == FUSE_MKDIR)
+        FLL_ARG(c, in.mkdir);
+    ret = fll_cursor_name(c, name);
+    if (ret == 0 && opcode == FUSE_SYMLINK)
+        ret = fll_cursor_cstr(c, target, sizeof(target), -ENAMETOOLONG);
     if (ret < 0)
         return ret;
     if (!fll_out_fits(r, sizeof(struct fuse_entry_out)))
         return -EIO;
-    struct fll_secctx_buf sb;
     ret = fll_secctx_take(r, c, &sb);
     if (ret < 0)
         return ret;
-    struct fuse_entry_out e = {0};
-    ret = fll_ops_of(r)->mknod(r, r->hdr.nodeid, name, &in, &e);
+    if (opcode == FUSE_MKNOD)
+        ret = ops->mknod(r, r->hdr.nodeid, name, &in.mknod, &e);
+    else if (opcode == FUSE_MKDIR)
+        ret = ops->mkdir(r, r->hdr.nodeid, name, &in.mkdir, &e);
+    else
+        ret = ops->symlink(r, r->hdr.nodeid, name, target, &e);
     fll_secctx_drop(r, &sb);
     return entry_reply(r, ret, &e);
+}
+
+FLL_DECODER(mknod)
+{
+    return make_entry(r, c, FUSE_MKNOD);
 }
 
 FLL_DECODER(mkdir)
 {
-    struct fuse_mkdir_in in;
-    char name[FLL_NAME_MAX + 1];
-    FLL_ARG(c, in);
-    int ret = fll_cursor_name(c, name);
-    if (ret < 0)
-        return ret;
-    if (!fll_out_fits(r, sizeof(struct fuse_entry_out)))
-        return -EIO;
-    struct fll_secctx_buf sb;
-    ret = fll_secctx_take(r, c, &sb);
-    if (ret < 0)
-        return ret;
-    struct fuse_entry_out e = {0};
-    ret = fll_ops_of(r)->mkdir(r, r->hdr.nodeid, name, &in, &e);
-    fll_secctx_drop(r, &sb);
-    return entry_reply(r, ret, &e);
+    return make_entry(r, c, FUSE_MKDIR);
 }
 
-/* SYMLINK: the entry name, then the target (a path, not a name: only bounded). */
 FLL_DECODER(symlink)
 {
-    char name[FLL_NAME_MAX + 1];
-    char target[FLL_PATH_MAX];
-    int ret = fll_cursor_name(c, name);
-    if (ret < 0)
-        return ret;
-    ret = fll_cursor_cstr(c, target, sizeof(target), -ENAMETOOLONG);
-    if (ret < 0)
-        return ret;
-    if (!fll_out_fits(r, sizeof(struct fuse_entry_out)))
-        return -EIO;
-    struct fll_secctx_buf sb;
-    ret = fll_secctx_take(r, c, &sb);
-    if (ret < 0)
-        return ret;
-    struct fuse_entry_out e = {0};
-    ret = fll_ops_of(r)->symlink(r, r->hdr.nodeid, name, target, &e);
-    fll_secctx_drop(r, &sb);
-    return entry_reply(r, ret, &e);
+    return make_entry(r, c, FUSE_SYMLINK);
 }
 
 FLL_DECODER(unlink)

@@ -162,7 +162,8 @@ int pt_op_link(struct fll_req *r, uint64_t nodeid, uint64_t newparent, const cha
     return pt_do_lookup_at(fs, p, pf.fd, newname, out);
 }
 
-int pt_op_unlink(struct fll_req *r, uint64_t parent, const char *name)
+/* UNLINK and RMDIR: unlinkat with flags 0 or AT_REMOVEDIR. */
+static int pt_remove(struct fll_req *r, uint64_t parent, const char *name, int flags)
 {
     struct pt_fs *fs = pt_fs_of(r);
     _cleanup_inode_ struct pt_inode *p = NULL;
@@ -171,19 +172,17 @@ int pt_op_unlink(struct fll_req *r, uint64_t parent, const char *name)
 
     if (ret < 0)
         return ret;
-    return unlinkat(pf.fd, name, 0) < 0 ? -errno : 0;
+    return unlinkat(pf.fd, name, flags) < 0 ? -errno : 0;
+}
+
+int pt_op_unlink(struct fll_req *r, uint64_t parent, const char *name)
+{
+    return pt_remove(r, parent, name, 0);
 }
 
 int pt_op_rmdir(struct fll_req *r, uint64_t parent, const char *name)
 {
-    struct pt_fs *fs = pt_fs_of(r);
-    _cleanup_inode_ struct pt_inode *p = NULL;
-    _cleanup_ifd_ struct pt_ifd pf = PT_IFD_NONE;
-    int ret = pt_parent_for_change(fs, parent, name, &p, &pf);
-
-    if (ret < 0)
-        return ret;
-    return unlinkat(pf.fd, name, AT_REMOVEDIR) < 0 ? -errno : 0;
+    return pt_remove(r, parent, name, AT_REMOVEDIR);
 }
 
 int pt_op_rename(struct fll_req *r, uint64_t parent, const char *name, uint64_t newparent,

@@ -17,48 +17,29 @@
 
 #define PT_XATTR_LIST_MAX 65536
 
-static ssize_t pt_xattr_fd(int fd, enum pt_xop op, const char *name, void *buf, size_t size,
-                           int flags)
+/*
+ * One xattr call: the f*xattr form on fd, or (path != NULL) the path form on a
+ * magic link, which leads to the object itself and stops there.
+ */
+static ssize_t pt_xattr_do(int fd, const char *path, enum pt_xop op, const char *name, void *buf,
+                           size_t size, int flags)
 {
+    void *out = size ? buf : NULL;
     ssize_t n;
 
     switch (op) {
     case PT_XGET:
-        n = fgetxattr(fd, name, size ? buf : NULL, size);
+        n = path ? getxattr(path, name, out, size) : fgetxattr(fd, name, out, size);
         break;
     case PT_XSET:
-        n = fsetxattr(fd, name, buf, size, flags);
+        n = path ? setxattr(path, name, buf, size, flags) : fsetxattr(fd, name, buf, size, flags);
         break;
     case PT_XLIST:
-        n = flistxattr(fd, size ? buf : NULL, size);
+        n = path ? listxattr(path, out, size) : flistxattr(fd, out, size);
         break;
     case PT_XREMOVE:
     default:
-        n = fremovexattr(fd, name);
-        break;
-    }
-    return n < 0 ? -errno : n;
-}
-
-static ssize_t pt_xattr_path(const char *path, enum pt_xop op, const char *name, void *buf,
-                             size_t size, int flags)
-{
-    ssize_t n;
-
-    /* The following forms: the magic link leads to the object itself and stops. */
-    switch (op) {
-    case PT_XGET:
-        n = getxattr(path, name, size ? buf : NULL, size);
-        break;
-    case PT_XSET:
-        n = setxattr(path, name, buf, size, flags);
-        break;
-    case PT_XLIST:
-        n = listxattr(path, size ? buf : NULL, size);
-        break;
-    case PT_XREMOVE:
-    default:
-        n = removexattr(path, name);
+        n = path ? removexattr(path, name) : fremovexattr(fd, name);
         break;
     }
     return n < 0 ? -errno : n;
@@ -75,7 +56,7 @@ ssize_t pt_xattr_call(struct pt_fs *fs, struct pt_inode *i, enum pt_xop op,
         int fd = pt_reopen(fs, i, i->type == S_IFDIR ? O_RDONLY | O_DIRECTORY : O_RDONLY);
         if (fd < 0)
             return fd;
-        n = pt_xattr_fd(fd, op, name, buf, size, flags);
+        n = pt_xattr_do(fd, NULL, op, name, buf, size, flags);
         close(fd);
         return n;
     }
@@ -93,7 +74,7 @@ ssize_t pt_xattr_call(struct pt_fs *fs, struct pt_inode *i, enum pt_xop op,
     if (fchdir(fs->proc_self_fd) < 0) {
         n = -errno;
     } else {
-        n = pt_xattr_path(pt_proc_name(num, f.fd), op, name, buf, size, flags);
+        n = pt_xattr_do(-1, pt_proc_name(num, f.fd), op, name, buf, size, flags);
         if (fchdir(fs->root->fd) < 0) /* the root always keeps its O_PATH fd */
             n = n < 0 ? n : -errno;
     }
