@@ -13,11 +13,13 @@
  *   vufs_now_ns()                      CLOCK_MONOTONIC in ns (vDSO: no syscall)
  *   vufs_deadline(clock, ns)           a timespec ns from now on clock, for
  *                                      pthread_cond_timedwait and friends
+ *   vufs_wait_input(fd, stop_fd, ms)   a thread's wait for its input or its stop
  */
 #ifndef VUFS_UTIL_H
 #define VUFS_UTIL_H
 
 #include <errno.h>
+#include <poll.h>
 #include <stddef.h>
 #include <stdint.h>
 #include <stdlib.h>
@@ -60,6 +62,29 @@ static inline int vufs_take_fd(int *fd)
 
 #ifndef container_of
 #define container_of(ptr, type, member) ((type *)(void *)((char *)(ptr)-offsetof(type, member)))
+/* ---- Waiting --------------------------------------------------------------------- */
+
+/*
+ * Waits until fd or stop_fd has input (EINTR retried; timeout_ms as poll's,
+ * -1 for none): 1 when fd has (or is at its end), 0 when stop_fd has (stop
+ * wins over input), -ETIMEDOUT, or -errno.
+ */
+static inline int vufs_wait_input(int fd, int stop_fd, int timeout_ms)
+{
+    for (;;) {
+        struct pollfd p[2] = {{.fd = fd, .events = POLLIN}, {.fd = stop_fd, .events = POLLIN}};
+        int n = poll(p, 2, timeout_ms);
+
+        if (n < 0 && errno == EINTR)
+            continue;
+        if (n < 0)
+            return -errno;
+        if (n == 0)
+            return -ETIMEDOUT;
+        return p[1].revents ? 0 : 1;
+    }
+}
+
 #endif
 
 /* ---- Time ------------------------------------------------------------------------- */

@@ -7,7 +7,6 @@
 
 #include <errno.h>
 #include <fcntl.h>
-#include <poll.h>
 #include <pthread.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -19,6 +18,7 @@
 
 #include "log.h"
 #include "vu_msg.h"
+#include "vufs_util.h"
 
 /* How often --stats-file is rewritten. */
 #define VDAX_STATS_PERIOD_MS 1000
@@ -324,21 +324,15 @@ static void *vdax_stats_thread(void *arg)
     int timeout = x->stats_dir_fd >= 0 ? VDAX_STATS_PERIOD_MS : -1;
 
     for (;;) {
-        struct pollfd p[2] = {
-            {.fd = x->sig_fd, .events = POLLIN},
-            {.fd = x->stop_fd, .events = POLLIN},
-        };
-        int n = poll(p, 2, timeout);
-        if (n < 0 && errno == EINTR)
-            continue;
-        if (n < 0 || (p[1].revents & POLLIN)) {
+        int w = vufs_wait_input(x->sig_fd, x->stop_fd, timeout);
+        if (w == 0 || (w < 0 && w != -ETIMEDOUT)) {
             /* The file ends with the window as the daemon leaves it. */
             if (x->stats_dir_fd >= 0)
                 vdax_stats_round(x, false);
             break;
         }
         uint64_t v;
-        bool signalled = (p[0].revents & POLLIN) && read(x->sig_fd, &v, sizeof(v)) > 0;
+        bool signalled = w == 1 && read(x->sig_fd, &v, sizeof(v)) > 0;
         vdax_stats_round(x, signalled);
     }
     return NULL;

@@ -17,7 +17,6 @@
 #include <fcntl.h>
 #include <grp.h>
 #include <libgen.h>
-#include <poll.h>
 #include <pthread.h>
 #include <signal.h>
 #include <stdio.h>
@@ -244,17 +243,12 @@ static int vmain_serve(const struct vufsd_config *cfg, int listen_fd, struct pt_
     };
 
     for (;;) {
-        struct pollfd p[2] = {
-            {.fd = listen_fd, .events = POLLIN},
-            {.fd = vmain_stop_fd, .events = POLLIN},
-        };
-        if (poll(p, 2, -1) < 0) {
-            if (errno == EINTR)
-                continue;
-            vlog_err("poll: %s", strerror(errno));
+        int w = vufs_wait_input(listen_fd, vmain_stop_fd, -1);
+        if (w < 0) {
+            vlog_err("poll: %s", strerror(-w));
             return 1;
         }
-        if (p[1].revents & POLLIN) {
+        if (w == 0) {
             vlog_info("signal received: stopping");
             return 0;
         }

@@ -161,12 +161,8 @@ struct vu_shmem_config {
 /* BACKEND_SHMEM_MAP / BACKEND_SHMEM_UNMAP: one range of region shmid. 40 bytes. */
 #define VU_SHMEM_MAP_F_RW 1u /* map writable (QEMU 11.1 maps read-write whatever it says) */
 struct vu_shmem_map {
-    uint8_t shmid;
-    uint8_t padding[7];
-    uint64_t fd_offset;
-    uint64_t shm_offset;
-    uint64_t len;
-    uint64_t flags;
+    uint8_t shmid, padding[7];
+    uint64_t fd_offset, shm_offset, len, flags;
 };
 
 /*

@@ -622,18 +622,7 @@ int vfe_conn_get_shmem_window(struct vfe_conn *c, uint64_t *size)
 static void *channel_thread(void *arg)
 {
     struct vfe_conn *c = arg;
-    for (;;) {
-        struct pollfd p[2] = {
-            { .fd = c->chan_fd, .events = POLLIN },
-            { .fd = c->chan_stop_fd, .events = POLLIN },
-        };
-        if (poll(p, 2, -1) < 0) {
-            if (errno == EINTR)
-                continue;
-            break;
-        }
-        if (p[1].revents)
-            break;
+    while (vufs_wait_input(c->chan_fd, c->chan_stop_fd, -1) == 1) {
         struct vfe_msg *m = g_new(struct vfe_msg, 1);
         int fds[VFE_VU_MAX_FDS];
         unsigned nfds = VFE_VU_MAX_FDS;

@@ -21,7 +21,6 @@
  */
 #include <errno.h>
 #include <fcntl.h>
-#include <poll.h>
 #include <signal.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -143,17 +142,10 @@ static void *df_worker(void *arg)
         return NULL;
     }
     for (;;) {
-        struct pollfd pfd[2] = {
-            {.fd = h->fd, .events = POLLIN},
-            {.fd = h->stopfd, .events = POLLIN},
-        };
-        if (poll(pfd, 2, -1) < 0) {
-            if (errno == EINTR)
-                continue;
-            df_fail(h, -errno);
-            break;
-        }
-        if (pfd[1].revents)
+        int w = vufs_wait_input(h->fd, h->stopfd, -1);
+        if (w < 0)
+            df_fail(h, w);
+        if (w <= 0)
             break;
 
         ssize_t n = read(h->fd, s->inbuf, h->insize);

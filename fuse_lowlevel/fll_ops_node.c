@@ -114,22 +114,27 @@ FLL_DECODER(symlink)
     return make_entry(r, c, FUSE_SYMLINK);
 }
 
-FLL_DECODER(unlink)
+/* UNLINK and RMDIR: the entry name alone. */
+static int remove_entry(struct fll_req *r, struct fll_cursor *c, bool dir)
 {
+    const struct fll_ops *ops = fll_ops_of(r);
     char name[FLL_NAME_MAX + 1];
     int ret = fll_cursor_name(c, name);
+
     if (ret < 0)
         return ret;
-    return fll_reply_status(r, fll_ops_of(r)->unlink(r, r->hdr.nodeid, name));
+    ret = dir ? ops->rmdir(r, r->hdr.nodeid, name) : ops->unlink(r, r->hdr.nodeid, name);
+    return fll_reply_status(r, ret);
+}
+
+FLL_DECODER(unlink)
+{
+    return remove_entry(r, c, false);
 }
 
 FLL_DECODER(rmdir)
 {
-    char name[FLL_NAME_MAX + 1];
-    int ret = fll_cursor_name(c, name);
-    if (ret < 0)
-        return ret;
-    return fll_reply_status(r, fll_ops_of(r)->rmdir(r, r->hdr.nodeid, name));
+    return remove_entry(r, c, true);
 }
 
 static int rename_common(struct fll_req *r, struct fll_cursor *c, uint64_t newdir, uint32_t flags)

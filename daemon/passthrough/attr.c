@@ -140,10 +140,7 @@ int pt_do_lookup_at(struct pt_fs *fs, struct pt_inode *parent, int pfd, const ch
     fd = openat(pfd, name, O_PATH | O_NOFOLLOW | O_CLOEXEC);
     if (fd < 0)
         return -errno;
-    ret = pt_statx_fd(fd, &st);
-    if (ret < 0)
-        return ret;
-    ret = pt_inode_intern(fs, TAKE_FD(fd), &st, true, &i);
+    ret = pt_inode_intern_fd(fs, TAKE_FD(fd), &st, true, &i);
     if (ret < 0)
         return ret;
     return pt_fill_entry(fs, parent, i, &st, out);
@@ -374,12 +371,10 @@ int pt_op_readlink(struct fll_req *r, uint64_t nodeid, char *buf, size_t size)
     _cleanup_inode_ struct pt_inode *i = NULL;
     _cleanup_ifd_ struct pt_ifd f = PT_IFD_NONE;
     ssize_t n;
-    int ret = pt_inode_get(fs, nodeid, &i);
+    int ret = pt_inode_get_type(fs, nodeid, S_IFLNK, -EINVAL, &i);
 
     if (ret < 0)
         return ret;
-    if (i->type != S_IFLNK)
-        return -EINVAL;
     ret = pt_inode_fd(fs, i, &f);
     if (ret < 0)
         return ret;

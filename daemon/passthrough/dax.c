@@ -116,12 +116,10 @@ static bool pt_dax_rw(const struct pt_fs *fs, bool writable)
 int pt_fs_dax_open(struct pt_fs *fs, uint64_t nodeid, bool writable)
 {
     _cleanup_inode_ struct pt_inode *i = NULL;
-    int ret = pt_inode_get(fs, nodeid, &i);
+    int ret = pt_inode_get_type(fs, nodeid, S_IFREG, -EINVAL, &i);
 
     if (ret < 0)
         return ret;
-    if (i->type != S_IFREG)
-        return -EINVAL;
     if (pt_dax_rw(fs, writable) && fs->readonly)
         return -EROFS;
     return pt_reopen(fs, i, pt_dax_rw(fs, writable) ? O_RDWR : O_RDONLY);
@@ -191,11 +189,9 @@ int pt_op_setupmapping(struct fll_req *r, uint64_t nodeid, const struct fuse_set
     ret = dax_setup_check(fs->dax, in, &req);
     if (ret < 0)
         return ret;
-    ret = pt_inode_get(fs, nodeid, &i);
+    ret = pt_inode_get_type(fs, nodeid, S_IFREG, -EINVAL, &i);
     if (ret < 0)
         return ret;
-    if (i->type != S_IFREG)
-        return -EINVAL;
     if (pt_dax_rw(fs, req.writable) && fs->readonly)
         return -EROFS;
     fd = pt_dax_open_as_caller(fs, r, i, &req);

@@ -225,12 +225,10 @@ int pt_op_opendir(struct fll_req *r, uint64_t nodeid, const struct fuse_open_in 
     _cleanup_inode_ struct pt_inode *i = NULL;
     _cleanup_close_ int fd = -1;
     uint64_t fh;
-    int ret = pt_inode_get(fs, nodeid, &i);
+    int ret = pt_inode_get_type(fs, nodeid, S_IFDIR, -ENOTDIR, &i);
 
     if (ret < 0)
         return ret;
-    if (i->type != S_IFDIR)
-        return -ENOTDIR;
     ret = pt_fd_reserve(fs);
     if (ret < 0)
         return ret;

@@ -128,10 +128,7 @@ static int pt_entry_from_fd(struct pt_fs *fs, struct pt_inode *parent, int fd,
     pfd = openat(fs->proc_self_fd, num, O_PATH | O_CLOEXEC);
     if (pfd < 0)
         return -errno;
-    ret = pt_statx_fd(pfd, &st);
-    if (ret < 0)
-        return ret;
-    ret = pt_inode_intern(fs, TAKE_FD(pfd), &st, true, out_inode);
+    ret = pt_inode_intern_fd(fs, TAKE_FD(pfd), &st, true, out_inode);
     if (ret < 0)
         return ret;
     return pt_fill_entry(fs, parent, *out_inode, &st, entry);
@@ -196,10 +193,7 @@ static int pt_create_common(struct fll_req *r, uint64_t parent, const char *name
             ret = -errno;
             goto unreserve;
         }
-        ret = pt_statx_fd(pfd, &st);
-        if (ret < 0)
-            goto unreserve;
-        ret = pt_inode_intern(fs, TAKE_FD(pfd), &st, true, &i);
+        ret = pt_inode_intern_fd(fs, TAKE_FD(pfd), &st, true, &i);
         if (ret < 0)
             goto unreserve;
         pt_fill_entry(fs, p, i, &st, entry);

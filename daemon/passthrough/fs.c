@@ -210,15 +210,10 @@ int pt_fs_new(const struct pt_config *cfg, struct pt_fs **out)
         ret = -errno;
         goto fail;
     }
-    ret = pt_statx_fd(fd, &st);
-    if (ret < 0) {
-        close(fd);
-        goto fail;
-    }
     /* The first inode gets index 1, generation 0: FUSE_ROOT_ID. Never put. It
      * keeps its O_PATH fd whatever the handle setting (the xattr path form
      * returns the working directory to it). */
-    ret = pt_inode_intern(fs, fd, &st, false, &fs->root);
+    ret = pt_inode_intern_fd(fs, fd, &st, false, &fs->root);
     if (ret < 0)
         goto fail;
     ret = pt_fs_setup_handles(fs, cfg->inode_file_handles);

@@ -119,32 +119,39 @@ int pt_idmap_add(struct pt_idmap *m, const char *spec, char *err, size_t errlen)
         p = end + 1;
     }
 
-    struct pt_idmap_ent g = {0}, h = {0};
-    bool to_host = false, to_guest = false;
-    unsigned want = 3;
-    if (strcmp(type, "map") == 0) {
-        g = (struct pt_idmap_ent){f[0], f[2], f[1], PT_ID_RANGE};
-        h = (struct pt_idmap_ent){f[1], f[2], f[0], PT_ID_RANGE};
-        to_host = to_guest = true;
-    } else if (strcmp(type, "guest") == 0) {
-        g = (struct pt_idmap_ent){f[0], f[2], f[1], PT_ID_RANGE};
-        to_host = true;
-    } else if (strcmp(type, "host") == 0) {
-        h = (struct pt_idmap_ent){f[0], f[2], f[1], PT_ID_RANGE};
-        to_guest = true;
-    } else if (strcmp(type, "squash-guest") == 0) {
-        g = (struct pt_idmap_ent){f[0], f[2], f[1], PT_ID_SQUASH};
-        to_host = true;
-    } else if (strcmp(type, "squash-host") == 0) {
-        h = (struct pt_idmap_ent){f[0], f[2], f[1], PT_ID_SQUASH};
-        to_guest = true;
-    } else if (strcmp(type, "forbid-guest") == 0) {
-        want = 2;
-        g = (struct pt_idmap_ent){f[0], nf > 1 ? f[1] : 0, 0, PT_ID_FAIL};
-        to_host = true;
-    } else {
+    /* The rule types: which directions they fill, how, and their field count. */
+    static const struct {
+        const char *name;
+        bool to_host, to_guest;
+        enum pt_idmap_kind kind;
+        unsigned fields;
+    } types[] = {
+        {"map", true, true, PT_ID_RANGE, 3},
+        {"guest", true, false, PT_ID_RANGE, 3},
+        {"host", false, true, PT_ID_RANGE, 3},
+        {"squash-guest", true, false, PT_ID_SQUASH, 3},
+        {"squash-host", false, true, PT_ID_SQUASH, 3},
+        {"forbid-guest", true, false, PT_ID_FAIL, 2},
+    };
+    size_t t = 0;
+    while (t < sizeof(types) / sizeof(types[0]) && strcmp(type, types[t].name) != 0)
+        t++;
+    if (t == sizeof(types) / sizeof(types[0])) {
         pt_idmap_err(err, errlen, "%s: unknown mapping type '%s'", spec, type);
         return -EINVAL;
+    }
+    bool to_host = types[t].to_host, to_guest = types[t].to_guest;
+    unsigned want = types[t].fields;
+    struct pt_idmap_ent g = {0}, h = {0};
+    if (types[t].kind == PT_ID_FAIL) {
+        g = (struct pt_idmap_ent){f[0], nf > 1 ? f[1] : 0, 0, PT_ID_FAIL};
+    } else if (to_host && to_guest) { /* map: guest:host:count both ways */
+        g = (struct pt_idmap_ent){f[0], f[2], f[1], types[t].kind};
+        h = (struct pt_idmap_ent){f[1], f[2], f[0], types[t].kind};
+    } else if (to_host) {
+        g = (struct pt_idmap_ent){f[0], f[2], f[1], types[t].kind};
+    } else {
+        h = (struct pt_idmap_ent){f[0], f[2], f[1], types[t].kind};
     }
     if (nf != want) {
         pt_idmap_err(err, errlen, "%s: '%s' takes %u fields, not %u", spec, type, want, nf);

@@ -266,6 +266,31 @@ int pt_inode_find(struct pt_fs *fs, const struct statx *st, bool count_lookup,
     return i ? 0 : -ENOENT;
 }
 
+int pt_inode_get_type(struct pt_fs *fs, uint64_t nodeid, mode_t type, int wrong_type,
+                      struct pt_inode **out)
+{
+    int ret = pt_inode_get(fs, nodeid, out);
+
+    if (ret == 0 && (*out)->type != type) {
+        pt_inode_put(*out);
+        *out = NULL;
+        ret = wrong_type;
+    }
+    return ret;
+}
+
+int pt_inode_intern_fd(struct pt_fs *fs, int fd, struct statx *st, bool count_lookup,
+                       struct pt_inode **out)
+{
+    int ret = pt_statx_fd(fd, st);
+
+    if (ret < 0) {
+        close(fd);
+        return ret;
+    }
+    return pt_inode_intern(fs, fd, st, count_lookup, out);
+}
+
 int pt_inode_intern(struct pt_fs *fs, int fd, const struct statx *st, bool count_lookup,
                     struct pt_inode **out)
 {

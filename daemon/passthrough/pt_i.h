@@ -259,6 +259,9 @@ static inline uint64_t pt_inode_nodeid(const struct pt_inode *i)
 
 /* Takes a reference on the inode behind nodeid; -ESTALE when unknown. */
 int pt_inode_get(struct pt_fs *fs, uint64_t nodeid, struct pt_inode **out);
+/* pt_inode_get of an inode of type (S_IFREG...); wrong_type when it is another. */
+int pt_inode_get_type(struct pt_fs *fs, uint64_t nodeid, mode_t type, int wrong_type,
+                      struct pt_inode **out);
 /* Takes another reference on an inode already referenced by the caller. */
 void pt_inode_ref(struct pt_inode *i);
 void pt_inode_put(struct pt_inode *i);
@@ -278,6 +281,9 @@ int pt_inode_find(struct pt_fs *fs, const struct statx *st, bool count_lookup,
  */
 int pt_inode_intern(struct pt_fs *fs, int fd, const struct statx *st, bool count_lookup,
                     struct pt_inode **out);
+/* pt_inode_intern after a statx of fd (into st): fd is taken in every case. */
+int pt_inode_intern_fd(struct pt_fs *fs, int fd, struct statx *st, bool count_lookup,
+                       struct pt_inode **out);
 /* Drops n of the client's lookups, clamped at zero. */
 void pt_inode_forget(struct pt_fs *fs, uint64_t nodeid, uint64_t n);
 /* Drops every inode but the root (reset). */
