@@ -245,12 +245,3 @@ void vb_report_json_objects(const struct vb_opts *o, const struct vb_series *s, 
         fputs("]}", to);
     }
 }
-
-void vb_report_json(const struct vb_opts *o, const struct vb_series *s, FILE *to,
-                    const char *workload)
-{
-    bool first = true;
-    fputs("[\n", to);
-    vb_report_json_objects(o, s, to, workload, &first);
-    fputs("\n]\n", to);
-}

@@ -134,10 +134,8 @@ int vb_pgrp_sample(pid_t pgid, double *cpu_s, uint64_t *rss_kib);
 
 void vb_report(const struct vb_opts *o, const struct vb_series *s, FILE *to,
                const char *workload);
-void vb_report_json(const struct vb_opts *o, const struct vb_series *s, FILE *to,
-                    const char *workload);
-/* The objects alone, each preceded by ",\n" unless *first (which is cleared):
- * several variants' objects in one array. */
+/* The JSON objects of one variant, each preceded by ",\n" unless *first (which
+ * is cleared), for several variants' objects in one array. */
 void vb_report_json_objects(const struct vb_opts *o, const struct vb_series *s, FILE *to,
                             const char *workload, bool *first);
 /* Median, min and max of n values (n > 0); v is not modified. */

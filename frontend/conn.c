@@ -322,11 +322,6 @@ const char *vfe_conn_socket_path(const struct vfe_conn *c)
     return c->socket_path;
 }
 
-int vfe_conn_fd(const struct vfe_conn *c)
-{
-    return c->fd;
-}
-
 void vfe_conn_set_reply_ack(struct vfe_conn *c, bool on)
 {
     c->reply_ack = on;

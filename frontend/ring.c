@@ -188,11 +188,6 @@ unsigned vfe_vq_size(const struct vfe_vq *vq)
     return vq->num;
 }
 
-unsigned vfe_vq_index(const struct vfe_vq *vq)
-{
-    return vq->index;
-}
-
 int vfe_vq_kick_fd(const struct vfe_vq *vq)
 {
     return vq->kick_fd;

@@ -202,7 +202,6 @@ pid_t vfe_conn_backend_pid(const struct vfe_conn *c);
 /* Non-blocking: true and *status if the spawned backend has exited. */
 bool vfe_conn_backend_exited(struct vfe_conn *c, int *status);
 const char *vfe_conn_socket_path(const struct vfe_conn *c);
-int vfe_conn_fd(const struct vfe_conn *c);
 void vfe_conn_set_reply_ack(struct vfe_conn *c, bool on);
 
 /* Raw: the header is sent as given (size may lie about payload_len). */
@@ -309,7 +308,6 @@ struct vfe_vq_config {
 int vfe_vq_new(struct vfe_mem *mem, const struct vfe_vq_config *cfg, struct vfe_vq **out);
 void vfe_vq_free(struct vfe_vq *vq);
 unsigned vfe_vq_size(const struct vfe_vq *vq);
-unsigned vfe_vq_index(const struct vfe_vq *vq);
 int vfe_vq_kick_fd(const struct vfe_vq *vq);
 int vfe_vq_call_fd(const struct vfe_vq *vq);
 /* SET_VRING_ADDR payload: our virtual addresses of the three parts. */

@@ -217,8 +217,6 @@ void fll_cursor_init(struct fll_cursor *c, const struct iovec *iov, unsigned cnt
 size_t fll_cursor_left(const struct fll_cursor *c);
 bool fll_cursor_copy(struct fll_cursor *c, void *dst, size_t n);
 bool fll_cursor_skip(struct fll_cursor *c, size_t n);
-/* Copies out a NUL-terminated string of at most max-1 bytes; false if absent. */
-bool fll_cursor_str(struct fll_cursor *c, char *dst, size_t max);
 /* Describes the next n bytes as up to max iovecs (no copy); -EINVAL if short,
  * -E2BIG if more than max iovecs would be needed; else the iovec count. */
 int fll_cursor_iov(struct fll_cursor *c, struct iovec *dst, unsigned max, size_t n);
@@ -439,8 +437,6 @@ void fll_session_driver_stopped(struct fll_session *se);
 
 /* Whether INIT has completed (and DESTROY not yet received). */
 bool fll_session_initialized(const struct fll_session *se);
-/* Name of an opcode, for logs ("LOOKUP"), or NULL. */
-const char *fll_opcode_name(uint32_t opcode);
 
 /* ---- /dev/fuse transport --------------------------------------------------------- */
 
@@ -480,17 +476,5 @@ int fll_devfuse_new(const struct fll_devfuse_config *cfg, struct fll_devfuse **o
 int fll_devfuse_loop(struct fll_devfuse *h);
 void fll_devfuse_stop(struct fll_devfuse *h);
 void fll_devfuse_free(struct fll_devfuse *h);
-
-/*
- * All of the above in one call: mounts (with allow_other when running as
- * root, so every host user reaches the filesystem, which checks each request
- * as its caller), serves, unmounts. While it runs,
- * SIGTERM, SIGINT and SIGHUP stop it (the previous handlers are restored on
- * return). *handle_out (if not NULL) is set before serving starts, so another
- * thread may call fll_devfuse_stop() on it; it is invalid once this returns.
- * One fll_devfuse_run() per process at a time (the signal handlers are shared).
- */
-int fll_devfuse_run(const struct fll_ops *ops, void *fs, const char *mountpoint, const char *fsname,
-                    unsigned nthreads, struct fll_devfuse **handle_out);
 
 #endif

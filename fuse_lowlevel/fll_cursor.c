@@ -164,11 +164,6 @@ int fll_cursor_cstr(struct fll_cursor *c, char *dst, size_t max, int toolong)
     }
 }
 
-bool fll_cursor_str(struct fll_cursor *c, char *dst, size_t max)
-{
-    return fll_cursor_cstr(c, dst, max, -ENAMETOOLONG) == 0;
-}
-
 bool fll_name_valid(const char *name)
 {
     if (name == NULL || name[0] == '\0')

@@ -377,58 +377,57 @@ static int fll_do_interrupt(struct fll_req *r, struct fll_cursor *c)
 
 struct fll_opentry {
     fll_handler fn;
-    const char *name;
     size_t op;
     bool noreply;
 };
 
 static const struct fll_opentry fll_table[] = {
-    [FUSE_LOOKUP] = {fll_do_lookup, "LOOKUP", OP(lookup)},
-    [FUSE_FORGET] = {fll_do_forget, "FORGET", OP(forget), true},
-    [FUSE_GETATTR] = {fll_do_getattr, "GETATTR", OP(getattr)},
-    [FUSE_SETATTR] = {fll_do_setattr, "SETATTR", OP(setattr)},
-    [FUSE_READLINK] = {fll_do_readlink, "READLINK", OP(readlink)},
-    [FUSE_SYMLINK] = {fll_do_symlink, "SYMLINK", OP(symlink)},
-    [FUSE_MKNOD] = {fll_do_mknod, "MKNOD", OP(mknod)},
-    [FUSE_MKDIR] = {fll_do_mkdir, "MKDIR", OP(mkdir)},
-    [FUSE_UNLINK] = {fll_do_unlink, "UNLINK", OP(unlink)},
-    [FUSE_RMDIR] = {fll_do_rmdir, "RMDIR", OP(rmdir)},
-    [FUSE_RENAME] = {fll_do_rename, "RENAME", OP(rename)},
-    [FUSE_LINK] = {fll_do_link, "LINK", OP(link)},
-    [FUSE_OPEN] = {fll_do_open, "OPEN", OP(open)},
-    [FUSE_READ] = {fll_do_read, "READ", OP(read)},
-    [FUSE_WRITE] = {fll_do_write, "WRITE", OP(write)},
-    [FUSE_STATFS] = {fll_do_statfs, "STATFS", OP(statfs)},
-    [FUSE_RELEASE] = {fll_do_release, "RELEASE", OP(release)},
-    [FUSE_FSYNC] = {fll_do_fsync, "FSYNC", OP(fsync)},
-    [FUSE_SETXATTR] = {fll_do_setxattr, "SETXATTR", OP(setxattr)},
-    [FUSE_GETXATTR] = {fll_do_getxattr, "GETXATTR", OP(getxattr)},
-    [FUSE_LISTXATTR] = {fll_do_listxattr, "LISTXATTR", OP(listxattr)},
-    [FUSE_REMOVEXATTR] = {fll_do_removexattr, "REMOVEXATTR", OP(removexattr)},
-    [FUSE_FLUSH] = {fll_do_flush, "FLUSH", OP(flush)},
-    [FUSE_INIT] = {fll_do_init, "INIT", 0},
-    [FUSE_OPENDIR] = {fll_do_opendir, "OPENDIR", OP(opendir)},
-    [FUSE_READDIR] = {fll_do_readdir, "READDIR", OP(readdir)},
-    [FUSE_RELEASEDIR] = {fll_do_releasedir, "RELEASEDIR", OP(releasedir)},
-    [FUSE_FSYNCDIR] = {fll_do_fsyncdir, "FSYNCDIR", OP(fsyncdir)},
-    [FUSE_GETLK] = {fll_do_getlk, "GETLK", OP(getlk)},
-    [FUSE_SETLK] = {fll_do_setlk, "SETLK", OP(setlk)},
-    [FUSE_SETLKW] = {fll_do_setlkw, "SETLKW", OP(setlk)},
-    [FUSE_ACCESS] = {fll_do_access, "ACCESS", OP(access)},
-    [FUSE_CREATE] = {fll_do_create, "CREATE", OP(create)},
-    [FUSE_INTERRUPT] = {fll_do_interrupt, "INTERRUPT", OP(interrupt)},
-    [FUSE_DESTROY] = {fll_do_destroy, "DESTROY", 0},
-    [FUSE_BATCH_FORGET] = {fll_do_batch_forget, "BATCH_FORGET", OP(forget), true},
-    [FUSE_FALLOCATE] = {fll_do_fallocate, "FALLOCATE", OP(fallocate)},
-    [FUSE_READDIRPLUS] = {fll_do_readdirplus, "READDIRPLUS", OP(readdir)},
-    [FUSE_RENAME2] = {fll_do_rename2, "RENAME2", OP(rename)},
-    [FUSE_LSEEK] = {fll_do_lseek, "LSEEK", OP(lseek)},
-    [FUSE_COPY_FILE_RANGE] = {fll_do_copy_file_range, "COPY_FILE_RANGE", OP(copy_file_range)},
-    [FUSE_SETUPMAPPING] = {fll_do_setupmapping, "SETUPMAPPING", OP(setupmapping)},
-    [FUSE_REMOVEMAPPING] = {fll_do_removemapping, "REMOVEMAPPING", OP(removemapping)},
-    [FUSE_SYNCFS] = {fll_do_syncfs, "SYNCFS", OP(syncfs)},
-    [FUSE_TMPFILE] = {fll_do_tmpfile, "TMPFILE", OP(tmpfile)},
-    [FUSE_STATX] = {fll_do_statx, "STATX", OP(statx)},
+    [FUSE_LOOKUP] = {fll_do_lookup, OP(lookup)},
+    [FUSE_FORGET] = {fll_do_forget, OP(forget), true},
+    [FUSE_GETATTR] = {fll_do_getattr, OP(getattr)},
+    [FUSE_SETATTR] = {fll_do_setattr, OP(setattr)},
+    [FUSE_READLINK] = {fll_do_readlink, OP(readlink)},
+    [FUSE_SYMLINK] = {fll_do_symlink, OP(symlink)},
+    [FUSE_MKNOD] = {fll_do_mknod, OP(mknod)},
+    [FUSE_MKDIR] = {fll_do_mkdir, OP(mkdir)},
+    [FUSE_UNLINK] = {fll_do_unlink, OP(unlink)},
+    [FUSE_RMDIR] = {fll_do_rmdir, OP(rmdir)},
+    [FUSE_RENAME] = {fll_do_rename, OP(rename)},
+    [FUSE_LINK] = {fll_do_link, OP(link)},
+    [FUSE_OPEN] = {fll_do_open, OP(open)},
+    [FUSE_READ] = {fll_do_read, OP(read)},
+    [FUSE_WRITE] = {fll_do_write, OP(write)},
+    [FUSE_STATFS] = {fll_do_statfs, OP(statfs)},
+    [FUSE_RELEASE] = {fll_do_release, OP(release)},
+    [FUSE_FSYNC] = {fll_do_fsync, OP(fsync)},
+    [FUSE_SETXATTR] = {fll_do_setxattr, OP(setxattr)},
+    [FUSE_GETXATTR] = {fll_do_getxattr, OP(getxattr)},
+    [FUSE_LISTXATTR] = {fll_do_listxattr, OP(listxattr)},
+    [FUSE_REMOVEXATTR] = {fll_do_removexattr, OP(removexattr)},
+    [FUSE_FLUSH] = {fll_do_flush, OP(flush)},
+    [FUSE_INIT] = {fll_do_init, 0},
+    [FUSE_OPENDIR] = {fll_do_opendir, OP(opendir)},
+    [FUSE_READDIR] = {fll_do_readdir, OP(readdir)},
+    [FUSE_RELEASEDIR] = {fll_do_releasedir, OP(releasedir)},
+    [FUSE_FSYNCDIR] = {fll_do_fsyncdir, OP(fsyncdir)},
+    [FUSE_GETLK] = {fll_do_getlk, OP(getlk)},
+    [FUSE_SETLK] = {fll_do_setlk, OP(setlk)},
+    [FUSE_SETLKW] = {fll_do_setlkw, OP(setlk)},
+    [FUSE_ACCESS] = {fll_do_access, OP(access)},
+    [FUSE_CREATE] = {fll_do_create, OP(create)},
+    [FUSE_INTERRUPT] = {fll_do_interrupt, OP(interrupt)},
+    [FUSE_DESTROY] = {fll_do_destroy, 0},
+    [FUSE_BATCH_FORGET] = {fll_do_batch_forget, OP(forget), true},
+    [FUSE_FALLOCATE] = {fll_do_fallocate, OP(fallocate)},
+    [FUSE_READDIRPLUS] = {fll_do_readdirplus, OP(readdir)},
+    [FUSE_RENAME2] = {fll_do_rename2, OP(rename)},
+    [FUSE_LSEEK] = {fll_do_lseek, OP(lseek)},
+    [FUSE_COPY_FILE_RANGE] = {fll_do_copy_file_range, OP(copy_file_range)},
+    [FUSE_SETUPMAPPING] = {fll_do_setupmapping, OP(setupmapping)},
+    [FUSE_REMOVEMAPPING] = {fll_do_removemapping, OP(removemapping)},
+    [FUSE_SYNCFS] = {fll_do_syncfs, OP(syncfs)},
+    [FUSE_TMPFILE] = {fll_do_tmpfile, OP(tmpfile)},
+    [FUSE_STATX] = {fll_do_statx, OP(statx)},
 };
 
 #define FLL_TABLE_LEN (sizeof(fll_table) / sizeof(fll_table[0]))
@@ -438,12 +437,6 @@ static const struct fll_opentry *table_entry(uint32_t opcode)
     if (opcode >= FLL_TABLE_LEN || fll_table[opcode].fn == NULL)
         return NULL;
     return &fll_table[opcode];
-}
-
-const char *fll_opcode_name(uint32_t opcode)
-{
-    const struct fll_opentry *e = table_entry(opcode);
-    return e ? e->name : NULL;
 }
 
 static bool op_present(const struct fll_ops *ops, const struct fll_opentry *e)

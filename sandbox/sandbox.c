@@ -29,11 +29,6 @@ static const char *const sb_feature_names[] = {
 
 #define SB_ARRAY_LEN(a) (sizeof(a) / sizeof((a)[0]))
 
-enum sb_mode sb_default_mode(void)
-{
-    return geteuid() == 0 ? SB_MODE_NAMESPACE : SB_MODE_NONE;
-}
-
 static int sb_lookup(const char *const *names, size_t n, const char *s)
 {
     if (!s)

@@ -76,9 +76,6 @@ struct sb_config {
 
 /* ---- Configuration --------------------------------------------------------------- */
 
-/* NAMESPACE when running as root (euid 0), else NONE. */
-enum sb_mode sb_default_mode(void);
-
 /* "namespace"/"chroot"/"none" and "kill"/"log"/"trap"/"none"; -EINVAL if unknown. */
 int sb_mode_parse(const char *s, enum sb_mode *out);
 int sb_seccomp_action_parse(const char *s, enum sb_seccomp_action *out);
@@ -202,7 +199,5 @@ int sb_seccomp_build(const struct sb_config *cfg, scmp_filter_ctx *out);
 /* Builds and loads the filter (no_new_privs, synchronised to all threads). */
 int sb_seccomp_load(const struct sb_config *cfg);
 
-/* The number of allowlist entries for features (for logs and tests). */
-size_t sb_seccomp_allowlist_len(unsigned features);
 
 #endif

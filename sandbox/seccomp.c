@@ -74,14 +74,6 @@ static bool sb_entry_wanted(const struct sb_syscall *s, unsigned features)
     return (s->features & features) != 0;
 }
 
-size_t sb_seccomp_allowlist_len(unsigned features)
-{
-    size_t n = 0;
-    for (size_t i = 0; i < sb_syscalls_len; i++)
-        n += sb_entry_wanted(&sb_syscalls[i], features);
-    return n;
-}
-
 static int sb_add_values(scmp_filter_ctx ctx, int nr, unsigned arg, const unsigned long *v,
                          size_t n)
 {

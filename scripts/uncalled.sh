@@ -11,10 +11,11 @@
 # program that links it keeps it. The build is -O0, so an inlined call still
 # leaves a reference to the function it calls.
 #
-# The programs: vufsd speaks for the daemon's modules (daemon/, fuse_lowlevel/,
-# dax/, sandbox/); vufs-frontend, vufs-bench and the integration tests that drive
-# vufsd through the frontend speak for frontend/ (it exists to be the daemon's
-# test peer). Unit tests never count as callers.
+# The programs: vufsd alone speaks for the daemon's modules (daemon/,
+# fuse_lowlevel/, dax/, sandbox/): a function only a test calls is not called.
+# frontend/ exists to be the daemon's test peer: vufs-frontend, vufs-bench and
+# every test program that links it speak for it (its introspection serves its
+# own unit tests, which cannot reach its opaque structs otherwise).
 #
 # Usage: scripts/uncalled.sh [BUILD_DIR]   (default build-uncalled; set up if missing)
 # Prints "file: function" for each uncalled function; exits 1 when there is one.
@@ -36,7 +37,7 @@ while read -r name; do
 done < <(meson introspect "$dir" --targets | python3 -c '
 import json, os, sys
 for t in json.load(sys.stdin):
-    if t["type"] == "executable" and "/tests/integration/" in t["defined_in"]:
+    if t["type"] == "executable" and "/tests/" in t["defined_in"]:
         print(os.path.relpath(t["filename"][0], os.path.abspath(sys.argv[1])))
 ' "$dir")
 programs=("${!speaks[@]}")

@@ -12,6 +12,16 @@
 
 #include "bench_vb.h"
 
+/* One variant's objects as a JSON array, as vufs-bench --json prints them. */
+static void vb_report_json(const struct vb_opts *o, const struct vb_series *s, FILE *to,
+                    const char *workload)
+{
+    bool first = true;
+    fputs("[\n", to);
+    vb_report_json_objects(o, s, to, workload, &first);
+    fputs("\n]\n", to);
+}
+
 static void test_stats_odd_even(void **state)
 {
     (void)state;

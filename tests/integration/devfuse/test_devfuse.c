@@ -3,7 +3,7 @@
  * Integration test of the /dev/fuse transport: a tiny read-only filesystem
  * (a root directory holding one file) is mounted on a temporary directory and
  * used through the host kernel with ordinary system calls; then it is stopped
- * three ways: fll_devfuse_stop(), SIGTERM to a process in fll_devfuse_run(),
+ * three ways: fll_devfuse_stop(), SIGTERM to a process in devfuse_run(),
  * and an unmount from outside.
  *
  * Needs root and /dev/fuse; without them the test exits 77 (skipped).
@@ -493,18 +493,75 @@ static void serve_and_stop(void **state)
     assert_false(is_mounted(mnt));
 }
 
+/*
+ * The /dev/fuse transport in one call, as vufsd --mount drives it: mounts (with
+ * allow_other as root), serves until SIGTERM, SIGINT or SIGHUP (the previous
+ * handlers are restored after), unmounts. *handle_out is set while it serves.
+ */
+
+static struct fll_devfuse *df_signal_target; /* atomic; the running devfuse_run */
+
+static void df_on_signal(int sig)
+{
+    (void)sig;
+    fll_devfuse_stop(__atomic_load_n(&df_signal_target, __ATOMIC_ACQUIRE));
+}
+
+static int devfuse_run(const struct fll_ops *ops, void *fs, const char *mountpoint, const char *fsname,
+                    unsigned nthreads, struct fll_devfuse **handle_out)
+{
+    static const int sigs[] = {SIGTERM, SIGINT, SIGHUP};
+    struct sigaction old[3];
+    struct fll_devfuse_config cfg = {
+        .ops = ops,
+        .fs = fs,
+        .mountpoint = mountpoint,
+        .fsname = fsname,
+        /*
+         * Every host user may use the mount when root serves it (as every guest
+         * user may use a virtio-fs share); the filesystem checks each request
+         * as its caller. Without it the kernel refuses everyone but root.
+         */
+        .mount_opts = geteuid() == 0 ? "allow_other" : NULL,
+        .nthreads = nthreads,
+    };
+    struct fll_devfuse *h;
+
+    int ret = fll_devfuse_new(&cfg, &h);
+    if (ret < 0)
+        return ret;
+    if (handle_out)
+        *handle_out = h;
+
+    __atomic_store_n(&df_signal_target, h, __ATOMIC_RELEASE);
+    struct sigaction sa = {.sa_handler = df_on_signal};
+    sigemptyset(&sa.sa_mask);
+    for (unsigned i = 0; i < 3; i++)
+        sigaction(sigs[i], &sa, &old[i]);
+
+    ret = fll_devfuse_loop(h);
+
+    for (unsigned i = 0; i < 3; i++)
+        sigaction(sigs[i], &old[i], NULL);
+    __atomic_store_n(&df_signal_target, NULL, __ATOMIC_RELEASE);
+    if (handle_out)
+        *handle_out = NULL;
+    fll_devfuse_free(h);
+    return ret;
+}
+
 static void sigterm_unmounts(void **state)
 {
     pid_t pid = fork();
     assert_true(pid >= 0);
     if (pid == 0) {
         static struct tinyfs fs;
-        int ret = fll_devfuse_run(&tiny_ops, &fs, mnt, "vufsd-test", 2, NULL);
+        int ret = devfuse_run(&tiny_ops, &fs, mnt, "vufsd-test", 2, NULL);
         _exit(ret == 0 ? 0 : 10);
     }
     assert_true(wait_mounted(mnt, true));
     use_the_mount();
-    /* fll_devfuse_run mounts with allow_other as root: other users get in */
+    /* devfuse_run mounts with allow_other as root: other users get in */
     char path[128];
     snprintf(path, sizeof(path), "%s/hello", mnt);
     assert_int_equal(stat_as_nobody(path), 0);

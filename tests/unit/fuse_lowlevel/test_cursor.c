@@ -9,7 +9,7 @@
 
 #include <cmocka.h>
 
-#include "fll.h"
+#include "fll_i.h"
 
 static unsigned char src[64];
 
@@ -152,21 +152,21 @@ static void str_needs_nul_within_bounds(void **state)
     char dst[16];
 
     fll_cursor_init(&c, iov, 2, SIZE_MAX);
-    assert_true(fll_cursor_str(&c, dst, sizeof(dst)));
+    assert_int_equal(fll_cursor_cstr(&c, dst, sizeof(dst), -ENAMETOOLONG), 0);
     assert_string_equal(dst, "hello");
     assert_int_equal(fll_cursor_left(&c), 4); /* "rest" */
     /* "rest" has no NUL: refused, cursor unchanged. */
-    assert_false(fll_cursor_str(&c, dst, sizeof(dst)));
+    assert_true(fll_cursor_cstr(&c, dst, sizeof(dst), -ENAMETOOLONG) < 0);
     assert_int_equal(fll_cursor_left(&c), 4);
 
     /* max too small for "hello\0" (needs 6). */
     fll_cursor_init(&c, iov, 2, SIZE_MAX);
-    assert_false(fll_cursor_str(&c, dst, 6 - 1));
-    assert_true(fll_cursor_str(&c, dst, 6));
+    assert_int_equal(fll_cursor_cstr(&c, dst, 6 - 1, -ENAMETOOLONG), -ENAMETOOLONG);
+    assert_int_equal(fll_cursor_cstr(&c, dst, 6, -ENAMETOOLONG), 0);
 
     /* The NUL beyond the limit does not count. */
     fll_cursor_init(&c, iov, 2, 5);
-    assert_false(fll_cursor_str(&c, dst, sizeof(dst)));
+    assert_true(fll_cursor_cstr(&c, dst, sizeof(dst), -ENAMETOOLONG) < 0);
 }
 
 static void names(void **state)

@@ -136,11 +136,6 @@ static void opcode_bounds(void **state)
         send_small(h);
         expect_rejected(h, -ENOSYS);
     }
-    assert_null(fll_opcode_name(0));
-    assert_null(fll_opcode_name(UINT32_MAX));
-    assert_null(fll_opcode_name(FUSE_IOCTL));
-    assert_string_equal(fll_opcode_name(FUSE_LOOKUP), "LOOKUP");
-    assert_string_equal(fll_opcode_name(FUSE_STATX), "STATX");
 }
 
 static void ops_null_enosys(void **state)

@@ -37,11 +37,6 @@ static void test_mode_parse(void **state)
     assert_int_equal(sb_seccomp_action_parse("allow", &a), -EINVAL);
 }
 
-static void test_default_mode(void **state)
-{
-    assert_int_equal(sb_default_mode(), geteuid() == 0 ? SB_MODE_NAMESPACE : SB_MODE_NONE);
-}
-
 static void test_config_check(void **state)
 {
     const char *msg = "stale";
@@ -292,8 +287,8 @@ static void test_pidns_parent_wait(void **state)
 int main(void)
 {
     const struct CMUnitTest tests[] = {
-        cmocka_unit_test(test_mode_parse),     cmocka_unit_test(test_default_mode),
-        cmocka_unit_test(test_config_check),   cmocka_unit_test(test_describe),
+        cmocka_unit_test(test_mode_parse),     cmocka_unit_test(test_config_check),
+        cmocka_unit_test(test_describe),
         cmocka_unit_test(test_cap_names),      cmocka_unit_test(test_caps_compute),
         cmocka_unit_test(test_rlimit_default),
         cmocka_unit_test(test_rlimit_apply),   cmocka_unit_test(test_pidns_parent_wait),
