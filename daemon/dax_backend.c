@@ -199,6 +199,20 @@ static const struct dax_ops vdax_legacy_ops = {
 
 /* ---- Life cycle ----------------------------------------------------------------------- */
 
+void vdax_free(struct vdax *x)
+{
+    if (!x)
+        return;
+    vdax_stats_stop(x);
+    if (x->stats_dir_fd >= 0)
+        close(x->stats_dir_fd);
+    g_free(x->stats_name);
+    g_free(x->stats_tmp);
+    dax_window_free(x->w);
+    pthread_mutex_destroy(&x->map_lock);
+    free(x);
+}
+
 int vdax_new(const struct vufsd_config *cfg, struct pt_fs *fs, struct vdax **out)
 {
     struct vdax *x = calloc(1, sizeof(*x));
@@ -224,20 +238,6 @@ int vdax_new(const struct vufsd_config *cfg, struct pt_fs *fs, struct vdax **out
     }
     *out = x;
     return 0;
-}
-
-void vdax_free(struct vdax *x)
-{
-    if (!x)
-        return;
-    vdax_stats_stop(x);
-    if (x->stats_dir_fd >= 0)
-        close(x->stats_dir_fd);
-    g_free(x->stats_name);
-    g_free(x->stats_tmp);
-    dax_window_free(x->w);
-    pthread_mutex_destroy(&x->map_lock);
-    free(x);
 }
 
 struct dax_window *vdax_window(struct vdax *x)

@@ -232,6 +232,26 @@ void dax_extent_del_locked(struct dax_window *w, uint32_t s, unsigned i)
 
 /* ---- Life cycle ------------------------------------------------------------------------- */
 
+void dax_window_free(struct dax_window *w)
+{
+    if (!w)
+        return;
+    for (uint32_t b = 0; b < w->ino_buckets; b++) {
+        struct dax_inode *ino = w->ino_hash[b], *next;
+
+        for (; ino; ino = next) {
+            next = ino->hnext;
+            free(ino);
+        }
+    }
+    dax_ghost_fini(w);
+    pthread_cond_destroy(&w->cond);
+    pthread_mutex_destroy(&w->lock);
+    free(w->ino_hash);
+    free(w->slots);
+    free(w);
+}
+
 int dax_window_new(const struct dax_config *cfg, const struct dax_ops *ops, void *ctx,
                    struct dax_window **out)
 {
@@ -296,26 +316,6 @@ out_free:
     free(w->slots);
     free(w);
     return r;
-}
-
-void dax_window_free(struct dax_window *w)
-{
-    if (!w)
-        return;
-    for (uint32_t b = 0; b < w->ino_buckets; b++) {
-        struct dax_inode *ino = w->ino_hash[b], *next;
-
-        for (; ino; ino = next) {
-            next = ino->hnext;
-            free(ino);
-        }
-    }
-    dax_ghost_fini(w);
-    pthread_cond_destroy(&w->cond);
-    pthread_mutex_destroy(&w->lock);
-    free(w->ino_hash);
-    free(w->slots);
-    free(w);
 }
 
 unsigned dax_window_map_alignment(const struct dax_window *w)

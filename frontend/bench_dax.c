@@ -326,14 +326,8 @@ int vb_run_dax(const struct vb_opts *o, const struct vb_backend *be, const char 
 
     struct vfe_bench_result *res = g_new0(struct vfe_bench_result, 1);
     res->elapsed_ns = elapsed;
-    for (unsigned i = 0; i < started; i++) {
-        res->ops += ts[i].ops;
-        if (!res->errors && ts[i].errors)
-            res->first_error = ts[i].first_error;
-        res->errors += ts[i].errors;
-        res->bytes += ts[i].bytes;
-        vfe_hist_merge(&res->latency, &ts[i].hist);
-    }
+    for (unsigned i = 0; i < started; i++)
+        vb_result_add(res, ts[i].ops, ts[i].errors, ts[i].first_error, ts[i].bytes, &ts[i].hist);
     vb_fill_run(run, res);
     g_free(res);
     struct vfe_daxguest_stats st;

@@ -24,6 +24,18 @@
 
 #define VB_HOST_MAX_THREADS 256u
 
+void vb_result_add(struct vfe_bench_result *res, uint64_t ops, uint64_t errors, int first_error,
+                   uint64_t bytes, const struct vfe_hist *hist)
+{
+    res->ops += ops;
+    if (!res->errors && errors)
+        res->first_error = first_error;
+    res->errors += errors;
+    res->bytes += bytes;
+    if (hist)
+        vfe_hist_merge(&res->latency, hist);
+}
+
 void vb_fill_run(struct vb_run *run, const struct vfe_bench_result *res)
 {
     run->ops = res->ops;
@@ -460,13 +472,7 @@ int vb_run_host(const struct vb_opts *o, int dirfd, const char *sub, struct vb_r
         pthread_join(ws[i].thread, NULL);
     res->elapsed_ns = vufs_now_ns() - t0;
     for (unsigned i = 0; i < nt; i++) {
-        res->ops += ws[i].ops;
-        if (!res->errors && ws[i].errors)
-            res->first_error = ws[i].first_error;
-        res->errors += ws[i].errors;
-        res->bytes += ws[i].bytes;
-        if (ws[i].hist)
-            vfe_hist_merge(&res->latency, ws[i].hist);
+        vb_result_add(res, ws[i].ops, ws[i].errors, ws[i].first_error, ws[i].bytes, ws[i].hist);
         g_free(ws[i].hist);
         g_free(ws[i].buf);
     }

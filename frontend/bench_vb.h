@@ -126,6 +126,10 @@ int vb_why(struct vb_run *run, int r, const char *fmt, ...) __attribute__((forma
 /* Queues 0..nq of dev halt-poll as --halt-poll-us says. */
 void vb_set_halt_poll(const struct vb_opts *o, struct vfe_dev *dev, unsigned nq);
 struct vfe_bench_result;
+/* One thread's counts added to res (the first error seen is kept). */
+struct vfe_hist;
+void vb_result_add(struct vfe_bench_result *res, uint64_t ops, uint64_t errors, int first_error,
+                   uint64_t bytes, const struct vfe_hist *hist);
 void vb_fill_run(struct vb_run *run, const struct vfe_bench_result *res);
 int vb_run_host(const struct vb_opts *o, int dirfd, const char *sub, struct vb_run *run);
 /* utime + stime (seconds) and resident memory (KiB) summed over every process

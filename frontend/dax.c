@@ -133,18 +133,16 @@ static bool range_ok(const struct vfe_dax *x, uint64_t off, uint64_t len)
            len <= x->size - off;
 }
 
+static uint64_t map_end(const void *maps, size_t i)
+{
+    const struct vfe_dax_map *m = maps;
+    return m[i].off + m[i].len;
+}
+
 /* First mapping ending after off. Caller holds x->lock. */
 static size_t first_after_locked(const struct vfe_dax *x, uint64_t off)
 {
-    size_t lo = 0, hi = x->nmaps;
-    while (lo < hi) {
-        size_t mid = lo + (hi - lo) / 2;
-        if (x->maps[mid].off + x->maps[mid].len <= off)
-            lo = mid + 1;
-        else
-            hi = mid;
-    }
-    return lo;
+    return vfe_first_end_after(x->maps, x->nmaps, off, map_end);
 }
 
 static bool overlaps_locked(const struct vfe_dax *x, uint64_t off, uint64_t len)
@@ -197,15 +195,23 @@ static int unmap_range(struct vfe_dax *x, uint64_t off, uint64_t len)
     return p == MAP_FAILED ? -errno : 0;
 }
 
+/* A map or unmap message's payload, exactly size bytes, with one fd for a map
+ * and none for an unmap: copied to dst, or false. */
+static bool take_payload(const struct vfe_msg *m, void *dst, size_t size, unsigned nfds, bool map)
+{
+    if (m->size != size || nfds != (map ? 1u : 0u))
+        return false;
+    memcpy(dst, m->payload.raw, size);
+    return true;
+}
+
 /* Caller holds x->lock. */
 static int shmem_locked(struct vfe_dax *x, const struct vfe_msg *m, const int *fds,
-                        unsigned nfds)
+                        unsigned nfds, bool map)
 {
-    bool map = m->request == VFE_VU_BACKEND_SHMEM_MAP;
     struct vfe_dax_shmem_msg s;
-    if (m->size != sizeof(s) || nfds != (map ? 1u : 0u))
+    if (!take_payload(m, &s, sizeof(s), nfds, map))
         return -EINVAL;
-    memcpy(&s, m->payload.raw, sizeof(s));
     if (s.shmid != 0 || !range_ok(x, s.shm_offset, s.len) || s.fd_offset % VFE_DAX_PAGE)
         return -EINVAL;
     if (map) {
@@ -236,13 +242,11 @@ static int shmem_locked(struct vfe_dax *x, const struct vfe_msg *m, const int *f
 
 /* Caller holds x->lock. */
 static int legacy_locked(struct vfe_dax *x, const struct vfe_msg *m, const int *fds,
-                         unsigned nfds)
+                         unsigned nfds, bool map)
 {
-    bool map = m->request == VFE_VU_LEGACY_FS_MAP;
     struct vfe_dax_legacy_msg l;
-    if (m->size != sizeof(l) || nfds != (map ? 1u : 0u))
+    if (!take_payload(m, &l, sizeof(l), nfds, map))
         return -EINVAL;
-    memcpy(&l, m->payload.raw, sizeof(l));
     /* Validate every entry before touching the window. */
     for (unsigned i = 0; i < VFE_DAX_LEGACY_ENTRIES; i++) {
         if (l.len[i] == 0 || (!map && l.len[i] == UINT64_MAX))
@@ -283,9 +287,9 @@ uint64_t vfe_dax_handle(void *opaque, const struct vfe_msg *m, const int *fds, u
     bool shmem = m->request == VFE_VU_BACKEND_SHMEM_MAP || m->request == VFE_VU_BACKEND_SHMEM_UNMAP;
     bool legacy = m->request == VFE_VU_LEGACY_FS_MAP || m->request == VFE_VU_LEGACY_FS_UNMAP;
     if (shmem && x->proto == VFE_DAX_SHMEM)
-        r = shmem_locked(x, m, fds, nfds);
+        r = shmem_locked(x, m, fds, nfds, m->request == VFE_VU_BACKEND_SHMEM_MAP);
     else if (legacy && x->proto == VFE_DAX_LEGACY)
-        r = legacy_locked(x, m, fds, nfds);
+        r = legacy_locked(x, m, fds, nfds, m->request == VFE_VU_LEGACY_FS_MAP);
     else
         r = -ENOSYS;
     if (r < 0)

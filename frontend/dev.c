@@ -78,6 +78,11 @@ static int negotiate(struct vfe_dev *d)
     return vfe_conn_call(c, &m, NULL, 0, NULL);
 }
 
+void vfe_dev_close(struct vfe_dev *d)
+{
+    vfe_dev_close_status(d, NULL, NULL);
+}
+
 int vfe_dev_connect(const struct vfe_dev_config *cfg, struct vfe_dev **out)
 {
     struct vfe_dev *d = g_new0(struct vfe_dev, 1);
@@ -198,9 +203,8 @@ int vfe_dev_start(struct vfe_dev *d)
     for (unsigned i = 0; i < d->nqueues; i++) {
         struct vfe_vq *vq = d->vqs[i];
         r = set_state(c, VFE_VU_SET_VRING_NUM, i, vfe_vq_size(vq));
-        if (r < 0)
-            return r;
-        r = set_state(c, VFE_VU_SET_VRING_BASE, i, vfe_vq_avail_idx(vq));
+        if (r == 0)
+            r = set_state(c, VFE_VU_SET_VRING_BASE, i, vfe_vq_avail_idx(vq));
         if (r < 0)
             return r;
         struct vfe_vu_addr a;
@@ -211,9 +215,8 @@ int vfe_dev_start(struct vfe_dev *d)
         if (r < 0)
             return r;
         r = set_vring_fd(c, VFE_VU_SET_VRING_KICK, i, vfe_vq_kick_fd(vq));
-        if (r < 0)
-            return r;
-        r = set_vring_fd(c, VFE_VU_SET_VRING_CALL, i, vfe_vq_call_fd(vq));
+        if (r == 0)
+            r = set_vring_fd(c, VFE_VU_SET_VRING_CALL, i, vfe_vq_call_fd(vq));
         if (r < 0)
             return r;
         if (d->cfg.send_vring_err) {
@@ -273,11 +276,6 @@ int vfe_dev_reset(struct vfe_dev *d)
     for (unsigned i = 0; d->vqs && i < d->nqueues; i++)
         vfe_vq_reset(d->vqs[i], 0);
     return ret < 0 ? ret : r;
-}
-
-void vfe_dev_close(struct vfe_dev *d)
-{
-    vfe_dev_close_status(d, NULL, NULL);
 }
 
 int vfe_dev_close_status(struct vfe_dev *d, int *status, bool *on_its_own)

@@ -279,18 +279,16 @@ static uint64_t align_up(uint64_t v, uint64_t a)
     return (v + a - 1) & ~(a - 1);
 }
 
+static uint64_t block_end(const void *blocks, size_t i)
+{
+    const struct vfe_mem_block *b = blocks;
+    return b[i].gpa + b[i].len;
+}
+
 /* Index of the first block ending after gpa. Caller holds m->lock. */
 static size_t first_block_after_locked(const struct vfe_mem *m, uint64_t gpa)
 {
-    size_t lo = 0, hi = m->nblocks;
-    while (lo < hi) {
-        size_t mid = lo + (hi - lo) / 2;
-        if (m->blocks[mid].gpa + m->blocks[mid].len <= gpa)
-            lo = mid + 1;
-        else
-            hi = mid;
-    }
-    return lo;
+    return vfe_first_end_after(m->blocks, m->nblocks, gpa, block_end);
 }
 
 static int insert_locked(struct vfe_mem *m, size_t at, uint64_t gpa, uint64_t len)

@@ -113,6 +113,25 @@ static void init_free_chain(struct vfe_vq *vq)
     vq->in_flight = 0;
 }
 
+void vfe_vq_free(struct vfe_vq *vq)
+{
+    if (!vq)
+        return;
+    if (vq->desc)
+        vfe_mem_free_block(vq->mem, vq->desc_gpa);
+    if (vq->avail)
+        vfe_mem_free_block(vq->mem, vq->avail_gpa);
+    if (vq->used)
+        vfe_mem_free_block(vq->mem, vq->used_gpa);
+    if (vq->ind)
+        vfe_mem_free_block(vq->mem, vq->ind_gpa);
+    vufs_close(&vq->kick_fd);
+    vufs_close(&vq->call_fd);
+    g_free(vq->next_free);
+    g_free(vq->heads);
+    g_free(vq);
+}
+
 int vfe_vq_new(struct vfe_mem *mem, const struct vfe_vq_config *cfg, struct vfe_vq **out)
 {
     unsigned num = cfg->size;
@@ -162,25 +181,6 @@ int vfe_vq_new(struct vfe_mem *mem, const struct vfe_vq_config *cfg, struct vfe_
 out_free:
     vfe_vq_free(vq);
     return r;
-}
-
-void vfe_vq_free(struct vfe_vq *vq)
-{
-    if (!vq)
-        return;
-    if (vq->desc)
-        vfe_mem_free_block(vq->mem, vq->desc_gpa);
-    if (vq->avail)
-        vfe_mem_free_block(vq->mem, vq->avail_gpa);
-    if (vq->used)
-        vfe_mem_free_block(vq->mem, vq->used_gpa);
-    if (vq->ind)
-        vfe_mem_free_block(vq->mem, vq->ind_gpa);
-    vufs_close(&vq->kick_fd);
-    vufs_close(&vq->call_fd);
-    g_free(vq->next_free);
-    g_free(vq->heads);
-    g_free(vq);
 }
 
 unsigned vfe_vq_size(const struct vfe_vq *vq)

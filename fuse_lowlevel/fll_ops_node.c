@@ -16,14 +16,23 @@ static int entry_reply(struct fll_req *r, int ret, const struct fuse_entry_out *
     return fll_reply_struct(r, ret, e, sizeof(*e));
 }
 
+/* A name, for a request whose reply is an entry: that must fit before the
+ * filesystem runs (see the top of the file). */
+static int entry_name(struct fll_req *r, struct fll_cursor *c, char name[FLL_NAME_MAX + 1])
+{
+    int ret = fll_cursor_name(c, name);
+
+    if (ret == 0 && !fll_out_fits(r, sizeof(struct fuse_entry_out)))
+        ret = -EIO;
+    return ret;
+}
+
 FLL_DECODER(lookup)
 {
     char name[FLL_NAME_MAX + 1];
-    int ret = fll_cursor_name(c, name);
+    int ret = entry_name(r, c, name);
     if (ret < 0)
         return ret;
-    if (!fll_out_fits(r, sizeof(struct fuse_entry_out)))
-        return -EIO;
     struct fuse_entry_out e = {0};
     ret = fll_ops_of(r)->lookup(r, r->hdr.nodeid, name, &e);
     return entry_reply(r, ret, &e);
@@ -171,11 +180,9 @@ FLL_DECODER(link)
     struct fuse_link_in in;
     char newname[FLL_NAME_MAX + 1];
     FLL_ARG(c, in);
-    int ret = fll_cursor_name(c, newname);
+    int ret = entry_name(r, c, newname);
     if (ret < 0)
         return ret;
-    if (!fll_out_fits(r, sizeof(struct fuse_entry_out)))
-        return -EIO;
     struct fuse_entry_out e = {0};
     ret = fll_ops_of(r)->link(r, in.oldnodeid, r->hdr.nodeid, newname, &e);
     return entry_reply(r, ret, &e);

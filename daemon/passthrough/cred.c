@@ -18,6 +18,7 @@
  * With --translate-uid/gid the ids taken are the guest's translated to host
  * ids (idmap.c); a forbidden guest id fails the operation with EPERM.
  */
+#include <fcntl.h>
 #include <stdlib.h>
 #include <string.h>
 #include <sys/syscall.h>
@@ -49,6 +50,18 @@ int pt_cred_enter(struct pt_fs *fs, const struct fll_req *r, struct pt_cred *c)
     }
     c->switched = true;
     return 0;
+}
+
+int pt_openat_as_caller(struct pt_fs *fs, const struct fll_req *r, int dirfd, const char *name,
+                        int flags, mode_t mode)
+{
+    _cleanup_cred_ struct pt_cred cred = {0};
+    int ret = pt_cred_enter(fs, r, &cred);
+
+    if (ret < 0)
+        return ret;
+    ret = openat(dirfd, name, flags | O_CLOEXEC, mode);
+    return ret < 0 ? -errno : ret;
 }
 
 void pt_cred_leave(struct pt_cred *c)

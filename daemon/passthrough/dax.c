@@ -146,21 +146,15 @@ static int pt_dax_open_as_caller(struct pt_fs *fs, const struct fll_req *r, stru
 
     if (ret < 0)
         return ret;
-    {
-        _cleanup_cred_ struct pt_cred cred = {0};
-        ret = pt_cred_enter(fs, r, &cred);
-        if (ret < 0)
-            return ret;
-        pt_proc_name(name, f.fd);
-        fd = openat(fs->proc_self_fd, name, (pt_dax_rw(fs, req->writable) ? O_RDWR : O_RDONLY) |
-                                                 O_CLOEXEC);
-        if (fd < 0 && !req->writable && fs->dax_qemu_rules) {
-            fd = openat(fs->proc_self_fd, name, O_RDONLY | O_CLOEXEC);
-            reopen_rw = true;
-        }
-        if (fd < 0)
-            return -errno;
+    pt_proc_name(name, f.fd);
+    fd = pt_openat_as_caller(fs, r, fs->proc_self_fd, name,
+                             pt_dax_rw(fs, req->writable) ? O_RDWR : O_RDONLY, 0);
+    if (fd < 0 && !req->writable && fs->dax_qemu_rules) {
+        fd = pt_openat_as_caller(fs, r, fs->proc_self_fd, name, O_RDONLY, 0);
+        reopen_rw = true;
     }
+    if (fd < 0)
+        return fd;
     if (reopen_rw) {
         int rw = openat(fs->proc_self_fd, pt_proc_name(name, fd), O_RDWR | O_CLOEXEC);
         if (rw < 0)

@@ -174,17 +174,11 @@ static int pt_create_common(struct fll_req *r, uint64_t parent, const char *name
     ret = pt_fd_reserve(fs);
     if (ret < 0)
         return ret;
-    {
-        _cleanup_cred_ struct pt_cred cred = { 0 };
-        ret = pt_cred_enter(fs, r, &cred);
-        if (ret < 0)
-            goto unreserve;
-        if (tmpfile)
-            fd = openat(pf.fd, ".", (flags & ~O_TRUNC) | O_TMPFILE | O_CLOEXEC, mode);
-        else
-            fd = openat(pf.fd, name, flags | O_CREAT | O_EXCL | O_NOFOLLOW | O_CLOEXEC, mode);
-        ret = fd < 0 ? -errno : 0;
-    }
+    if (tmpfile)
+        fd = pt_openat_as_caller(fs, r, pf.fd, ".", (flags & ~O_TRUNC) | O_TMPFILE, mode);
+    else
+        fd = pt_openat_as_caller(fs, r, pf.fd, name, flags | O_CREAT | O_EXCL | O_NOFOLLOW, mode);
+    ret = fd < 0 ? fd : 0;
     if (ret == -EEXIST && !tmpfile && !(in->flags & O_EXCL)) {
         /* The name exists: open it only if it is a regular file. */
         _cleanup_close_ int pfd = openat(pf.fd, name, O_PATH | O_NOFOLLOW | O_CLOEXEC);

@@ -144,6 +144,30 @@ static bool pt_setgroups_denied(void)
     return n >= 4 && strncmp(buf, "deny", 4) == 0;
 }
 
+void pt_fs_free(struct pt_fs *fs)
+{
+    if (!fs)
+        return;
+    pt_locks_cancel_all(fs, -EINTR, true);
+    pt_htab_destroy(fs);
+    pt_fdc_destroy(fs); /* before the inodes it points to */
+    pt_itab_destroy(fs);
+    pt_fh_free(&fs->root_fh);
+    pt_mnts_destroy(fs); /* with the root's mount */
+    if (fs->proc_self_fd >= 0)
+        close(fs->proc_self_fd);
+    pt_xattrmap_free(&fs->xmap);
+    pt_idmap_free(&fs->uidmap);
+    pt_idmap_free(&fs->gidmap);
+    free(fs->cap_mapped);
+    pthread_mutex_destroy(&fs->cwd_lock);
+    for (unsigned k = 0; k < PT_INODE_LOCK_STRIPES; k++)
+        pthread_mutex_destroy(&fs->inode_locks[k]);
+    pthread_mutex_destroy(&fs->locks.lock);
+    pthread_cond_destroy(&fs->locks.cond);
+    free(fs);
+}
+
 int pt_fs_new(const struct pt_config *cfg, struct pt_fs **out)
 {
     struct pt_fs *fs;
@@ -236,30 +260,6 @@ int pt_fs_new(const struct pt_config *cfg, struct pt_fs **out)
 fail:
     pt_fs_free(fs);
     return ret;
-}
-
-void pt_fs_free(struct pt_fs *fs)
-{
-    if (!fs)
-        return;
-    pt_locks_cancel_all(fs, -EINTR, true);
-    pt_htab_destroy(fs);
-    pt_fdc_destroy(fs); /* before the inodes it points to */
-    pt_itab_destroy(fs);
-    pt_fh_free(&fs->root_fh);
-    pt_mnts_destroy(fs); /* with the root's mount */
-    if (fs->proc_self_fd >= 0)
-        close(fs->proc_self_fd);
-    pt_xattrmap_free(&fs->xmap);
-    pt_idmap_free(&fs->uidmap);
-    pt_idmap_free(&fs->gidmap);
-    free(fs->cap_mapped);
-    pthread_mutex_destroy(&fs->cwd_lock);
-    for (unsigned k = 0; k < PT_INODE_LOCK_STRIPES; k++)
-        pthread_mutex_destroy(&fs->inode_locks[k]);
-    pthread_mutex_destroy(&fs->locks.lock);
-    pthread_cond_destroy(&fs->locks.cond);
-    free(fs);
 }
 
 void pt_fs_cancel_waits(struct pt_fs *fs)
