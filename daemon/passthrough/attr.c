@@ -194,11 +194,8 @@ int pt_op_getattr(struct fll_req *r, uint64_t nodeid, const struct fuse_getattr_
     struct pt_fs *fs = pt_fs_of(r);
     _cleanup_inode_ struct pt_inode *i = NULL;
     _cleanup_ifd_ struct pt_ifd f = PT_IFD_NONE;
-    int ret = pt_inode_get(fs, nodeid, &i);
+    int ret = pt_inode_get_fd(fs, nodeid, &i, &f);
 
-    if (ret < 0)
-        return ret;
-    ret = pt_inode_fd(fs, i, &f);
     if (ret < 0)
         return ret;
     return pt_attr_reply(fs, i, f.fd, out);
@@ -420,11 +417,8 @@ int pt_op_statx(struct fll_req *r, uint64_t nodeid, const struct fuse_statx_in *
     struct statx st;
     struct fuse_statx *s = &out->stat;
     int flags = AT_EMPTY_PATH | AT_SYMLINK_NOFOLLOW;
-    int ret = pt_inode_get(fs, nodeid, &i);
+    int ret = pt_inode_get_fd(fs, nodeid, &i, &f);
 
-    if (ret < 0)
-        return ret;
-    ret = pt_inode_fd(fs, i, &f);
     if (ret < 0)
         return ret;
     flags |= (int)(in->sx_flags & AT_STATX_SYNC_TYPE);

@@ -263,20 +263,31 @@ ssize_t pt_op_read(struct fll_req *r, uint64_t nodeid, const struct fuse_read_in
     return n < 0 ? -errno : n;
 }
 
+/* The handle fh of nodeid, for a change of its file's data: -EISDIR for a
+ * directory's, -EROFS on a --readonly share. */
+static int pt_handle_get_to_write(struct pt_fs *fs, uint64_t fh, uint64_t nodeid,
+                                  struct pt_handle **out)
+{
+    int ret = pt_handle_get(fs, fh, nodeid, out);
+
+    if (ret == 0 && ((*out)->is_dir || fs->readonly)) {
+        ret = (*out)->is_dir ? -EISDIR : -EROFS;
+        pt_handle_put(*out);
+        *out = NULL;
+    }
+    return ret;
+}
+
 ssize_t pt_op_write(struct fll_req *r, uint64_t nodeid, const struct fuse_write_in *in,
                     const struct iovec *src, unsigned src_cnt)
 {
     struct pt_fs *fs = pt_fs_of(r);
     _cleanup_handle_ struct pt_handle *h = NULL;
     ssize_t n;
-    int ret = pt_handle_get(fs, in->fh, nodeid, &h);
+    int ret = pt_handle_get_to_write(fs, in->fh, nodeid, &h);
 
     if (ret < 0)
         return ret;
-    if (h->is_dir)
-        return -EISDIR;
-    if (fs->readonly)
-        return -EROFS;
     if (in->offset > (uint64_t)INT64_MAX)
         return -EINVAL;
     if (src_cnt > IOV_MAX)
@@ -336,14 +347,10 @@ int pt_op_fallocate(struct fll_req *r, uint64_t nodeid, const struct fuse_falloc
     const uint32_t known = FALLOC_FL_KEEP_SIZE | FALLOC_FL_PUNCH_HOLE | FALLOC_FL_ZERO_RANGE |
                            FALLOC_FL_COLLAPSE_RANGE | FALLOC_FL_INSERT_RANGE |
                            FALLOC_FL_UNSHARE_RANGE;
-    int ret = pt_handle_get(fs, in->fh, nodeid, &h);
+    int ret = pt_handle_get_to_write(fs, in->fh, nodeid, &h);
 
     if (ret < 0)
         return ret;
-    if (h->is_dir)
-        return -EISDIR;
-    if (fs->readonly)
-        return -EROFS;
     if (in->mode & ~known)
         return -EOPNOTSUPP;
     if (in->offset > (uint64_t)INT64_MAX || in->length > (uint64_t)INT64_MAX ||

@@ -347,11 +347,8 @@ static int pt_op_statfs(struct fll_req *r, uint64_t nodeid, struct fuse_statfs_o
     _cleanup_inode_ struct pt_inode *i = NULL;
     _cleanup_ifd_ struct pt_ifd f = PT_IFD_NONE;
     struct statfs sf;
-    int ret = pt_inode_get(fs, nodeid, &i);
+    int ret = pt_inode_get_fd(fs, nodeid, &i, &f);
 
-    if (ret < 0)
-        return ret;
-    ret = pt_inode_fd(fs, i, &f);
     if (ret < 0)
         return ret;
     if (fstatfs(f.fd, &sf) < 0)

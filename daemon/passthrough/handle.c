@@ -15,11 +15,6 @@
 
 #include "pt_i.h"
 
-static struct pt_handle *pt_hslot(struct pt_htab *t, uint32_t idx)
-{
-    return pt_slots_at(&t->slots, idx);
-}
-
 static void pt_hslot_init(void *slot, uint32_t idx, void *fs)
 {
     struct pt_handle *h = slot;
@@ -83,7 +78,7 @@ int pt_handle_get(struct pt_fs *fs, uint64_t fh, uint64_t nodeid, struct pt_hand
     *out = NULL;
     if (idx == 0 || idx >= PT_MAX_SLOTS)
         return -EBADF;
-    h = pt_hslot(t, (uint32_t)idx);
+    h = pt_slots_at(&t->slots, (uint32_t)idx);
     if (!h)
         return -EBADF;
     s = atomic_load_explicit(&h->state, memory_order_acquire);
@@ -166,7 +161,7 @@ void pt_htab_reset(struct pt_fs *fs)
     n = t->slots.next_fresh;
     pthread_mutex_unlock(&t->lock);
     for (uint32_t idx = 1; idx < n; idx++) {
-        struct pt_handle *h = pt_hslot(t, idx);
+        struct pt_handle *h = pt_slots_at(&t->slots, idx);
         if (!h)
             continue;
         uint64_t s = atomic_load(&h->state);

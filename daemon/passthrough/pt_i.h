@@ -303,6 +303,8 @@ struct pt_ifd {
 };
 #define PT_IFD_NONE { .fd = -1, .owned = false, .fdc_slot = 0, .fs = NULL }
 int pt_inode_fd(struct pt_fs *fs, struct pt_inode *i, struct pt_ifd *out);
+/* pt_inode_get, then pt_inode_fd: the inode and an O_PATH fd on its object. */
+int pt_inode_get_fd(struct pt_fs *fs, uint64_t nodeid, struct pt_inode **i, struct pt_ifd *f);
 void pt_fdc_unborrow(struct pt_fs *fs, uint8_t slot);
 static inline void pt_ifd_close(struct pt_ifd *f)
 {
