@@ -28,9 +28,8 @@ static void pt_hslot_init(void *slot, uint32_t idx, void *fs)
 
 int pt_htab_init(struct pt_fs *fs)
 {
-    struct pt_htab *t = &fs->htab;
+    struct pt_htab *t = &fs->htab; /* zeroed with fs */
 
-    memset(t, 0, sizeof(*t));
     pthread_mutex_init(&t->lock, NULL);
     pt_slots_init(&t->slots, sizeof(struct pt_handle), offsetof(struct pt_handle, fnext),
                   pt_hslot_init, fs);

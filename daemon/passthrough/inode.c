@@ -45,9 +45,8 @@ static void pt_islot_init(void *slot, uint32_t idx, void *fs)
 
 int pt_itab_init(struct pt_fs *fs)
 {
-    struct pt_itab *t = &fs->itab;
+    struct pt_itab *t = &fs->itab; /* zeroed with fs */
 
-    memset(t, 0, sizeof(*t));
     pthread_mutex_init(&t->lock, NULL);
     pt_slots_init(&t->slots, sizeof(struct pt_inode), offsetof(struct pt_inode, fnext),
                   pt_islot_init, fs);
