@@ -19,13 +19,14 @@
 #include "vu_msg.h"
 #include "vufs_util.h"
 
-struct vufsd_dev *vdev_new(const struct vdev_config *c, int *err)
+int vdev_new(const struct vdev_config *c, struct vufsd_dev **out)
 {
     struct vufsd_dev *dev = calloc(1, sizeof(*dev));
-    if (!dev) {
-        *err = -ENOMEM;
-        return NULL;
-    }
+    int err;
+
+    *out = NULL;
+    if (!dev)
+        return -ENOMEM;
     dev->c = *c;
     dev->backend_fd = -1;
     dev->state = VDEV_NEW;
@@ -36,11 +37,9 @@ struct vufsd_dev *vdev_new(const struct vdev_config *c, int *err)
     pthread_cond_init(&dev->mem_added, &ca);
     pthread_condattr_destroy(&ca);
     pthread_mutex_init(&dev->backend_lock, NULL);
-    dev->mem = vmem_table_new();
-    if (!dev->mem) {
-        *err = -ENOMEM;
+    err = vmem_table_new(&dev->mem);
+    if (err < 0)
         goto free_dev;
-    }
     for (unsigned i = 0; i < VDEV_MAX_QUEUES; i++)
         vqt_init(&dev->q[i], dev, i);
 
@@ -51,20 +50,18 @@ struct vufsd_dev *vdev_new(const struct vdev_config *c, int *err)
         .max_write = VDEV_MAX_WRITE,
         .max_pages = VDEV_MAX_WRITE / 4096,
     };
-    dev->se = fll_session_new(&sc);
-    if (!dev->se) {
-        *err = -ENOMEM;
+    err = fll_session_new(&sc, &dev->se);
+    if (err < 0)
         goto free_queues;
-    }
     if (c->cfg->thread_pool_size) {
-        dev->pool = vpool_new(c->cfg->thread_pool_size, vqt_pool_run);
-        if (!dev->pool) {
+        err = vpool_new(c->cfg->thread_pool_size, vqt_pool_run, &dev->pool);
+        if (err < 0) {
             vlog_err("cannot start %u worker threads", c->cfg->thread_pool_size);
-            *err = -ENOMEM;
             goto free_session;
         }
     }
-    return dev;
+    *out = dev;
+    return 0;
 
 free_session:
     fll_session_free(dev->se);
@@ -77,7 +74,7 @@ free_dev:
     pthread_cond_destroy(&dev->mem_added);
     pthread_mutex_destroy(&dev->backend_lock);
     free(dev);
-    return NULL;
+    return err;
 }
 
 static void vdev_stop_all(struct vufsd_dev *dev)
@@ -129,12 +126,11 @@ void vdev_free(struct vufsd_dev *dev)
     free(dev);
 }
 
-void vdev_set_owned(struct vufsd_dev *dev, bool owned)
+void vdev_set_owned(struct vufsd_dev *dev)
 {
-    /* Leaving OWNED requires every queue stopped (the diagram's RESET_OWNER edge). */
-    for (unsigned i = 0; !owned && i < VDEV_MAX_QUEUES; i++)
-        assert(dev->q[i].state == VQT_IDLE);
-    dev->state = owned ? VDEV_OWNED : VDEV_NEW;
+    /* The diagram's one edge: NEW -> OWNED (OWNED -> OWNED for a repeated SET_OWNER). */
+    assert(dev->state == VDEV_NEW || dev->state == VDEV_OWNED);
+    dev->state = VDEV_OWNED;
 }
 
 bool vdev_has_feature(const struct vufsd_dev *dev, unsigned bit)

@@ -11,39 +11,43 @@
  *     the worker pool with --thread-pool-size);
  *   - workers and FLL_ASYNC completions finish requests from any thread.
  *
- * Device lifecycle (dev->state; asserted by vdev_assert_state() in debug builds):
+ * Device lifecycle (dev->state). Each edge names the function that takes it;
+ * vdev_set_owned(), the only function that changes the state, asserts in debug
+ * builds that it goes from NEW or OWNED (SET_OWNER again is tolerated) to OWNED:
  *
- *      connect
+ *      connect: vdev_new()
  *         |
  *         v
- *     +-------+  SET_OWNER   +-------+
- *     |  NEW  |------------->| OWNED |---+ queues start and stop any number of
- *     +-------+              +-------+<--+ times (GET_VRING_BASE / SET_VRING_KICK);
- *         |                      |         RESET_OWNER / RESET_DEVICE stays OWNED:
- *         |                      |         queues stopped and reset, fs reset,
- *         |                      |         virtio features and status cleared;
- *         |                      |         the protocol features, the backend
- *         |                      |         channel and the memory table kept
- *         |                      |         (QEMU does not resend them)
- *         +----------+-----------+
- *                    | disconnect / SIGTERM: every queue stopped, in-flight
- *                    v requests completed, fds closed, fs reset
- *                 (freed)
+ *     +-------+  SET_OWNER:          +-------+
+ *     |  NEW  |--------------------->| OWNED |---+ queues start and stop any number of
+ *     +-------+  vdev_set_owned()    +-------+<--+ times (vqt_start / vqt_stop); RESET_OWNER /
+ *         |                              |         RESET_DEVICE: vdev_reset(), stays OWNED:
+ *         |                              |         queues stopped and reset, fs reset,
+ *         |                              |         virtio features and status cleared;
+ *         |                              |         the protocol features, the backend
+ *         |                              |         channel and the memory table kept
+ *         |                              |         (QEMU does not resend them)
+ *         +---------------+--------------+
+ *                         | disconnect / SIGTERM: vdev_free(): every queue stopped,
+ *                         v in-flight requests completed, fds closed, fs reset
+ *                      (freed)
  *
  *   dev->broken is orthogonal: set once (and logged once) when a ring breaks the
  *   virtio rules; no queue pops while it is set; cleared when the frontend resets
  *   the device (RESET_OWNER, SET_STATUS 0) or restarts it (SET_FEATURES while
  *   every queue is stopped).
  *
- * Queue lifecycle (q->state; vqt_assert_state()):
+ * Queue lifecycle (q->state). Each edge names the function that takes it;
+ * vqt_set_state() asserts in debug builds that no other transition happens
+ * (RUNNING -> IDLE directly only when vqt_start() cannot start the thread):
  *
- *     +------+  SET_VRING_KICK with NUM, ADDR set and rings mapped   +---------+
- *     | IDLE |------------------------------------------------------>| RUNNING |
- *     +------+                                                       +---------+
- *        ^                                                                |
- *        |  thread joined and inflight == 0     +----------+  GET_VRING_BASE, a new
- *        +--------------------------------------| STOPPING |<-KICK fd, RESET_OWNER,
- *                                               +----------+  disconnect, SIGTERM
+ *     +------+  vqt_start(): SET_VRING_KICK with NUM, ADDR set and   +---------+
+ *     | IDLE |-------------------------------------------------------->| RUNNING |
+ *     +------+                 the rings in guest memory               +---------+
+ *        ^                                                                  |
+ *        |  vqt_stop(): thread joined     +----------+  vqt_stop(): GET_VRING_BASE,
+ *        +--------------------------------| STOPPING |<-a new KICK fd, RESET_OWNER,
+ *           and inflight == 0             +----------+  disconnect, SIGTERM
  *
  *   Configuration (SET_VRING_NUM/ADDR/BASE) is accepted only in IDLE. In RUNNING
  *   the queue thread pops only while q->enabled (SET_VRING_ENABLE; always on when
@@ -174,11 +178,12 @@ struct vufsd_dev {
 
 /* ---- device.c ---------------------------------------------------------------------- */
 
-struct vufsd_dev *vdev_new(const struct vdev_config *c, int *err);
+/* 0 and *out, or -errno (*out NULL). */
+int vdev_new(const struct vdev_config *c, struct vufsd_dev **out);
 /* Stops every queue (waiting for in-flight requests), closes all fds, resets the fs. */
 void vdev_free(struct vufsd_dev *dev);
-/* NEW -> OWNED (SET_OWNER; repeated SET_OWNER is tolerated); false: back to NEW. */
-void vdev_set_owned(struct vufsd_dev *dev, bool owned);
+/* NEW -> OWNED (SET_OWNER; repeated SET_OWNER is tolerated). */
+void vdev_set_owned(struct vufsd_dev *dev);
 /* RESET_OWNER / RESET_DEVICE: queues stopped and reset, fs reset; stays OWNED with
  * its protocol features, backend channel and memory table (see the lifecycle above). */
 void vdev_reset(struct vufsd_dev *dev);

@@ -260,9 +260,9 @@ static int vmain_serve(const struct vufsd_config *cfg, int listen_fd, struct pt_
             return 1;
         }
         vlog_info("frontend connected");
-        int err = 0;
-        struct vufsd_dev *dev = vdev_new(&dc, &err);
-        if (!dev) {
+        struct vufsd_dev *dev = NULL;
+        int err = vdev_new(&dc, &dev);
+        if (err < 0) {
             vlog_err("cannot create the device: %s", strerror(-err));
             close(conn);
             return 1;

@@ -80,24 +80,28 @@ static void vmem_map_unref(struct vmem_map *map)
     free(map);
 }
 
-struct vmem_table *vmem_table_new(void)
+int vmem_table_new(struct vmem_table **out)
 {
     struct vmem_table *t = calloc(1, sizeof(*t));
-    if (t)
-        t->refcount = 1;
-    return t;
+
+    *out = t;
+    if (!t)
+        return -ENOMEM;
+    t->refcount = 1;
+    return 0;
 }
 
-struct vmem_table *vmem_table_copy(const struct vmem_table *t)
+int vmem_table_copy(const struct vmem_table *t, struct vmem_table **out)
 {
-    struct vmem_table *n = vmem_table_new();
-    if (!n)
-        return NULL;
-    n->mem = t->mem;
-    for (unsigned i = 0; i < n->mem.nregions; i++)
-        if (n->mem.r[i].map)
-            __atomic_add_fetch(&n->mem.r[i].map->refcount, 1, __ATOMIC_RELAXED);
-    return n;
+    int ret = vmem_table_new(out);
+
+    if (ret < 0)
+        return ret;
+    (*out)->mem = t->mem;
+    for (unsigned i = 0; i < t->mem.nregions; i++)
+        if (t->mem.r[i].map)
+            __atomic_add_fetch(&t->mem.r[i].map->refcount, 1, __ATOMIC_RELAXED);
+    return 0;
 }
 
 struct vmem_table *vmem_table_ref(struct vmem_table *t)

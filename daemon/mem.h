@@ -11,8 +11,9 @@
  *
  * Table changes while queues run (SET_MEM_TABLE, ADD_MEM_REG, REM_MEM_REG) use an
  * RCU-like swap, not a queue stop: a table is immutable once published and
- * reference counted. The device swaps in a new table under its memory lock; each
- * queue thread takes a reference at the start of each batch, every in-flight
+ * reference counted. The device swaps in a new table under its memory lock and
+ * pokes the running queues; a queue thread takes a reference to the new table
+ * when it has been poked (vqt_refresh_mem), every in-flight
  * request holds a reference to the table its iovecs point into, and each
  * mapping is itself reference counted, so a region is unmapped only when the
  * last table that contains it is released (never under a request that still
@@ -81,9 +82,10 @@ struct vmem_desc {
     uint64_t mmap_offset;
 };
 
-struct vmem_table *vmem_table_new(void);
-/* A new table with the same regions (mappings shared by reference). */
-struct vmem_table *vmem_table_copy(const struct vmem_table *t);
+/* An empty table, its first reference in *out: 0, or -ENOMEM (*out NULL). */
+int vmem_table_new(struct vmem_table **out);
+/* A new table with t's regions (mappings shared by reference), as vmem_table_new. */
+int vmem_table_copy(const struct vmem_table *t, struct vmem_table **out);
 struct vmem_table *vmem_table_ref(struct vmem_table *t);
 void vmem_table_unref(struct vmem_table *t);
 

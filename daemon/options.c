@@ -23,7 +23,7 @@ struct vopt_enum {
     int value;
 };
 
-/* The daemon's own enums; the modules' are read by their parsers (vopt_parsers). */
+/* The daemon's own enums; the modules' are read by their parsers (struct vopt_parser). */
 static const struct vopt_enum vopt_cache_names[] = {
     {"auto", PT_CACHE_AUTO},
     {"always", PT_CACHE_ALWAYS},

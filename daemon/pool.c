@@ -1,6 +1,7 @@
 /* SPDX-License-Identifier: GPL-2.0-or-later */
 #include "pool.h"
 
+#include <errno.h>
 #include <pthread.h>
 #include <stdbool.h>
 #include <stdio.h>
@@ -43,30 +44,30 @@ static void *vpool_thread(void *arg)
     return NULL;
 }
 
-struct vpool *vpool_new(unsigned n, void (*run)(struct vpool_item *item))
+int vpool_new(unsigned n, void (*run)(struct vpool_item *item), struct vpool **out)
 {
-    struct vpool *p = calloc(1, sizeof(*p));
-    if (!p || n == 0)
-        goto free_pool;
+    struct vpool *p = n ? calloc(1, sizeof(*p)) : NULL;
+
+    *out = NULL;
+    if (!p)
+        return n ? -ENOMEM : -EINVAL;
     p->threads = calloc(n, sizeof(*p->threads));
-    if (!p->threads)
-        goto free_pool;
+    if (!p->threads) {
+        free(p);
+        return -ENOMEM;
+    }
     p->run = run;
     pthread_mutex_init(&p->lock, NULL);
     pthread_cond_init(&p->cond, NULL);
     for (; p->nthreads < n; p->nthreads++) {
-        if (pthread_create(&p->threads[p->nthreads], NULL, vpool_thread, p)) {
+        int ret = pthread_create(&p->threads[p->nthreads], NULL, vpool_thread, p);
+        if (ret) {
             vpool_free(p);
-            return NULL;
+            return -ret;
         }
     }
-    return p;
-
-free_pool:
-    if (p)
-        free(p->threads);
-    free(p);
-    return NULL;
+    *out = p;
+    return 0;
 }
 
 void vpool_push(struct vpool *p, struct vpool_item *item)

@@ -16,7 +16,8 @@ struct vpool_item {
 struct vpool;
 
 /* Starts n threads (n >= 1) that call run(item) for every pushed item. NULL on failure. */
-struct vpool *vpool_new(unsigned n, void (*run)(struct vpool_item *item));
+/* n worker threads running run(item) for each pushed item: 0 and *out, or -errno. */
+int vpool_new(unsigned n, void (*run)(struct vpool_item *item), struct vpool **out);
 void vpool_push(struct vpool *p, struct vpool_item *item);
 /* Runs every queued item, then joins the threads and frees the pool. */
 void vpool_free(struct vpool *p);

@@ -136,7 +136,7 @@ VU_HANDLER(vu_get_queue_num)
 
 VU_HANDLER(vu_set_owner)
 {
-    vdev_set_owned(dev, true);
+    vdev_set_owned(dev);
     return 0;
 }
 
@@ -194,8 +194,8 @@ static void vu_log_table(const struct vmem_table *t, bool whole)
 
 VU_HANDLER(vu_set_mem_table)
 {
-    struct vmem_table *t = vmem_table_new();
-    if (!t)
+    struct vmem_table *t = NULL;
+    if (vmem_table_new(&t) < 0)
         return -ENOMEM;
     for (uint32_t i = 0; i < m->payload.mem.nregions; i++) {
         struct vmem_desc d = vu_region_desc(&m->payload.mem.regions[i]);
@@ -220,12 +220,13 @@ VU_HANDLER(vu_get_max_mem_slots)
 VU_HANDLER(vu_add_mem_reg)
 {
     struct vmem_table *cur = vdev_mem_get(dev, NULL);
-    struct vmem_table *t = vmem_table_copy(cur);
+    struct vmem_table *t = NULL;
+    int ret = vmem_table_copy(cur, &t);
     vmem_table_unref(cur);
-    if (!t)
-        return -ENOMEM;
+    if (ret < 0)
+        return ret;
     struct vmem_desc d = vu_region_desc(&m->payload.memreg.region);
-    int ret = vmem_table_add(t, &d, fds[0]);
+    ret = vmem_table_add(t, &d, fds[0]);
     if (ret < 0) {
         vlog_warn("ADD_MEM_REG rejected: %s", strerror(-ret));
         vmem_table_unref(t);
@@ -240,12 +241,13 @@ VU_HANDLER(vu_add_mem_reg)
 VU_HANDLER(vu_rem_mem_reg)
 {
     struct vmem_table *cur = vdev_mem_get(dev, NULL);
-    struct vmem_table *t = vmem_table_copy(cur);
+    struct vmem_table *t = NULL;
+    int ret = vmem_table_copy(cur, &t);
     vmem_table_unref(cur);
-    if (!t)
-        return -ENOMEM;
+    if (ret < 0)
+        return ret;
     struct vmem_desc d = vu_region_desc(&m->payload.memreg.region);
-    int ret = vmem_table_remove(t, &d);
+    ret = vmem_table_remove(t, &d);
     if (ret < 0) {
         vlog_warn("REM_MEM_REG: no such region");
         vmem_table_unref(t);

@@ -369,7 +369,8 @@ struct fll_session_config {
                          * buffers hold (caps what INIT grants); 0 = no cap */
 };
 
-struct fll_session *fll_session_new(const struct fll_session_config *cfg);
+/* 0 and *out, or -EINVAL (no ops, transport or complete()) / -ENOMEM. */
+int fll_session_new(const struct fll_session_config *cfg, struct fll_session **out);
 void fll_session_free(struct fll_session *se);
 
 /*

@@ -224,10 +224,10 @@ int fll_devfuse_new(const struct fll_devfuse_config *cfg, struct fll_devfuse **o
         .max_write = max_write,
         .max_pages = DF_MAX_READ / 4096,
     };
-    h->se = fll_session_new(&scfg);
-    if (h->se == NULL) {
+    int ret = fll_session_new(&scfg, &h->se);
+    if (ret < 0) {
         fll_devfuse_free(h);
-        return -ENOMEM;
+        return ret;
     }
 
     char opts[1024];

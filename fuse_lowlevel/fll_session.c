@@ -182,8 +182,6 @@ static size_t init_out_size(uint32_t minor)
     return sizeof(struct fuse_init_out);
 }
 
-/* Called with se->init_lock held and the state NEW. */
-
 /*
  * Pages per request to offer when the filesystem does not choose: as many as the
  * transport carries (its max_pages cap, else its max_write). The kernel reads a
@@ -198,6 +196,7 @@ static uint16_t fll_default_max_pages(const struct fll_session_config *cfg)
     return pages > UINT16_MAX ? UINT16_MAX : (uint16_t)pages;
 }
 
+/* INIT; called with se->init_lock held and the state NEW. */
 static int init_locked(struct fll_req *r, struct fll_cursor *c)
 {
     struct fll_session *se = r->se;
@@ -450,20 +449,20 @@ static bool op_present(const struct fll_ops *ops, const struct fll_opentry *e)
 
 /* ---- Sessions ----------------------------------------------------------------------- */
 
-struct fll_session *fll_session_new(const struct fll_session_config *cfg)
+int fll_session_new(const struct fll_session_config *cfg, struct fll_session **out)
 {
+    *out = NULL;
     if (cfg == NULL || cfg->ops == NULL || cfg->transport == NULL ||
-        cfg->transport->complete == NULL) {
-        errno = EINVAL;
-        return NULL;
-    }
+        cfg->transport->complete == NULL)
+        return -EINVAL;
     struct fll_session *se = calloc(1, sizeof(*se));
     if (se == NULL)
-        return NULL;
+        return -ENOMEM;
     se->cfg = *cfg;
     pthread_mutex_init(&se->init_lock, NULL);
     se->state = FLL_STATE_NEW;
-    return se;
+    *out = se;
+    return 0;
 }
 
 void fll_session_free(struct fll_session *se)

@@ -28,10 +28,11 @@ if [ ! -f "$dir/build.ninja" ]; then
         -Dc_args='-ffunction-sections -fdata-sections' >/dev/null
 fi
 
-# Program -> the objects it speaks for (an extended regex over their paths).
+# Program -> the sources whose functions it speaks for (an extended regex over
+# their paths in the tree).
 declare -A speaks=([vufsd]=. [vufs-frontend]=. [vufs-bench]=.)
 while read -r name; do
-    if ninja -C "$dir" -t commands "$name" | tail -n 1 | grep -q 'frontend/libvfe\.a'; then
+    if ninja -C "$dir" -t commands "$name" | tail -n 1 | grep -q 'libvfe\.a'; then
         speaks[$name]='^frontend/'
     fi
 done < <(meson introspect "$dir" --targets | python3 -c '
@@ -45,6 +46,14 @@ meson compile -C "$dir" "${programs[@]}" >/dev/null
 
 tmp=$(mktemp -d)
 trap 'rm -rf "$tmp"' EXIT
+# Each object and the source it was compiled from, relative to the tree.
+python3 - "$dir" >"$tmp/srcmap" <<'PY'
+import json, os, sys
+root = os.getcwd()
+for c in json.load(open(os.path.join(sys.argv[1], "compile_commands.json"))):
+    src = os.path.normpath(os.path.join(c["directory"], c["file"]))
+    print(os.path.normpath(c["output"]), os.path.relpath(src, root))
+PY
 for p in "${programs[@]}"; do
     f=${p//\//_}
     cmd=$(ninja -C "$dir" -t commands "$p" | tail -n 1)
@@ -54,11 +63,13 @@ for p in "${programs[@]}"; do
     (cd "$dir" && eval "$cmd -Wl,--gc-sections -Wl,--print-gc-sections") 2>&1 |
         sed -nE "s/.*removing unused section '\.text\.(unlikely\.|hot\.|startup\.)?([^']+)' in file '([^']+)'.*/\3 \2/p" |
         sort -u >"$tmp/$f.removed"
-    (cd "$dir" && eval "$cmd -Wl,--trace") 2>/dev/null | grep -E '\.o$' | grep -E "${speaks[$p]}" |
-        sort -u >"$tmp/$f.objs" || true
+    # The objects it links whose sources it speaks for.
+    (cd "$dir" && eval "$cmd -Wl,--trace") 2>/dev/null | grep -E '\.o$' | sort -u |
+        join - <(sort "$tmp/srcmap") | awk -v re="${speaks[$p]}" '$2 ~ re {print $1}' \
+        >"$tmp/$f.objs" || true
 done
 
-# Uncalled: removed by every program that links the file and speaks for it.
+# Uncalled: removed by every program that links the object and speaks for it.
 cat "$tmp"/*.removed | sort -u | while read -r obj fn; do
     linked=0 kept=0
     for p in "${programs[@]}"; do
@@ -68,18 +79,6 @@ cat "$tmp"/*.removed | sort -u | while read -r obj fn; do
         grep -qxF "$obj $fn" "$tmp/$f.removed" || kept=1
     done
     if [ $linked = 1 ] && [ $kept = 0 ]; then echo "$obj $fn"; fi
-done >"$tmp/uncalled"
-
-# Each object's source file, from the compile commands.
-python3 - "$dir" "$tmp/uncalled" <<'PY'
-import json, os, sys
-builddir, listing = sys.argv[1], sys.argv[2]
-src = {}
-for c in json.load(open(os.path.join(builddir, "compile_commands.json"))):
-    src[os.path.normpath(c["output"])] = os.path.normpath(os.path.join(c["directory"], c["file"]))
-for line in sorted(open(listing)):
-    obj, fn = line.split()
-    f = src.get(os.path.normpath(obj), obj)
-    print(f"{os.path.relpath(f) if os.path.isabs(f) else f}: {fn}")
-PY
+done | sort | join - <(sort "$tmp/srcmap") | awk '{print $3 ": " $2}' | sort >"$tmp/uncalled"
+cat "$tmp/uncalled"
 [ ! -s "$tmp/uncalled" ]

@@ -257,8 +257,8 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
         .transport = &fz_transport,
         .max_write = 128 * 1024,
     };
-    struct fll_session *se = fll_session_new(&scfg);
-    FZ_REQUIRE(se != NULL);
+    struct fll_session *se = NULL;
+    FZ_REQUIRE(fll_session_new(&scfg, &se) == 0);
     fz_send_init(se, out);
 
     struct fz_in in;

@@ -70,10 +70,9 @@ static const struct fll_ops no_ops;
 static struct vufsd_dev *new_dev(struct vufsd_config *cfg)
 {
     struct vdev_config dc = {.cfg = cfg, .ops = &no_ops};
-    int err = 0;
     memset(cfg, 0, sizeof(*cfg));
-    struct vufsd_dev *dev = vdev_new(&dc, &err);
-    assert_non_null(dev);
+    struct vufsd_dev *dev = NULL;
+    assert_int_equal(vdev_new(&dc, &dev), 0);
     return dev;
 }
 
@@ -155,7 +154,7 @@ static void test_reset_keeps_connection(void **state)
     int sv[2];
     pthread_t t;
 
-    vdev_set_owned(dev, true);
+    vdev_set_owned(dev);
     dev->features = 1ull << VU_F_PROTOCOL_FEATURES;
     dev->protocol_features = 1ull << VU_PROTOCOL_F_REPLY_ACK;
     dev->status = 0xf;

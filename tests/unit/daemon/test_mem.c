@@ -51,7 +51,8 @@ static void test_map_translate_swap(void **state)
 {
     (void)state;
     int fd = memfd(0x3000);
-    struct vmem_table *t = vmem_table_new();
+    struct vmem_table *t = NULL;
+    assert_int_equal(vmem_table_new(&t), 0);
     /* Region: file offset 0x1000.., gpa 0x40000, frontend VA 0x7f0000. */
     struct vmem_desc d = {.gpa = 0x40000, .size = 0x2000, .uva = 0x7f0000, .mmap_offset = 0x1000};
     assert_int_equal(vmem_table_add(t, &d, fd), 0);
@@ -66,7 +67,8 @@ static void test_map_translate_swap(void **state)
     assert_null(vmem_gpa_host(&t->mem, 0x7f0010, 16));  /* and vice versa */
 
     /* A copy shares the mapping; dropping the original keeps it alive. */
-    struct vmem_table *n = vmem_table_copy(t);
+    struct vmem_table *n = NULL;
+    assert_int_equal(vmem_table_copy(t, &n), 0);
     vmem_table_unref(t);
     assert_string_equal((char *)vmem_gpa_host(&n->mem, 0x40010, 6), "hello");
 
@@ -86,7 +88,8 @@ static void test_map_translate_swap(void **state)
 static void test_map_bad_fd(void **state)
 {
     (void)state;
-    struct vmem_table *t = vmem_table_new();
+    struct vmem_table *t = NULL;
+    assert_int_equal(vmem_table_new(&t), 0);
     struct vmem_desc d = {.gpa = 0, .size = 0x1000, .uva = 0x1000};
     int fd = memfd_create("x", MFD_CLOEXEC);
     close(fd);
@@ -108,7 +111,8 @@ static void test_window_regions(void **state)
     const uint64_t range = 2u << 20, win_gpa = 0x100000000ull, nwin = VMEM_MAX_REGIONS - 1;
     int ram = memfd(1u << 20);
     int file = memfd((size_t)(nwin + 8) * range); /* sparse */
-    struct vmem_table *t = vmem_table_new();
+    struct vmem_table *t = NULL;
+    assert_int_equal(vmem_table_new(&t), 0);
     struct vmem_desc d = {.gpa = 0, .size = 1u << 20, .uva = 0x7f0000000000};
     assert_int_equal(vmem_table_add(t, &d, ram), 0);
     for (uint64_t i = 0; i < nwin; i++) {

@@ -509,8 +509,7 @@ struct fllt_harness *fllt_new(uint32_t max_write)
         .transport = &h->tr,
         .max_write = max_write,
     };
-    h->se = fll_session_new(&cfg);
-    if (h->se == NULL)
+    if (fll_session_new(&cfg, &h->se) < 0)
         abort();
     return h;
 }

@@ -55,8 +55,7 @@ int fll_fuzz_one(const uint8_t *data, size_t size)
         .transport = &h->tr,
         .max_write = 1u << 17,
     };
-    h->se = fll_session_new(&cfg);
-    if (h->se == NULL)
+    if (fll_session_new(&cfg, &h->se) < 0)
         abort();
 
     size_t in_chunk = data[0];

@@ -179,8 +179,7 @@ static void racing_init_destroy(void **state)
         .transport = &c_transport,
         .max_write = 4096,
     };
-    se = fll_session_new(&cfg);
-    assert_non_null(se);
+    assert_int_equal(fll_session_new(&cfg, &se), 0);
 
     pthread_t t[THREADS], lc;
     assert_int_equal(pthread_create(&lc, NULL, lifecycle, NULL), 0);

@@ -151,7 +151,7 @@ static void ops_null_enosys(void **state)
         .max_write = MAXW,
     };
     fll_session_free(h->se);
-    h->se = fll_session_new(&cfg);
+    assert_int_equal(fll_session_new(&cfg, &h->se), 0);
     assert_int_equal(fllt_init(h, 41, 0), 0);
     h->fs.calls = 0;
 
@@ -288,7 +288,7 @@ static void init_max_pages_capped(void **state)
         .max_pages = 64,
     };
     fll_session_free(h->se);
-    h->se = fll_session_new(&cfg);
+    assert_int_equal(fll_session_new(&cfg, &h->se), 0);
     h->fs.max_pages = 1024;
     assert_int_equal(fllt_init(h, 41, FUSE_MAX_PAGES), 0);
     struct fuse_init_out out;
@@ -505,12 +505,14 @@ static void session_config_checked(void **state)
 {
     struct fll_transport tr = {0};
     struct fll_session_config cfg = {.ops = &fllt_fake_ops, .transport = NULL};
-    assert_null(fll_session_new(NULL));
-    assert_null(fll_session_new(&cfg));
+    struct fll_session *se = (void *)1;
+    assert_int_equal(fll_session_new(NULL, &se), -EINVAL);
+    assert_null(se);
+    assert_int_equal(fll_session_new(&cfg, &se), -EINVAL);
     cfg.transport = &tr; /* without complete() */
-    assert_null(fll_session_new(&cfg));
+    assert_int_equal(fll_session_new(&cfg, &se), -EINVAL);
     cfg.ops = NULL;
-    assert_null(fll_session_new(&cfg));
+    assert_int_equal(fll_session_new(&cfg, &se), -EINVAL);
 }
 
 static void init_reply_too_small(void **state)

@@ -168,8 +168,7 @@ static inline int pt_t_start(struct pt_t *t)
     sc.fs = t->fs;
     sc.transport = &pt_t_transport;
     sc.max_write = 1 << 20;
-    t->se = fll_session_new(&sc);
-    assert_non_null(t->se);
+    assert_int_equal(fll_session_new(&sc, &t->se), 0);
     return 0;
 }
 
