@@ -124,7 +124,7 @@ struct sb_idmap_line {
 /*
  * Parses space-separated ":INSIDE:OUTSIDE:COUNT:" ranges (the Rust virtiofsd's
  * --uid-map form; repeated options arrive joined with spaces) into out.
- * NULL is no range. -EINVAL on syntax, COUNT 0 or a range past 2^32 - 2 (the
+ * NULL, or a string of blanks, is no range. -EINVAL on syntax, COUNT 0 or a range past 2^32 - 2 (the
  * kernel never maps (uid_t)-1); -E2BIG past max.
  */
 int sb_idmap_parse(const char *spec, struct sb_idmap_line *out, unsigned max, unsigned *n);
