@@ -4,19 +4,27 @@
  *
  * Slot states (one slot = DAX_RANGE_SIZE bytes of the window):
  *
- *                 setup claims            map done, >= 1 extent
- *     +------+ ---------------> +---------+ -----------------> +--------+
- *     | FREE |                  | MAPPING |                    | MAPPED |
- *     +------+ <--------------- +---------+ <----------------- +--------+
- *       ^  ^    failed, 0 extents            setup over a mapped   |  ^
- *       |  |                                 slot claims           |  |
- *       |  |     all extents gone  +-----------+  remove/evict     |  |
- *       |  +---------------------- | UNMAPPING | <-----------------+  |
- *       |                          +-----------+   evict claims       |
- *       |                                |  survivors remain          |
- *       |                                +----------------------------+
- *       |  reset (idle MAPPED slots only; busy slots are finished by
- *       +---------------------------------------------- their owner)
+ *     +------+   (1)   +---------+   (2)   +--------+
+ *     | FREE | ------> | MAPPING | ------> | MAPPED |
+ *     +------+ <------ +---------+ <------ +--------+
+ *       ^  ^     (3)                 (4)    |  ^  |
+ *       |  |          +-----------+   (5)   |  |  |
+ *       |  +--------- | UNMAPPING | <-------+  |  |
+ *       |     (6)     +-----------+            |  |
+ *       |                   |        (7)       |  |
+ *       |                   +------------------+  |
+ *       |                     (8)                 |
+ *       +-----------------------------------------+
+ *
+ *   (1) apply_locked(): a setup claims a free slot
+ *   (2) dax_slot_release_locked(): the map is done, at least one extent
+ *   (3) dax_slot_release_locked(): the map failed, no extent
+ *   (4) apply_locked(): a setup over a mapped slot claims it
+ *   (5) apply_locked() for a remove; dax_remove_inode() for a freed inode
+ *   (6) dax_slot_release_locked(): every extent gone
+ *   (7) dax_slot_release_locked(): survivors of a split remain
+ *   (8) dax_window_reset(): idle MAPPED slots only; a busy slot is released
+ *       by its owner, who finds the epoch changed
  *
  * FREE and MAPPED are idle; MAPPING and UNMAPPING are busy: exactly one thread owns
  * the slot and calls the frontend for it without the window lock.

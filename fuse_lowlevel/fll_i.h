@@ -17,21 +17,28 @@
  * Session state. Only INIT and DESTROY move it, both under se->init_lock; every
  * other request reads it with one acquire load (no lock on the hot path).
  *
- *        +-------+  INIT ok (major 7, minor >= 31)   +-------+
+ *               init_locked(): INIT ok
+ *        +-------+  (major 7, minor >= 31)          +-------+
  *   ---> |  NEW  | --------------------------------> | READY |
  *        +-------+ <-------------------------------- +-------+
- *          |   ^              DESTROY                   |
- *          |   |                                        |
- *          +---+ INIT refused / major > 7 (we answer    +-- everything else
- *                with our major and wait for a new INIT)
+ *          |   ^     destroy_locked(): DESTROY, or      |
+ *          |   |     INIT after the driver stopped      |
+ *          +---+                                        +-- everything else
+ *     init_locked(): INIT refused / major > 7 (we answer with our major and
+ *     wait for a new INIT)
+ *
+ * fll_do_init() and fll_do_destroy() call them under se->init_lock;
+ * init_locked() asserts the state is NEW (fll_assert_state(), debug builds),
+ * destroy_locked() does nothing unless it is READY.
  *
  * In NEW every opcode but INIT is answered EIO (FORGETs dropped); in READY a
  * second INIT is answered EPROTO, unless the transport said its driver stopped
  * (fll_session_driver_stopped) and INIT is the first request since: then a new
- * driver has come, READY -> NEW as on DESTROY (ops->destroy) and the INIT is
- * served (fll_do_init). se->conn is written only while the state is NEW and
- * under init_lock; the fields decoders read are published by the release store
- * of READY.
+ * driver has come, READY -> NEW as on DESTROY (but ops->reset, if the
+ * filesystem has one, instead of ops->destroy) and the INIT is served
+ * (fll_do_init). se->conn is written only while the state is NEW and under
+ * init_lock; the fields decoders read are published by the release store of
+ * READY.
  */
 enum fll_state {
     FLL_STATE_NEW = 0,

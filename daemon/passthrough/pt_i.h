@@ -207,8 +207,9 @@ int pt_fh_open(const struct pt_mount *m, const struct pt_fh *fh, int flags);
  * inode with --inode-file-handles never) or a file handle (mnt != NULL), which
  * costs no fd: pt_inode_fd() gives operations an O_PATH fd either way.
  *
- * Life: FREE --intern--> LIVE (refs>0 or nlookup>0) --last put/forget--> FREE
- * (gen incremented, fd closed or handle freed). refs is ours (in-flight
+ * Life: FREE --pt_inode_intern()--> LIVE (refs>0 or nlookup>0) --the last
+ * pt_inode_put() or pt_inode_forget()--> FREE (pt_inode_free_locked(), which
+ * asserts both counts are zero: gen incremented, fd closed or handle freed). refs is ours (in-flight
  * operations, open handles, the root's permanent reference); nlookup is the
  * client's, untrusted. A LIVE inode found to be stale (its handle no longer
  * matches what its key names: the host reused the inode number) is unhashed
@@ -336,9 +337,10 @@ struct pt_lock_owner;
  * An open file or directory. fh = index | generation << 32.
  *
  * state packs generation (bits 63..32), CLOSING (bit 31) and the reference
- * count (bits 30..0). Life: FREE (refs 0) --new--> OPEN (refs >= 1, the base
- * reference) --RELEASE sets CLOSING and drops the base--> CLOSING --last put-->
- * FREE with generation + 1. Lookups only succeed in OPEN, with a CAS that
+ * count (bits 30..0). Life: FREE (refs 0) --pt_handle_new()--> OPEN (refs >= 1,
+ * the base reference) --pt_handle_close() (RELEASE) sets CLOSING and drops the
+ * base--> CLOSING --the last pt_handle_put()--> FREE with generation + 1
+ * (pt_handle_free(); pt_handle_put() asserts CLOSING in debug builds). Lookups only succeed in OPEN, with a CAS that
  * checks the generation, so READ/WRITE take no table lock.
  */
 struct pt_handle {
