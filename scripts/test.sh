@@ -1,7 +1,8 @@
 #!/usr/bin/env bash
 # Installs the dependencies, builds vufsd twice (plain, and with ASan+UBSan) and
 # runs every test on both: unit, integration (the real binary through the in-tree
-# frontend), real Linux guests under QEMU, and the fuzzers.
+# frontend), real Linux guests under QEMU, and the fuzzers; and checks that every
+# product function has a product caller (scripts/uncalled.sh).
 #
 #   scripts/test.sh              everything
 #   VUFS_NO_INSTALL=1 scripts/test.sh   skip apt-get (packages already there)
@@ -36,6 +37,9 @@ meson compile -C build-asan
 
 export UBSAN_OPTIONS=halt_on_error=1:print_stacktrace=1
 export ASAN_OPTIONS=detect_leaks=1:abort_on_error=1
+
+step "check: every product function has a product caller (scripts/uncalled.sh)"
+scripts/uncalled.sh build-uncalled
 
 step "test: plain build, every suite"
 meson test -C build --print-errorlogs --num-processes 2
