@@ -123,7 +123,7 @@ void vfe_dax_free(struct vfe_dax *x)
     if (!x)
         return;
     munmap(x->window, x->size);
-    vfe_closep(&x->commit.fd);
+    vufs_close(&x->commit.fd);
     if (x->commit.staged)
         munmap(x->commit.staged, x->commit.len);
     pthread_mutex_destroy(&x->lock);
@@ -453,5 +453,5 @@ void vfe_dax_post(void *opaque, const struct vfe_msg *m, uint64_t result)
         vfe_dev_add_region(d, &r, c.fd);
     else
         vfe_dev_remove_region(d, &r);
-    vfe_closep(&c.fd);
+    vufs_close(&c.fd);
 }

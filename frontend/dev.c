@@ -234,7 +234,7 @@ static int flush_regions_locked(struct vfe_dev *d)
                 d->rst.removes++;
             }
         }
-        vfe_closep(&e->fd);
+        vufs_close(&e->fd);
         g_array_remove_index(d->regions, i);
     }
     for (unsigned i = 0; i < d->regions->len;) {
@@ -247,7 +247,7 @@ static int flush_regions_locked(struct vfe_dev *d)
         if (r < 0) {
             d->rst.errors++;
             ret = ret ? ret : r;
-            vfe_closep(&e->fd);
+            vufs_close(&e->fd);
             g_array_remove_index(d->regions, i);
             continue;
         }
@@ -481,7 +481,7 @@ int vfe_dev_close_status(struct vfe_dev *d, int *status, bool *on_its_own)
     g_free(d->vqs);
     vfe_mem_free(d->mem);
     for (unsigned i = 0; i < d->regions->len; i++)
-        vfe_closep(&g_array_index(d->regions, struct vfe_dev_region, i).fd);
+        vufs_close(&g_array_index(d->regions, struct vfe_dev_region, i).fd);
     g_array_free(d->regions, TRUE);
     pthread_mutex_destroy(&d->regions_lock);
     g_free(d);

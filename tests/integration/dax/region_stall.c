@@ -45,6 +45,7 @@
 #include <glib.h>
 
 #include "vfe.h"
+#include "vufs_util.h"
 #include "../it_util.h"
 
 #define MiB (1ull << 20)
@@ -98,10 +99,10 @@ static int remove_on(struct vfe_fuse *f, unsigned q, uint64_t nodeid, uint64_t m
 static void *churn_main(void *arg)
 {
     struct churn *c = arg;
-    uint64_t t0 = vfe_now_ns();
+    uint64_t t0 = vufs_now_ns();
     for (uint64_t i = 0; !c->stop; i++) {
         if (opt_rate > 0) {
-            uint64_t due = t0 + (uint64_t)((double)i * 1e9 / opt_rate), now = vfe_now_ns();
+            uint64_t due = t0 + (uint64_t)((double)i * 1e9 / opt_rate), now = vufs_now_ns();
             if (due > now)
                 usleep((useconds_t)((due - now) / 1000));
         }
