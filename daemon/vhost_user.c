@@ -21,6 +21,7 @@
 #include "dax.h"
 #include "log.h"
 #include "vu_msg.h"
+#include "vufs_util.h"
 
 uint64_t vu_offered_features(void)
 {
@@ -217,8 +218,11 @@ VU_HANDLER(vu_get_max_mem_slots)
     return 0;
 }
 
-VU_HANDLER(vu_add_mem_reg)
+/* ADD_MEM_REG (fd: the region's) and REM_MEM_REG: a copy of the current table
+ * with the region added or removed, swapped in. */
+static int vu_mem_reg_change(struct vufsd_dev *dev, const struct vu_msg *m, int fd, bool add)
 {
+    const char *what = add ? "ADD_MEM_REG" : "REM_MEM_REG";
     struct vmem_table *cur = vdev_mem_get(dev, NULL);
     struct vmem_table *t = NULL;
     int ret = vmem_table_copy(cur, &t);
@@ -226,36 +230,27 @@ VU_HANDLER(vu_add_mem_reg)
     if (ret < 0)
         return ret;
     struct vmem_desc d = vu_region_desc(&m->payload.memreg.region);
-    ret = vmem_table_add(t, &d, fds[0]);
+    ret = add ? vmem_table_add(t, &d, fd) : vmem_table_remove(t, &d);
     if (ret < 0) {
-        vlog_warn("ADD_MEM_REG rejected: %s", strerror(-ret));
+        vlog_warn("%s rejected: %s", what, strerror(-ret));
         vmem_table_unref(t);
         return ret;
     }
     vu_log_table(t, false);
     vdev_mem_swap(dev, t);
-    vdev_mem_added(dev);
+    if (add)
+        vdev_mem_added(dev);
     return 0;
+}
+
+VU_HANDLER(vu_add_mem_reg)
+{
+    return vu_mem_reg_change(dev, m, fds[0], true);
 }
 
 VU_HANDLER(vu_rem_mem_reg)
 {
-    struct vmem_table *cur = vdev_mem_get(dev, NULL);
-    struct vmem_table *t = NULL;
-    int ret = vmem_table_copy(cur, &t);
-    vmem_table_unref(cur);
-    if (ret < 0)
-        return ret;
-    struct vmem_desc d = vu_region_desc(&m->payload.memreg.region);
-    ret = vmem_table_remove(t, &d);
-    if (ret < 0) {
-        vlog_warn("REM_MEM_REG: no such region");
-        vmem_table_unref(t);
-        return ret;
-    }
-    vu_log_table(t, false);
-    vdev_mem_swap(dev, t);
-    return 0;
+    return vu_mem_reg_change(dev, m, -1, false);
 }
 
 /* ---- Vrings ---------------------------------------------------------------------------- */
@@ -323,10 +318,19 @@ VU_HANDLER(vu_get_vring_base)
     return 0;
 }
 
+/* SET_VRING_KICK, _CALL and _ERR: the queue their u64 names, or NULL when it
+ * names none or sets bits beyond the index and VU_VRING_NOFD. */
+static struct vufsd_queue *vu_vring_fd_queue(struct vufsd_dev *dev, const struct vu_msg *m)
+{
+    if (m->payload.u64 & ~(uint64_t)(VU_VRING_IDX_MASK | VU_VRING_NOFD))
+        return NULL;
+    return vu_queue(dev, m->payload.u64 & VU_VRING_IDX_MASK);
+}
+
 VU_HANDLER(vu_set_vring_kick)
 {
-    struct vufsd_queue *q = vu_queue(dev, m->payload.u64 & VU_VRING_IDX_MASK);
-    if (!q || (m->payload.u64 & ~(uint64_t)(VU_VRING_IDX_MASK | VU_VRING_NOFD)))
+    struct vufsd_queue *q = vu_vring_fd_queue(dev, m);
+    if (!q)
         return -EINVAL;
     vqt_stop(q); /* a new kick fd (re)starts the ring */
     if (q->kick_fd >= 0)
@@ -334,8 +338,7 @@ VU_HANDLER(vu_set_vring_kick)
     q->kick_fd = -1;
     if (m->payload.u64 & VU_VRING_NOFD)
         return -EOPNOTSUPP; /* polling without a kick fd is not implemented */
-    q->kick_fd = fds[0];
-    fds[0] = -1;
+    q->kick_fd = TAKE_FD(fds[0]);
     int ret = vqt_start(q);
     if (ret == -EAGAIN) {
         vlog_warn("queue %u: kick fd before the ring was configured",
@@ -347,28 +350,20 @@ VU_HANDLER(vu_set_vring_kick)
 
 VU_HANDLER(vu_set_vring_call)
 {
-    struct vufsd_queue *q = vu_queue(dev, m->payload.u64 & VU_VRING_IDX_MASK);
-    if (!q || (m->payload.u64 & ~(uint64_t)(VU_VRING_IDX_MASK | VU_VRING_NOFD)))
+    struct vufsd_queue *q = vu_vring_fd_queue(dev, m);
+    if (!q)
         return -EINVAL;
-    int fd = -1;
-    if (!(m->payload.u64 & VU_VRING_NOFD)) {
-        fd = fds[0];
-        fds[0] = -1;
-    }
+    int fd = m->payload.u64 & VU_VRING_NOFD ? -1 : TAKE_FD(fds[0]);
     vqt_set_call_fd(q, fd);
     return 0;
 }
 
 VU_HANDLER(vu_set_vring_err)
 {
-    struct vufsd_queue *q = vu_queue(dev, m->payload.u64 & VU_VRING_IDX_MASK);
-    if (!q || (m->payload.u64 & ~(uint64_t)(VU_VRING_IDX_MASK | VU_VRING_NOFD)))
+    struct vufsd_queue *q = vu_vring_fd_queue(dev, m);
+    if (!q)
         return -EINVAL;
-    int fd = -1;
-    if (!(m->payload.u64 & VU_VRING_NOFD)) {
-        fd = fds[0];
-        fds[0] = -1;
-    }
+    int fd = m->payload.u64 & VU_VRING_NOFD ? -1 : TAKE_FD(fds[0]);
     /* Read by vdev_set_broken() on queue threads: swap atomically, close late. */
     int old = __atomic_exchange_n(&q->err_fd, fd, __ATOMIC_ACQ_REL);
     if (old >= 0)
@@ -439,8 +434,7 @@ VU_HANDLER(vu_set_config)
 
 VU_HANDLER(vu_set_backend_req_fd)
 {
-    vdev_set_backend_fd(dev, fds[0]);
-    fds[0] = -1;
+    vdev_set_backend_fd(dev, TAKE_FD(fds[0]));
     return 0;
 }
 

@@ -40,94 +40,96 @@ static int pt_parent_for_change(struct pt_fs *fs, uint64_t parent, const char *n
     return pt_inode_fd(fs, *out, pf);
 }
 
-int pt_op_mkdir(struct fll_req *r, uint64_t parent, const char *name,
-                const struct fuse_mkdir_in *in, struct fuse_entry_out *out)
-{
-    struct pt_fs *fs = pt_fs_of(r);
-    _cleanup_inode_ struct pt_inode *p = NULL;
-    _cleanup_ifd_ struct pt_ifd pf = PT_IFD_NONE;
-    int ret = pt_parent_for_change(fs, parent, name, &p, &pf);
-
-    if (ret < 0)
-        return ret;
-    mode_t mode = pt_create_mode(fs, p, in->mode, in->umask);
-    {
-        _cleanup_cred_ struct pt_cred cred = { 0 };
-        ret = pt_cred_enter(fs, r, &cred);
-        if (ret < 0)
-            return ret;
-        if (mkdirat(pf.fd, name, mode) < 0)
-            return -errno;
-    }
-    ret = pt_do_lookup_at(fs, p, pf.fd, name, out);
-    if (ret < 0)
-        return ret;
-    return pt_secctx_finish(fs, r, p, name, out, AT_REMOVEDIR);
-}
-
 /* FUSE carries rdev in the kernel's 32-bit new_encode_dev() form. */
 static dev_t pt_decode_dev(uint32_t dev)
 {
     return makedev((dev & 0xfff00u) >> 8, (dev & 0xffu) | ((dev >> 12) & 0xfff00u));
 }
 
-int pt_op_mknod(struct fll_req *r, uint64_t parent, const char *name,
-                const struct fuse_mknod_in *in, struct fuse_entry_out *out)
+/* What MKDIR, MKNOD and SYMLINK make: S_IFDIR, MKNOD's type or S_IFLNK; the
+ * client's mode and umask (not for a symlink), MKNOD's rdev, SYMLINK's target. */
+struct pt_new_entry {
+    mode_t type;
+    bool mknod;
+    uint32_t mode, umask, rdev;
+    const char *target;
+};
+
+/* The checks of what is made, after the parent's (so their errors come first). */
+static int pt_new_entry_check(const struct pt_new_entry *e)
+{
+    if (e->mknod)
+        return e->type == S_IFREG || e->type == S_IFIFO || e->type == S_IFSOCK ||
+                       e->type == S_IFCHR || e->type == S_IFBLK
+                   ? 0
+                   : -EINVAL;
+    if (e->type != S_IFLNK)
+        return 0;
+    /* The target is only ever resolved by the client; it just has to be a path. */
+    if (e->target[0] == '\0')
+        return -ENOENT;
+    return strlen(e->target) >= PATH_MAX ? -ENAMETOOLONG : 0;
+}
+
+/* MKDIR, MKNOD and SYMLINK: made as the caller, then looked up and labelled. */
+static int pt_make_entry(struct fll_req *r, uint64_t parent, const char *name,
+                         const struct pt_new_entry *e, struct fuse_entry_out *out)
 {
     struct pt_fs *fs = pt_fs_of(r);
     _cleanup_inode_ struct pt_inode *p = NULL;
     _cleanup_ifd_ struct pt_ifd pf = PT_IFD_NONE;
     int ret = pt_parent_for_change(fs, parent, name, &p, &pf);
-    mode_t type = in->mode & S_IFMT;
 
     if (ret < 0)
         return ret;
-    if (type != S_IFREG && type != S_IFIFO && type != S_IFSOCK && type != S_IFCHR &&
-        type != S_IFBLK)
-        return -EINVAL;
-    mode_t mode = type | pt_create_mode(fs, p, in->mode, in->umask);
-    dev_t rdev = (type == S_IFCHR || type == S_IFBLK) ? pt_decode_dev(in->rdev) : 0;
+    ret = pt_new_entry_check(e);
+    if (ret < 0)
+        return ret;
+    mode_t mode = e->type == S_IFLNK ? 0 : pt_create_mode(fs, p, e->mode, e->umask);
     {
         _cleanup_cred_ struct pt_cred cred = { 0 };
         ret = pt_cred_enter(fs, r, &cred);
         if (ret < 0)
             return ret;
-        if (mknodat(pf.fd, name, mode, rdev) < 0)
+        if (e->type == S_IFDIR)
+            ret = mkdirat(pf.fd, name, mode);
+        else if (e->type == S_IFLNK)
+            ret = symlinkat(e->target, pf.fd, name);
+        else
+            ret = mknodat(pf.fd, name, e->type | mode,
+                          e->type == S_IFCHR || e->type == S_IFBLK ? pt_decode_dev(e->rdev) : 0);
+        if (ret < 0)
             return -errno;
     }
     ret = pt_do_lookup_at(fs, p, pf.fd, name, out);
     if (ret < 0)
         return ret;
-    return pt_secctx_finish(fs, r, p, name, out, 0);
+    return pt_secctx_finish(fs, r, p, name, out, e->type == S_IFDIR ? AT_REMOVEDIR : 0);
+}
+
+int pt_op_mkdir(struct fll_req *r, uint64_t parent, const char *name,
+                const struct fuse_mkdir_in *in, struct fuse_entry_out *out)
+{
+    struct pt_new_entry e = { .type = S_IFDIR, .mode = in->mode, .umask = in->umask };
+
+    return pt_make_entry(r, parent, name, &e, out);
+}
+
+int pt_op_mknod(struct fll_req *r, uint64_t parent, const char *name,
+                const struct fuse_mknod_in *in, struct fuse_entry_out *out)
+{
+    struct pt_new_entry e = { .type = in->mode & S_IFMT, .mknod = true, .mode = in->mode,
+                              .umask = in->umask, .rdev = in->rdev };
+
+    return pt_make_entry(r, parent, name, &e, out);
 }
 
 int pt_op_symlink(struct fll_req *r, uint64_t parent, const char *name, const char *target,
                   struct fuse_entry_out *out)
 {
-    struct pt_fs *fs = pt_fs_of(r);
-    _cleanup_inode_ struct pt_inode *p = NULL;
-    _cleanup_ifd_ struct pt_ifd pf = PT_IFD_NONE;
-    int ret = pt_parent_for_change(fs, parent, name, &p, &pf);
+    struct pt_new_entry e = { .type = S_IFLNK, .target = target };
 
-    if (ret < 0)
-        return ret;
-    /* The target is only ever resolved by the client; it just has to be a path. */
-    if (target[0] == '\0')
-        return -ENOENT;
-    if (strlen(target) >= PATH_MAX)
-        return -ENAMETOOLONG;
-    {
-        _cleanup_cred_ struct pt_cred cred = { 0 };
-        ret = pt_cred_enter(fs, r, &cred);
-        if (ret < 0)
-            return ret;
-        if (symlinkat(target, pf.fd, name) < 0)
-            return -errno;
-    }
-    ret = pt_do_lookup_at(fs, p, pf.fd, name, out);
-    if (ret < 0)
-        return ret;
-    return pt_secctx_finish(fs, r, p, name, out, 0);
+    return pt_make_entry(r, parent, name, &e, out);
 }
 
 int pt_op_link(struct fll_req *r, uint64_t nodeid, uint64_t newparent, const char *newname,

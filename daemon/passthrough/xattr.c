@@ -107,6 +107,18 @@ static int pt_xattr_host_name(struct pt_fs *fs, const char *name, const char **h
     return 0;
 }
 
+/* The inode of an xattr operation: ENOSYS when xattrs are off (--xattr), EROFS
+ * for a change on a read-only share. */
+static int pt_xattr_inode(struct pt_fs *fs, uint64_t nodeid, bool change, struct pt_inode **out)
+{
+    if (!fs->xattr)
+        return -ENOSYS;
+    int ret = pt_inode_get(fs, nodeid, out);
+    if (ret < 0)
+        return ret;
+    return change && fs->readonly ? -EROFS : 0;
+}
+
 int pt_op_setxattr(struct fll_req *r, uint64_t nodeid, const char *name, const void *value,
                    size_t size, int flags, uint32_t setxattr_flags)
 {
@@ -118,13 +130,9 @@ int pt_op_setxattr(struct fll_req *r, uint64_t nodeid, const char *name, const v
     ssize_t n;
     int ret;
 
-    if (!fs->xattr)
-        return -ENOSYS;
-    ret = pt_inode_get(fs, nodeid, &i);
+    ret = pt_xattr_inode(fs, nodeid, true, &i);
     if (ret < 0)
         return ret;
-    if (fs->readonly)
-        return -EROFS;
     if (flags & ~(XATTR_CREATE | XATTR_REPLACE))
         return -EINVAL;
     ret = pt_xattr_host_name(fs, name, &host, &owned);
@@ -173,9 +181,7 @@ ssize_t pt_op_getxattr(struct fll_req *r, uint64_t nodeid, const char *name, voi
     const char *host;
     int ret;
 
-    if (!fs->xattr)
-        return -ENOSYS;
-    ret = pt_inode_get(fs, nodeid, &i);
+    ret = pt_xattr_inode(fs, nodeid, false, &i);
     if (ret < 0)
         return ret;
     ret = pt_xattr_host_name(fs, name, &host, &owned);
@@ -194,9 +200,7 @@ ssize_t pt_op_listxattr(struct fll_req *r, uint64_t nodeid, void *buf, size_t si
     ssize_t n, total = 0;
     int ret;
 
-    if (!fs->xattr)
-        return -ENOSYS;
-    ret = pt_inode_get(fs, nodeid, &i);
+    ret = pt_xattr_inode(fs, nodeid, false, &i);
     if (ret < 0)
         return ret;
     if (!fs->have_xmap)
@@ -239,13 +243,9 @@ int pt_op_removexattr(struct fll_req *r, uint64_t nodeid, const char *name)
     const char *host;
     int ret;
 
-    if (!fs->xattr)
-        return -ENOSYS;
-    ret = pt_inode_get(fs, nodeid, &i);
+    ret = pt_xattr_inode(fs, nodeid, true, &i);
     if (ret < 0)
         return ret;
-    if (fs->readonly)
-        return -EROFS;
     ret = pt_xattr_host_name(fs, name, &host, &owned);
     if (ret < 0)
         return ret;

@@ -1,5 +1,6 @@
 /* SPDX-License-Identifier: GPL-2.0-or-later */
 /* Operations against a real temporary share: names, special files, creds, flags. */
+#include <limits.h>
 #include <sys/mount.h>
 #include <sys/sysmacros.h>
 #include <sys/xattr.h>
@@ -104,6 +105,17 @@ static void test_names_are_validated(void **state)
     PT_REQ(t, q2);
     assert_int_equal(t->ops->readlink(&q2.r, e.nodeid, buf, sizeof(buf)), 11);
     assert_memory_equal(buf, "/etc/passwd", 11);
+    /* ... but a path: not empty, shorter than PATH_MAX; and the parent's errors come first. */
+    char *far = malloc(PATH_MAX + 1);
+    assert_non_null(far);
+    memset(far, 'a', PATH_MAX);
+    far[PATH_MAX] = '\0';
+    PT_REQ(t, q3);
+    assert_int_equal(t->ops->symlink(&q3.r, FUSE_ROOT_ID, "ln2", "", &e), -ENOENT);
+    assert_int_equal(t->ops->symlink(&q3.r, FUSE_ROOT_ID, "ln2", far, &e), -ENAMETOOLONG);
+    assert_int_equal(t->ops->symlink(&q3.r, f, "ln2", "", &e), -ENOTDIR);
+    assert_int_equal(t->ops->symlink(&q3.r, FUSE_ROOT_ID, "ln2", far + 1, &e), 0);
+    free(far);
     pt_t_down(t);
 }
 
