@@ -41,6 +41,7 @@
 #include <unistd.h>
 
 #include "passthrough.h"
+#include "vufs_util.h"
 
 /* Tables grow in chunks so a slot's address never changes while referenced. */
 #define PT_CHUNK_SHIFT 10u
@@ -461,12 +462,12 @@ struct pt_fs {
     int proc_self_fd;         /* O_PATH of /proc/self/fd, opened before the sandbox */
     struct pt_inode *root;    /* permanently referenced */
     /* --inode-file-handles; written by pt_fs_new and pt_fs_check_handles, before serving */
-    enum vufsd_inode_handles handles;
+    enum pt_inode_handles handles;
     struct pt_fh root_fh;      /* with handles: the root's, for pt_fs_check_handles */
     struct pt_mount *root_mnt; /* with handles: the share's mount, referenced */
 
     /* Settings, immutable after pt_fs_new */
-    enum vufsd_cache cache;
+    enum pt_cache cache;
     bool writeback_opt;
     bool readdirplus;
     bool allow_direct_io;
@@ -496,7 +497,6 @@ struct pt_fs {
     struct dax_window *dax;
     bool (*dax_usable)(void *ctx);
     void *dax_ctx;
-    bool dax_policy_never;     /* --dax-policy never: FUSE_HAS_INODE_DAX not asked for */
     bool dax_qemu_rules;       /* the frontend maps as QEMU 11.1 (pt_fs_set_dax) */
     _Atomic bool dax_attr;     /* negotiated FUSE_HAS_INODE_DAX: FUSE_ATTR_DAX per file */
 
@@ -665,22 +665,5 @@ int pt_op_setlk(struct fll_req *r, uint64_t nodeid, const struct fuse_lk_in *in,
 int pt_op_interrupt(struct fll_req *r, uint64_t unique);
 /* FLUSH / RELEASE: drops the POSIX locks of one owner / the flock of a handle. */
 void pt_lock_release_owner(struct pt_handle *h, uint64_t owner);
-
-static inline void pt_closep(int *fd)
-{
-    if (*fd >= 0) {
-        int saved = errno;
-        close(*fd);
-        errno = saved;
-    }
-}
-#define _cleanup_close_ __attribute__((cleanup(pt_closep)))
-
-static inline int pt_take_fd(int *fd)
-{
-    int r = *fd;
-    *fd = -1;
-    return r;
-}
 
 #endif

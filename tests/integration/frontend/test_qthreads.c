@@ -40,6 +40,7 @@
 #include <glib.h>
 
 #include "vfe.h"
+#include "vufs_util.h"
 
 #define QUEUES 8u
 #define QSIZE 64u
@@ -318,8 +319,8 @@ static void stop_start_round(struct env *e, unsigned q, uint64_t round)
     start_queue(e, q, base);
     vfe_fuse_kick(e->fuse, q);
     /* A wait may end on a stale notification with nothing new: look until 10 s. */
-    uint64_t deadline = vfe_now_ns() + 10000000000ull;
-    while (done < PENDING && vfe_now_ns() < deadline)
+    uint64_t deadline = vufs_now_ns() + 10000000000ull;
+    while (done < PENDING && vufs_now_ns() < deadline)
         reap(e, q, &done, 1000);
     if (done < PENDING)
         fail_msg("queue %u: %u of %u requests never completed after the restart", q,
@@ -367,11 +368,11 @@ static void test_hiprio_while_busy(void **state)
         assert_int_equal(vfe_fuse_lookup(e->fuse, FUSE_ROOT_ID, "data.bin", &ent), 0);
     uint64_t worst = 0;
     for (unsigned i = 0; i < 40; i++) {
-        uint64_t t0 = vfe_now_ns();
+        uint64_t t0 = vufs_now_ns();
         int r = vfe_fuse_forget(e->fuse, ent.nodeid, 1);
         if (r < 0)
             fail_msg("FORGET %u on hiprio: %s", i, strerror(-r));
-        uint64_t dt = vfe_now_ns() - t0;
+        uint64_t dt = vufs_now_ns() - t0;
         worst = dt > worst ? dt : worst;
     }
     pthread_join(th, NULL);
