@@ -89,6 +89,7 @@
 
 struct vufsd_dev;
 struct vqt_req;
+struct vqt_memref;
 struct dax_window;
 
 enum vqt_state {
@@ -114,7 +115,7 @@ struct vufsd_queue {
     bool stop;    /* atomic: the thread must stop popping this queue */
 
     /* Its thread only: the avail side of ring, mem, mem_gen, the request cache. */
-    struct vmem_table *mem; /* table the ring pointers point into; ref held */
+    struct vqt_memref *mem; /* the table the ring pointers point into (queue.c) */
     unsigned mem_gen;
     struct vqt_req **req_cache; /* completed requests kept for reuse (queue.c) */
     unsigned req_cached;

@@ -28,11 +28,24 @@
 #include "vu_msg.h"
 #include "vufs_util.h"
 
+/*
+ * A queue's own reference to a memory table, which its requests share: each
+ * in-flight request holds a count here rather than on the table, whose count
+ * every queue thread of the device would otherwise bounce between CPUs twice
+ * per request. The queue's thread holds one count while the table is current
+ * for it (q->mem) and drops it when it moves on to a new table; the last count
+ * drops the queue's one reference on the table.
+ */
+struct vqt_memref {
+    struct vmem_table *t; /* one reference held */
+    unsigned refs;        /* atomic */
+};
+
 struct vqt_req {
     struct fll_req fr;
     struct vpool_item item; /* --thread-pool-size: queued for a worker */
     struct vufsd_queue *q;
-    struct vmem_table *mem; /* the table the iovecs point into; ref held */
+    struct vqt_memref *mem; /* the table the iovecs point into; a count held */
     size_t out_total;       /* bytes of writable buffers */
     uint16_t head;
     unsigned iov_cap; /* entries iov[] has room for */
@@ -73,6 +86,33 @@ static void vqt_set_state(struct vufsd_queue *q, enum vqt_state to)
            (q->state == VQT_RUNNING && to == VQT_IDLE) || /* its thread failed to start */
            (q->state == VQT_STOPPING && to == VQT_IDLE));
     q->state = to;
+}
+
+/* Takes the caller's reference on t; NULL (t unreferenced) without memory. */
+static struct vqt_memref *vqt_memref_new(struct vmem_table *t)
+{
+    struct vqt_memref *m = malloc(sizeof(*m));
+    if (!m) {
+        vmem_table_unref(t);
+        return NULL;
+    }
+    m->t = t;
+    m->refs = 1;
+    return m;
+}
+
+static struct vqt_memref *vqt_memref_get(struct vqt_memref *m)
+{
+    __atomic_add_fetch(&m->refs, 1, __ATOMIC_RELAXED);
+    return m;
+}
+
+static void vqt_memref_put(struct vqt_memref *m)
+{
+    if (!m || __atomic_sub_fetch(&m->refs, 1, __ATOMIC_ACQ_REL) != 0)
+        return;
+    vmem_table_unref(m->t);
+    free(m);
 }
 
 /* The thread that serves q (see "Threads" in device.h). */
@@ -121,7 +161,7 @@ void vqt_destroy(struct vufsd_queue *q)
         free(q->req_cache[--q->req_cached]);
     free(q->req_cache);
     q->req_cache = NULL;
-    vmem_table_unref(q->mem);
+    vqt_memref_put(q->mem);
     q->mem = NULL;
     pthread_mutex_destroy(&q->lock);
     pthread_cond_destroy(&q->drained);
@@ -212,7 +252,7 @@ static void vqt_req_free(struct vqt_req *req)
 {
     struct vufsd_queue *q = req->q;
 
-    vmem_table_unref(req->mem);
+    vqt_memref_put(req->mem);
     if (vqt_batch_queue == q && req->iov_cap == VQT_REQ_IOV && q->req_cached < VQT_REQ_CACHE) {
         q->req_cache[q->req_cached++] = req; /* on q's own thread: see VQT_REQ_CACHE */
         return;
@@ -309,7 +349,7 @@ static void vqt_handle(struct vufsd_queue *q, uint16_t head, const struct iovec 
     req->fr.queue = q->index;
     req->q = q;
     req->head = head;
-    req->mem = vmem_table_ref(q->mem);
+    req->mem = vqt_memref_get(q->mem);
 
     /* No lock: only this thread increments, and vqt_stop reads after it let go. */
     __atomic_add_fetch(&q->inflight, 1, __ATOMIC_ACQ_REL);
@@ -336,13 +376,17 @@ static bool vqt_refresh_mem(struct vufsd_queue *q)
     pthread_mutex_lock(&q->lock);
     int ret = vqt_map_rings_locked(q, t);
     pthread_mutex_unlock(&q->lock);
-    if (ret < 0) {
-        vmem_table_unref(t);
-        vdev_set_broken(q->dev, q->index, "ring no longer in guest memory", ret);
+    struct vqt_memref *m = ret < 0 ? NULL : vqt_memref_new(t);
+    if (!m) {
+        if (ret < 0)
+            vmem_table_unref(t);
+        vdev_set_broken(q->dev, q->index,
+                        ret < 0 ? "ring no longer in guest memory" : "no memory for the new table",
+                        ret < 0 ? ret : -ENOMEM);
         return false;
     }
-    vmem_table_unref(q->mem);
-    q->mem = t;
+    vqt_memref_put(q->mem); /* in-flight requests keep the old table until they complete */
+    q->mem = m;
     q->mem_gen = gen;
     return true;
 }
@@ -492,7 +536,7 @@ static unsigned vqt_batch(struct vqt_thread *t, struct vufsd_queue *q)
 
     vqt_batch_queue = q;
     while (done < q->num && !__atomic_load_n(&q->stop, __ATOMIC_ACQUIRE)) {
-        int ret = vq_ring_pop(&q->ring, &q->mem->mem, &head, rd, &rd_cnt, wr, &wr_cnt, VQT_MAX_IOV);
+        int ret = vq_ring_pop(&q->ring, &q->mem->t->mem, &head, rd, &rd_cnt, wr, &wr_cnt, VQT_MAX_IOV);
         if (ret == 0)
             break;
         done++;
@@ -784,8 +828,11 @@ int vqt_start(struct vufsd_queue *q)
         vlog_warn("queue %u: ring addresses are not in guest memory", q->index);
         return ret;
     }
-    vmem_table_unref(q->mem);
-    q->mem = t;
+    struct vqt_memref *m = vqt_memref_new(t);
+    if (!m)
+        return -ENOMEM;
+    vqt_memref_put(q->mem);
+    q->mem = m;
     q->mem_gen = gen;
 
     if (!vdev_has_feature(dev, VU_F_PROTOCOL_FEATURES))
