@@ -357,15 +357,16 @@ static void test_stop_one_queue_under_load(void **state)
 static void test_hiprio_while_busy(void **state)
 {
     struct env *e = *state;
-    struct busy b = { .e = e, .queues = QUEUES, .ops = 120000 };
-    pthread_t th;
-    assert_int_equal(pthread_create(&th, NULL, busy_main, &b), 0);
     /* FORGET (no reply: the daemon hands the buffer back) on hiprio, one at a
      * time: each must come back within the fuse timeout while the request
-     * queues keep their threads busy. The lookups it forgets are made first. */
+     * queues keep their threads busy. The lookups it forgets are made first,
+     * before the busy thread owns every request queue. */
     struct fuse_entry_out ent;
     for (unsigned i = 0; i < 40; i++)
         assert_int_equal(vfe_fuse_lookup(e->fuse, FUSE_ROOT_ID, "data.bin", &ent), 0);
+    struct busy b = { .e = e, .queues = QUEUES, .ops = 120000 };
+    pthread_t th;
+    assert_int_equal(pthread_create(&th, NULL, busy_main, &b), 0);
     uint64_t worst = 0;
     for (unsigned i = 0; i < 40; i++) {
         uint64_t t0 = vufs_now_ns();
