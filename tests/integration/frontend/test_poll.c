@@ -47,6 +47,7 @@
 
 #include "vfe.h"
 #include "vufs_util.h"
+#include "../it_util.h"
 
 #define FILE_SIZE (256u * 1024u)
 #define QUEUES 4u
@@ -84,11 +85,6 @@ struct env {
 static uint8_t pattern(uint64_t i)
 {
     return (uint8_t)(i * 131 + (i >> 9) * 3 + 7);
-}
-
-static int rm_one(const char *path, const struct stat *st, int flag, struct FTW *ftw)
-{
-    return remove(path);
 }
 
 static uint64_t next_rand(struct env *e)
@@ -255,21 +251,15 @@ static struct poll_counts poll_counts(size_t *from)
 static void setup_env(struct env *e, uint64_t seed)
 {
     *e = (struct env){ .rng = seed };
-    e->dir = g_dir_make_tmp("vufsd-poll-XXXXXX", NULL);
+    e->dir = it_make_data_share("vufsd-poll", FILE_SIZE, pattern);
     assert_non_null(e->dir);
-    chmod(e->dir, 0755);
-    g_autofree uint8_t *data = g_malloc(FILE_SIZE);
-    for (uint32_t i = 0; i < FILE_SIZE; i++)
-        data[i] = pattern(i);
-    g_autofree char *path = g_build_filename(e->dir, "data.bin", NULL);
-    assert_true(g_file_set_contents(path, (const char *)data, FILE_SIZE, NULL));
     unlink(opt_log);
 }
 
 static void teardown_env(struct env *e)
 {
-    nftw(e->dir, rm_one, 16, FTW_DEPTH | FTW_PHYS);
-    g_free(e->dir);
+    it_rm_tree(e->dir);
+    free(e->dir);
 }
 
 static void run_mode(bool event_idx)

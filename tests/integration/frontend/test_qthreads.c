@@ -41,6 +41,7 @@
 
 #include "vfe.h"
 #include "vufs_util.h"
+#include "../it_util.h"
 
 #define QUEUES 8u
 #define QSIZE 64u
@@ -63,11 +64,6 @@ static uint8_t pattern(uint64_t i)
     return (uint8_t)(i * 167 + (i >> 11) * 5 + 3);
 }
 
-static int rm_one(const char *path, const struct stat *st, int flag, struct FTW *ftw)
-{
-    return remove(path);
-}
-
 static void open_file(struct env *e)
 {
     struct fuse_entry_out ent;
@@ -81,14 +77,8 @@ static void open_file(struct env *e)
 static int setup(void **state)
 {
     struct env *e = g_new0(struct env, 1);
-    e->dir = g_dir_make_tmp("vufsd-qthreads-XXXXXX", NULL);
+    e->dir = it_make_data_share("vufsd-qthreads", FILE_SIZE, pattern);
     assert_non_null(e->dir);
-    chmod(e->dir, 0755);
-    g_autofree uint8_t *data = g_malloc(FILE_SIZE);
-    for (uint32_t i = 0; i < FILE_SIZE; i++)
-        data[i] = pattern(i);
-    g_autofree char *path = g_build_filename(e->dir, "data.bin", NULL);
-    assert_true(g_file_set_contents(path, (const char *)data, FILE_SIZE, NULL));
 
     struct vfe_dev_config cfg = {
         .conn = { .backend_cmd = opt_backend, .dir = e->dir, .timeout_ms = 20000 },
@@ -127,8 +117,8 @@ static int teardown(void **state)
     int status = 0;
     bool own = false;
     int r = vfe_dev_close_status(e->dev, &status, &own);
-    nftw(e->dir, rm_one, 16, FTW_DEPTH | FTW_PHYS);
-    g_free(e->dir);
+    it_rm_tree(e->dir);
+    free(e->dir);
     g_free(e);
     /* The daemon exits by itself, status 0, once the frontend has gone. */
     assert_int_equal(r, 0);
