@@ -26,8 +26,9 @@
 # OUT_DIR gets NAME.json, NAME.txt (table) and NAME.cmd per run, NAME.perf.txt
 # per profile, bench-qd.png's data, and tables.md (the markdown tables of
 # docs/benchmarks.md, the targets' verdicts first). The plot needs
-# python3-matplotlib (apt-get install -y python3-matplotlib), the profiles perf
-# (linux-perf); a step whose tool is missing says so and is skipped.
+# python3-matplotlib, the profiles perf (linux-perf): installed when missing
+# (apt-get; VUFS_NO_INSTALL=1 does not), a step whose tool is still missing says
+# so and is skipped.
 set -eu
 here=$(cd "$(dirname "$0")/.." && pwd)
 build=${1:-$here/build}
@@ -54,6 +55,21 @@ halt=${HALT_POLL_US:-200}
 profile_s=${PROFILE_SECONDS:-5}
 mkdir -p "$out" "$data"
 step() { case " $steps " in *" $1 "*) return 0 ;; esac; return 1; }
+
+# The benchmark's own tools (not the build's or the tests'): installed here
+# when a step needs them, unless VUFS_NO_INSTALL=1.
+bench_pkg() { # bench_pkg CHECK-COMMAND PACKAGE STEP
+    sh -c "$1" > /dev/null 2>&1 && return 0
+    [ "${VUFS_NO_INSTALL:-0}" = 1 ] && return 1
+    echo "== installing $2 (apt-get) for the $3 step" >&2
+    sudo=""
+    [ "$(id -u)" = 0 ] || sudo=sudo
+    DEBIAN_FRONTEND=noninteractive $sudo apt-get -o DPkg::Lock::Timeout=300 install -y -q "$2" \
+        > /dev/null 2>&1 || true
+    sh -c "$1" > /dev/null 2>&1
+}
+if step plot; then bench_pkg "/usr/bin/python3 -c 'import matplotlib'" python3-matplotlib plot || true; fi
+if step profile; then bench_pkg "command -v perf" linux-perf profile || true; fi
 
 # vufsd exactly as a user starts it: every serving and security setting its
 # default (the backend's log goes to vufs-bench's per-run log file).
