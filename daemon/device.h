@@ -60,7 +60,8 @@
  *   the thread when that was its last queue).
 
  * Lock order (never take a lower number while holding a higher one):
- *   1. dev->mem_lock   (the current table pointer and generation)
+ *   1. dev->mem_lock   (the current table pointer and generation; queue threads
+ *                       never take it: tables reach them through q->next_mem)
  *   2. t->lock         (a queue thread's members and acknowledgements)
  *   3. q->lock         (used ring side, inflight, call fd)
  *   4. dev->backend_lock (the backend request channel)
@@ -113,10 +114,13 @@ struct vufsd_queue {
 
     bool enabled; /* atomic: SET_VRING_ENABLE */
     bool stop;    /* atomic: the thread must stop popping this queue */
+    /* Atomic: a newer memory table than mem (ref held), handed over by the message
+     * thread on a swap (vqt_mem_changed) and taken by the queue's thread at its next
+     * batch, so a queue thread never waits on dev->mem_lock. */
+    struct vmem_table *next_mem;
 
-    /* Its thread only: the avail side of ring, mem, mem_gen, the request cache. */
+    /* Its thread only: the avail side of ring, mem, the request cache. */
     struct vqt_memref *mem; /* the table the ring pointers point into (queue.c) */
-    unsigned mem_gen;
     struct vqt_req **req_cache; /* completed requests kept for reuse (queue.c) */
     unsigned req_cached;
     bool kick_watched;     /* kick_fd is in the thread's ep_fd */
@@ -276,6 +280,10 @@ int vqt_start(struct vufsd_queue *q);
 void vqt_stop(struct vufsd_queue *q);
 /* Wakes the queue's thread (enable flag changed, new memory table). */
 void vqt_wake(struct vufsd_queue *q);
+/* Hands a RUNNING queue's thread the new memory table t (takes the caller's
+ * reference) and wakes it; a table handed over before and not yet taken is
+ * dropped. Message thread. */
+void vqt_mem_changed(struct vufsd_queue *q, struct vmem_table *t);
 /* Replaces the call fd (takes fd; -1 = none). */
 void vqt_set_call_fd(struct vufsd_queue *q, int fd);
 /* Resets configuration to the just-connected state (queue must be IDLE). */

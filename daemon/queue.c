@@ -163,6 +163,7 @@ void vqt_destroy(struct vufsd_queue *q)
     q->req_cache = NULL;
     vqt_memref_put(q->mem);
     q->mem = NULL;
+    vmem_table_unref(__atomic_exchange_n(&q->next_mem, NULL, __ATOMIC_ACQ_REL));
     pthread_mutex_destroy(&q->lock);
     pthread_cond_destroy(&q->drained);
 }
@@ -211,6 +212,12 @@ static void vqt_thread_poke(struct vqt_thread *t)
 void vqt_wake(struct vufsd_queue *q)
 {
     vqt_thread_poke(vqt_thread_of(q));
+}
+
+void vqt_mem_changed(struct vufsd_queue *q, struct vmem_table *t)
+{
+    vmem_table_unref(__atomic_exchange_n(&q->next_mem, t, __ATOMIC_ACQ_REL));
+    vqt_wake(q);
 }
 
 void vqt_set_call_fd(struct vufsd_queue *q, int fd)
@@ -363,16 +370,19 @@ static void vqt_handle(struct vufsd_queue *q, uint16_t head, const struct iovec 
         fll_session_process(dev->se, &req->fr);
 }
 
-/* Takes up the current memory table if it changed. Returns false if the rings broke. */
+/*
+ * Takes up the table the message thread handed over, if any. Returns false if
+ * the rings broke. Lock-free against the swap: QEMU 11.1 swaps the table twice
+ * per DAX mapping (ADD_MEM_REG, REM_MEM_REG), and a queue thread that took
+ * dev->mem_lock after each swap slept on it behind the message thread and the
+ * map path's waits for those regions, while its own requests waited.
+ */
 static bool vqt_refresh_mem(struct vufsd_queue *q)
 {
-    unsigned gen;
-    struct vmem_table *t = vdev_mem_get(q->dev, &gen);
+    struct vmem_table *t = __atomic_exchange_n(&q->next_mem, NULL, __ATOMIC_ACQ_REL);
 
-    if (q->mem && gen == q->mem_gen) {
-        vmem_table_unref(t);
-        return true;
-    }
+    if (!t)
+        return q->mem != NULL;
     pthread_mutex_lock(&q->lock);
     int ret = vqt_map_rings_locked(q, t);
     pthread_mutex_unlock(&q->lock);
@@ -387,7 +397,6 @@ static bool vqt_refresh_mem(struct vufsd_queue *q)
     }
     vqt_memref_put(q->mem); /* in-flight requests keep the old table until they complete */
     q->mem = m;
-    q->mem_gen = gen;
     return true;
 }
 
@@ -717,7 +726,7 @@ static void *vqt_thread_main(void *arg)
     struct vqt_thread *t = arg;
     struct vufsd_dev *dev = t->dev;
     struct vufsd_queue *qs[VDEV_MAX_QUEUES], *ready[VDEV_MAX_QUEUES];
-    uint32_t stale = 0; /* queues whose q->mem may predate the current table */
+    uint32_t stale = 0; /* queues whose q->next_mem may hold a newer table than q->mem */
     char name[16];
 
     if (t->index == 0)
@@ -809,8 +818,9 @@ int vqt_start(struct vufsd_queue *q)
             return -ENOMEM;
     }
 
-    unsigned gen;
-    struct vmem_table *t = vdev_mem_get(dev, &gen);
+    /* The current table; one handed over while the queue was stopped is older. */
+    vmem_table_unref(__atomic_exchange_n(&q->next_mem, NULL, __ATOMIC_ACQ_REL));
+    struct vmem_table *t = vdev_mem_get(dev, NULL);
     pthread_mutex_lock(&q->lock);
     memset(&q->ring, 0, sizeof(q->ring));
     q->ring.num = q->num;
@@ -833,7 +843,6 @@ int vqt_start(struct vufsd_queue *q)
         return -ENOMEM;
     vqt_memref_put(q->mem);
     q->mem = m;
-    q->mem_gen = gen;
 
     if (!vdev_has_feature(dev, VU_F_PROTOCOL_FEATURES))
         __atomic_store_n(&q->enabled, true, __ATOMIC_RELEASE);
