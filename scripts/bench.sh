@@ -125,7 +125,7 @@ on_tmpfs() {
     data=$data_saved
 }
 
-# The targets, each daemon with its defaults: 4 KiB randread at QD1 and
+# The targets (docs/benchmarks.md), each daemon with its defaults: 4 KiB randread at QD1 and
 # 4 queues x QD16 (the peers: one queue x QD64), 1 MiB seqread against the
 # host's pread, LOOKUP and GETATTR, CREATE + UNLINK.
 if step targets; then
