@@ -29,6 +29,13 @@ enum vufsd_log_level {
     VUFSD_LOG_DEBUG,
 };
 
+/*
+ * --poll-us when not given: QEMU's default poll-max-ns for an IOThread (32 768
+ * ns), the cap of the same adaptive rule (daemon/qpoll.h). Polling costs CPU only
+ * while a queue is busy and a CPU is free for it.
+ */
+#define VUFSD_POLL_US_DEFAULT 32u
+
 struct vufsd_config {
     /* Transport */
     char *socket_path;   /* --socket-path */
@@ -39,7 +46,9 @@ struct vufsd_config {
     char *mountpoint;    /* --mount: serve /dev/fuse instead of vhost-user */
     bool reconnect;      /* --reconnect: listen again after a disconnect */
     unsigned thread_pool_size; /* --thread-pool-size, 0 = serve in queue threads */
-    unsigned poll_us;    /* --poll-us: busy-poll queues this long before sleeping */
+    unsigned queue_threads; /* --queue-threads: request queue threads, 0 = one per CPU */
+    unsigned poll_us;    /* --poll-us: adaptive busy-poll cap, 0 = off (VUFSD_POLL_US_DEFAULT) */
+    char *poll_loadavg;  /* --poll-loadavg: the running-task count's file, NULL = /proc/loadavg */
 
     /* Filesystem */
     char *shared_dir;    /* --shared-dir / -o source= */

@@ -8,6 +8,7 @@
 #include <assert.h>
 #include <errno.h>
 #include <poll.h>
+#include <sched.h>
 #include <stdlib.h>
 #include <string.h>
 #include <time.h>
@@ -18,6 +19,23 @@
 #include "log.h"
 #include "vu_msg.h"
 #include "vufs_util.h"
+
+/*
+ * Request queue threads: as asked, or one per CPU the daemon may run on, so
+ * that with more queues than CPUs a thread serves several queues in turn rather
+ * than more threads than CPUs taking turns (each turn a wake-up).
+ */
+static unsigned vdev_request_threads(unsigned asked)
+{
+    unsigned n = asked;
+    if (!n) {
+        cpu_set_t set;
+        n = sched_getaffinity(0, sizeof(set), &set) == 0 ? (unsigned)CPU_COUNT(&set) : 1;
+    }
+    if (n < 1)
+        n = 1;
+    return n > VDEV_MAX_QUEUES - 1 ? VDEV_MAX_QUEUES - 1 : n;
+}
 
 int vdev_new(const struct vdev_config *c, struct vufsd_dev **out)
 {
@@ -42,6 +60,13 @@ int vdev_new(const struct vdev_config *c, struct vufsd_dev **out)
         goto free_dev;
     for (unsigned i = 0; i < VDEV_MAX_QUEUES; i++)
         vqt_init(&dev->q[i], dev, i);
+    dev->nthreads = vdev_request_threads(c->queue_threads);
+    for (unsigned i = 0; i <= dev->nthreads; i++) {
+        err = vqt_thread_init(&dev->t[i], dev, i);
+        if (err < 0)
+            goto free_queues;
+    }
+    vlog_debug("request queues served by %u thread(s)", dev->nthreads);
 
     struct fll_session_config sc = {
         .ops = c->ops,
@@ -66,8 +91,10 @@ int vdev_new(const struct vdev_config *c, struct vufsd_dev **out)
 free_session:
     fll_session_free(dev->se);
 free_queues:
-    for (unsigned i = 0; i < VDEV_MAX_QUEUES; i++)
+    for (unsigned i = 0; i < VDEV_MAX_QUEUES; i++) {
         vqt_destroy(&dev->q[i]);
+        vqt_thread_destroy(&dev->t[i]);
+    }
     vmem_table_unref(dev->mem);
 free_dev:
     pthread_mutex_destroy(&dev->mem_lock);
@@ -112,8 +139,10 @@ void vdev_free(struct vufsd_dev *dev)
         return;
     vdev_stop_all(dev);
     vpool_free(dev->pool); /* idle by now: every queue drained */
-    for (unsigned i = 0; i < VDEV_MAX_QUEUES; i++)
+    for (unsigned i = 0; i < VDEV_MAX_QUEUES; i++) {
         vqt_destroy(&dev->q[i]);
+        vqt_thread_destroy(&dev->t[i]); /* none runs: every queue stopped */
+    }
     fll_session_shutdown(dev->se); /* the frontend left without DESTROY */
     fll_session_free(dev->se);
     if (dev->c.fs_reset)

@@ -7,8 +7,13 @@
  *   - the message thread (main) reads vhost-user messages and is the only thread
  *     that configures, starts or stops queues, swaps the memory table or changes
  *     feature bits;
- *   - one thread per started queue pops chains and runs requests (or hands them to
- *     the worker pool with --thread-pool-size);
+ *   - queue threads (struct vqt_thread) pop chains and run requests (or hand them
+ *     to the worker pool with --thread-pool-size): the hiprio queue has one of
+ *     its own, never polled; request queue N is served by request thread
+ *     1 + (N - 1) % nthreads, where nthreads is --queue-threads (default: one per
+ *     CPU the daemon may run on), so with more queues than CPUs a thread serves
+ *     several queues in turn instead of more threads taking turns on the CPUs.
+ *     A thread exists while at least one of its queues runs;
  *   - workers and FLL_ASYNC completions finish requests from any thread.
  *
  * Device lifecycle (dev->state). Each edge names the function that takes it;
@@ -45,20 +50,26 @@
  *     | IDLE |-------------------------------------------------------->| RUNNING |
  *     +------+                 the rings in guest memory               +---------+
  *        ^                                                                  |
- *        |  vqt_stop(): thread joined     +----------+  vqt_stop(): GET_VRING_BASE,
+ *        |  vqt_stop(): off its thread    +----------+  vqt_stop(): GET_VRING_BASE,
  *        +--------------------------------| STOPPING |<-a new KICK fd, RESET_OWNER,
- *           and inflight == 0             +----------+  disconnect, SIGTERM
+ *           (vqt_stop_serving()),         +----------+  disconnect, SIGTERM
+ *           inflight == 0
  *
  *   Configuration (SET_VRING_NUM/ADDR/BASE) is accepted only in IDLE. In RUNNING
- *   the queue thread pops only while q->enabled (SET_VRING_ENABLE; always on when
- *   VHOST_USER_F_PROTOCOL_FEATURES was not negotiated) and the device is not broken.
- *   STOPPING exists only inside vqt_stop() on the message thread.
+ *   the queue is a member of its thread (t->members), which pops it only while
+ *   q->enabled (SET_VRING_ENABLE; always on when VHOST_USER_F_PROTOCOL_FEATURES
+ *   was not negotiated) and the device is not broken. STOPPING exists only inside
+ *   vqt_stop() on the message thread: it takes the queue out of t->members and
+ *   waits until the thread has taken that up (t->acked_gen), after which the
+ *   thread touches neither the ring's avail side nor the kick fd (or it joins
+ *   the thread when that was its last queue).
  *
  * Lock order (never take a lower number while holding a higher one):
  *   1. dev->mem_lock   (the current table pointer and generation; queue threads
  *                       never take it: tables reach them through q->next_mem)
- *   2. q->lock         (used ring side, inflight, call fd)
- *   3. dev->backend_lock (the backend request channel)
+ *   2. t->lock         (a queue thread's members and acknowledgements)
+ *   3. q->lock         (used ring side, inflight, call fd)
+ *   4. dev->backend_lock (the backend request channel)
  */
 #ifndef VUFSD_DEVICE_H
 #define VUFSD_DEVICE_H
@@ -84,6 +95,7 @@
 
 struct vufsd_dev;
 struct vqt_req;
+struct vqt_memref;
 struct dax_window;
 
 enum vqt_state {
@@ -104,29 +116,19 @@ struct vufsd_queue {
     uint16_t base; /* SET_VRING_BASE; last_avail_idx when stopped */
     int kick_fd;   /* owned */
     int err_fd;    /* owned; written when the ring breaks */
-    int wake_fd;   /* eventfd: stop requested / enable changed */
-    int ep_fd;     /* epoll: wake_fd, and kick_fd while the thread runs (queue.c) */
-    pthread_t thread;
 
     bool enabled; /* atomic: SET_VRING_ENABLE */
-    bool stop;    /* atomic: the thread must return */
-    bool poked;   /* atomic: set by vqt_wake before wake_fd; ends a busy-poll */
+    bool stop;    /* atomic: the thread must stop popping this queue */
     /* Atomic: a newer memory table than mem (ref held), handed over by the message
-     * thread on a swap (vqt_mem_changed) and taken by the queue thread at its next
+     * thread on a swap (vqt_mem_changed) and taken by the queue's thread at its next
      * batch, so a queue thread never waits on dev->mem_lock. */
     struct vmem_table *next_mem;
 
-    /* Queue thread only: the avail side of ring, mem, the scratch iovecs. */
-    struct vmem_table *mem; /* table the ring pointers point into; ref held */
-    struct iovec *scratch; /* 2 * VQT_MAX_IOV */
+    /* Its thread only: the avail side of ring, mem, the request cache. */
+    struct vqt_memref *mem; /* the table the ring pointers point into (queue.c) */
     struct vqt_req **req_cache; /* completed requests kept for reuse (queue.c) */
     unsigned req_cached;
-    uint32_t poll_cap_ns;  /* --poll-us in ns; 0 on hiprio and without --poll-us */
-    uint32_t poll_ns;      /* the current adaptive window (qpoll.h) */
-    uint64_t poll_hits;    /* requests that arrived while the thread polled */
-    uint64_t poll_sleeps;  /* times the thread slept on its kick fd */
-    uint64_t poll_preempted; /* polls cut short: the thread lost its CPU */
-    bool kick_watched;     /* kick_fd is in ep_fd */
+    bool kick_watched;     /* kick_fd is in the thread's ep_fd */
 
     pthread_mutex_t lock;
     /* Protected by lock: the used side of ring (used_idx, signalled_*), and: */
@@ -136,6 +138,37 @@ struct vufsd_queue {
     int call_fd;            /* owned; -1 = no notifications */
     bool notify_pending;    /* a completion inside the thread's batch deferred its signal */
     pthread_cond_t drained; /* inflight dropped to 0 */
+};
+
+/* A queue thread: serves the queues in members (see "Threads" above). */
+struct vqt_thread {
+    struct vufsd_dev *dev;
+    unsigned index; /* 0: hiprio's; 1..nthreads: request queues' */
+
+    /* Message thread only. */
+    bool running;   /* the thread exists */
+    pthread_t thread;
+    int wake_fd;    /* eventfd: members, enable, memory table changed; stop */
+    int ep_fd;      /* epoll: wake_fd, and the kick fd of each queue it serves */
+
+    bool stop;      /* atomic: the thread must return */
+    bool poked;     /* atomic: set by vqt_wake before wake_fd; ends a busy-poll */
+
+    pthread_mutex_t lock;
+    uint32_t members;   /* protected by lock: running queues (bit = index) */
+    unsigned gen;       /* protected by lock: bumped on every change of members */
+    unsigned acked_gen; /* protected by lock: the change the thread took up last */
+    pthread_cond_t acked; /* acked_gen changed */
+
+    /* The thread only. */
+    uint32_t serving;      /* members as last taken up */
+    struct iovec *scratch; /* 2 * VQT_MAX_IOV */
+    uint32_t poll_cap_ns;  /* --poll-us in ns; 0 on hiprio's and with --poll-us 0 */
+    uint32_t poll_ns;      /* the current adaptive window (qpoll.h) */
+    uint64_t poll_hits;    /* requests that arrived while the thread polled */
+    uint64_t poll_sleeps;  /* times the thread slept on its kick fds */
+    uint64_t poll_preempted; /* polls cut short: the thread lost its CPU */
+    uint64_t poll_no_cpu;  /* polls skipped: no CPU was free (qpoll.h) */
 };
 
 /* What main hands the device. */
@@ -151,6 +184,13 @@ struct vdev_config {
      * reset or the frontend leaves (the frontend drops its mappings itself),
      * after the queues stopped and before the fs hears of it. */
     struct dax_window *dax;
+    /* Request queue threads (0: one per CPU in the daemon's affinity mask). */
+    unsigned queue_threads;
+    /* What adaptive polling looks at (qpoll.h): the CPUs online and an open
+     * /proc/loadavg (main opens it before the sandbox hides /proc, and owns it).
+     * cpus_online 0 or loadavg_fd -1: not known, only preemption stops a poll. */
+    unsigned cpus_online;
+    int loadavg_fd;
 };
 
 struct vufsd_dev {
@@ -178,6 +218,11 @@ struct vufsd_dev {
     int backend_fd; /* protected by backend_lock; -1 when unset */
 
     struct vufsd_queue q[VDEV_MAX_QUEUES];
+    /* t[0] serves hiprio, t[1..nthreads] the request queues. */
+    struct vqt_thread t[VDEV_MAX_QUEUES];
+    unsigned nthreads;
+    uint64_t load_next_ns; /* atomic: when /proc/loadavg is due to be read again */
+    bool no_cpu_free;      /* atomic: its last reading left no CPU for a poller */
 };
 
 /* ---- device.c ---------------------------------------------------------------------- */
@@ -229,13 +274,17 @@ int vdev_backend_request(struct vufsd_dev *dev, uint32_t request, const void *pa
 
 void vqt_init(struct vufsd_queue *q, struct vufsd_dev *dev, unsigned index);
 void vqt_destroy(struct vufsd_queue *q);
+/* A queue thread's state (not the thread: that starts with its first queue). */
+int vqt_thread_init(struct vqt_thread *t, struct vufsd_dev *dev, unsigned index);
+void vqt_thread_destroy(struct vqt_thread *t);
 /* Starts the queue if it is IDLE and fully configured. 0, or -errno why not. */
 int vqt_start(struct vufsd_queue *q);
-/* Stops a RUNNING queue: joins its thread, cancels the requests the fs parked
+/* Stops a RUNNING queue: takes it off its thread (joining the thread when it was
+ * its last queue), cancels the requests the fs parked
  * (fs_cancel_waits, again while a worker may still park one) and waits for its
  * in-flight requests. */
 void vqt_stop(struct vufsd_queue *q);
-/* Wakes the queue thread (enable flag changed). */
+/* Wakes the queue's thread (enable flag changed, new memory table). */
 void vqt_wake(struct vufsd_queue *q);
 /* Hands a RUNNING queue's thread the new memory table t (takes the caller's
  * reference) and wakes it; a table handed over before and not yet taken is

@@ -230,8 +230,41 @@ static void vmain_fs_cancel_waits(void *fs)
     pt_fs_cancel_waits(fs);
 }
 
+/*
+ * What adaptive polling looks at to tell whether a CPU is free (daemon/qpoll.h):
+ * the CPUs online and /proc/loadavg, both out of reach once the sandbox has
+ * pivoted or chrooted into the shared directory, so taken before.
+ */
+struct vmain_load {
+    unsigned cpus_online; /* 0: not known */
+    int loadavg_fd;       /* -1: not open */
+};
+
+/* 0, or -1 when --poll-loadavg names a file that does not open. */
+static int vmain_load_open(struct vmain_load *ld, const struct vufsd_config *cfg)
+{
+    ld->cpus_online = 0;
+    ld->loadavg_fd = -1;
+    if (!cfg->poll_us)
+        return 0;
+    const char *path = cfg->poll_loadavg ? cfg->poll_loadavg : "/proc/loadavg";
+    long n = sysconf(_SC_NPROCESSORS_ONLN);
+    ld->loadavg_fd = open(path, O_RDONLY | O_CLOEXEC);
+    if (ld->loadavg_fd < 0 && cfg->poll_loadavg) {
+        vlog_err("--poll-loadavg %s: %s", path, strerror(errno));
+        return -1;
+    }
+    if (n <= 0 || ld->loadavg_fd < 0) {
+        vlog_warn("%s: %s; polling stops only when a poller is preempted", path,
+                  ld->loadavg_fd < 0 ? strerror(errno) : "no CPU count");
+        return 0;
+    }
+    ld->cpus_online = (unsigned)n;
+    return 0;
+}
+
 static int vmain_serve(const struct vufsd_config *cfg, int listen_fd, struct pt_fs *fs,
-                       struct vdax *dax)
+                       struct vdax *dax, const struct vmain_load *ld)
 {
     struct vdev_config dc = {
         .cfg = cfg,
@@ -240,6 +273,9 @@ static int vmain_serve(const struct vufsd_config *cfg, int listen_fd, struct pt_
         .fs_reset = vmain_fs_reset,
         .fs_cancel_waits = vmain_fs_cancel_waits,
         .dax = dax ? vdax_window(dax) : NULL,
+        .queue_threads = cfg->queue_threads,
+        .cpus_online = ld->cpus_online,
+        .loadavg_fd = ld->loadavg_fd,
     };
 
     for (;;) {
@@ -483,6 +519,7 @@ int main(int argc, char **argv)
     g_autofree char *mount_caps = NULL; /* --mount: the modcaps handed to the sandbox */
     struct vmain_listener l = {.fd = -1, .dir_fd = -1, .pid_fd = -1};
     struct vdax *dax = NULL;
+    struct vmain_load load = {.loadavg_fd = -1};
     int status = 1;
 
     vopt_config_init(&cfg);
@@ -599,6 +636,8 @@ int main(int argc, char **argv)
     if (cfg.dax_window && vmain_dax_new(&cfg, fs, &dax) < 0)
         goto free_fs;
 
+    if (!cfg.mountpoint && vmain_load_open(&load, &cfg) < 0)
+        goto free_fs;
     if (vmain_enter_sandbox(&sbc, &cfg, fs) < 0) {
         vmain_unmount();
         goto free_fs;
@@ -626,13 +665,15 @@ int main(int argc, char **argv)
         vlog_err("cannot start the statistics thread: %s", strerror(-err));
         goto free_fs;
     }
-    status = vmain_serve(&cfg, l.fd, fs, dax);
+    status = vmain_serve(&cfg, l.fd, fs, dax, &load);
     vlog_info("exiting");
 
 free_fs:
     pt_fs_free(fs);
     vdax_free(dax); /* after the fs, which may still drop DAX records */
 out:
+    if (load.loadavg_fd >= 0)
+        close(load.loadavg_fd);
     vmain_listener_close(&l);
     vopt_config_clear(&cfg);
     return status;

@@ -133,7 +133,9 @@ static const struct vopt_row vopt_table[] = {
     {"readonly", VOPT_TRUE, F(readonly)},
     {"inode-file-handles", VOPT_ENUM, F(inode_file_handles), vopt_handles_names},
     {"thread-pool-size", VOPT_UINT, F(thread_pool_size), NULL, 1024},
+    {"queue-threads", VOPT_UINT, F(queue_threads), NULL, 16},
     {"poll-us", VOPT_UINT, F(poll_us), NULL, 1000000},
+    {"poll-loadavg", VOPT_STR, F(poll_loadavg)},
     {"rlimit-nofile", VOPT_U64, F(rlimit_nofile)},
     {"sandbox", VOPT_MODULE, F(sandbox), &vopt_sandbox},
     {"seccomp", VOPT_MODULE, F(seccomp), &vopt_seccomp},
@@ -437,6 +439,7 @@ void vopt_config_init(struct vufsd_config *cfg)
     cfg->sandbox = SB_MODE_NAMESPACE;
     cfg->seccomp = SB_SECCOMP_KILL;
     cfg->log_level = VUFSD_LOG_INFO;
+    cfg->poll_us = UINT_MAX; /* not given: VUFSD_POLL_US_DEFAULT, resolved in vopt_parse */
 }
 
 void vopt_config_clear(struct vufsd_config *cfg)
@@ -447,6 +450,7 @@ void vopt_config_clear(struct vufsd_config *cfg)
     g_free(cfg->mountpoint);
     g_free(cfg->shared_dir);
     g_free(cfg->xattrmap);
+    g_free(cfg->poll_loadavg);
     g_free(cfg->translate_uid);
     g_free(cfg->translate_gid);
     g_free(cfg->uid_map);
@@ -537,7 +541,14 @@ static const GOptionEntry vopt_entries[] = {
     {"inode-file-handles", 0, G_OPTION_FLAG_OPTIONAL_ARG, G_OPTION_ARG_CALLBACK, (gpointer)vopt_cb,
      "Use file handles for inodes", "never|prefer|mandatory"},
     CB_ARG("thread-pool-size", "Worker threads (0 = serve in the queue threads)", "N"),
-    CB_ARG("poll-us", "Busy-poll queues this long before sleeping", "USEC"),
+    CB_ARG("queue-threads", "Threads serving the request queues (0 = one per CPU, the default)",
+           "N"),
+    CB_ARG("poll-us", "Cap of the adaptive busy-poll of busy queues (default 32; 0 = never poll)",
+           "USEC"),
+    CB_ARG("poll-loadavg",
+           "File in /proc/loadavg's format polling reads the running tasks from (default "
+           "/proc/loadavg)",
+           "FILE"),
     CB_ARG("rlimit-nofile", "RLIMIT_NOFILE to set", "N"),
     CB_ARG("sandbox", "Sandbox mode", "namespace|chroot|none"),
     CB_ARG("seccomp", "Action on a syscall outside the allowlist", "kill|log|trap|none"),
@@ -618,7 +629,7 @@ static int vopt_validate(const struct vufsd_config *cfg, char **errmsg)
                            "against the guest; add --unsafe-no-isolation to really do that");
         return -EINVAL;
     }
-    if (cfg->poll_us && cfg->mountpoint) {
+    if (cfg->poll_us != UINT_MAX && cfg->poll_us && cfg->mountpoint) {
         *errmsg = g_strdup("--poll-us polls virtqueues: it needs a vhost-user frontend, not --mount");
         return -EINVAL;
     }
@@ -704,6 +715,9 @@ int vopt_parse(int argc, char **argv, struct vufsd_config *cfg, enum vopt_action
     int ret = vopt_validate(cfg, errmsg);
     if (ret < 0)
         return ret;
+    /* Polling is on unless asked off; there are no virtqueues to poll with --mount. */
+    if (cfg->poll_us == UINT_MAX)
+        cfg->poll_us = cfg->mountpoint ? 0 : VUFSD_POLL_US_DEFAULT;
     *action = VOPT_RUN;
     return 0;
 }

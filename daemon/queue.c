@@ -28,11 +28,24 @@
 #include "vu_msg.h"
 #include "vufs_util.h"
 
+/*
+ * A queue's own reference to a memory table, which its requests share: each
+ * in-flight request holds a count here rather than on the table, whose count
+ * every queue thread of the device would otherwise bounce between CPUs twice
+ * per request. The queue's thread holds one count while the table is current
+ * for it (q->mem) and drops it when it moves on to a new table; the last count
+ * drops the queue's one reference on the table.
+ */
+struct vqt_memref {
+    struct vmem_table *t; /* one reference held */
+    unsigned refs;        /* atomic */
+};
+
 struct vqt_req {
     struct fll_req fr;
     struct vpool_item item; /* --thread-pool-size: queued for a worker */
     struct vufsd_queue *q;
-    struct vmem_table *mem; /* the table the iovecs point into; ref held */
+    struct vqt_memref *mem; /* the table the iovecs point into; a count held */
     size_t out_total;       /* bytes of writable buffers */
     uint16_t head;
     unsigned iov_cap; /* entries iov[] has room for */
@@ -58,8 +71,9 @@ struct vqt_req {
  * waiting for it. Yielding is how a busy machine shows: see VQT_POLL_PREEMPTED_NS. */
 #define VQT_POLL_YIELD_NS 8000u
 
-/* What ended an epoll_wait (epoll_event.data.u32). */
-enum { VQT_EV_WAKE = 1, VQT_EV_KICK = 2 };
+/* What ended an epoll_wait (epoll_event.data.u32): the wake eventfd, or the kick
+ * of the queue with this index plus one. */
+enum { VQT_EV_WAKE = 0 };
 
 /* Set while a queue thread runs a batch: completions on it defer the signal. */
 static __thread struct vufsd_queue *vqt_batch_queue;
@@ -74,6 +88,42 @@ static void vqt_set_state(struct vufsd_queue *q, enum vqt_state to)
     q->state = to;
 }
 
+/* Takes the caller's reference on t; NULL (t unreferenced) without memory. */
+static struct vqt_memref *vqt_memref_new(struct vmem_table *t)
+{
+    struct vqt_memref *m = malloc(sizeof(*m));
+    if (!m) {
+        vmem_table_unref(t);
+        return NULL;
+    }
+    m->t = t;
+    m->refs = 1;
+    return m;
+}
+
+static struct vqt_memref *vqt_memref_get(struct vqt_memref *m)
+{
+    __atomic_add_fetch(&m->refs, 1, __ATOMIC_RELAXED);
+    return m;
+}
+
+static void vqt_memref_put(struct vqt_memref *m)
+{
+    if (!m || __atomic_sub_fetch(&m->refs, 1, __ATOMIC_ACQ_REL) != 0)
+        return;
+    vmem_table_unref(m->t);
+    free(m);
+}
+
+/* The thread that serves q (see "Threads" in device.h). */
+static struct vqt_thread *vqt_thread_of(struct vufsd_queue *q)
+{
+    struct vufsd_dev *dev = q->dev;
+    if (q->index == 0)
+        return &dev->t[0];
+    return &dev->t[1 + (q->index - 1) % dev->nthreads];
+}
+
 void vqt_init(struct vufsd_queue *q, struct vufsd_dev *dev, unsigned index)
 {
     memset(q, 0, sizeof(*q));
@@ -81,11 +131,6 @@ void vqt_init(struct vufsd_queue *q, struct vufsd_dev *dev, unsigned index)
     q->index = index;
     q->state = VQT_IDLE;
     q->kick_fd = q->call_fd = q->err_fd = -1;
-    q->wake_fd = eventfd(0, EFD_CLOEXEC | EFD_NONBLOCK);
-    q->ep_fd = epoll_create1(EPOLL_CLOEXEC);
-    struct epoll_event ev = {.events = EPOLLIN, .data.u32 = VQT_EV_WAKE};
-    if (q->ep_fd >= 0 && epoll_ctl(q->ep_fd, EPOLL_CTL_ADD, q->wake_fd, &ev) < 0)
-        vufs_close(&q->ep_fd); /* the thread then waits with poll() */
     pthread_mutex_init(&q->lock, NULL);
     pthread_condattr_t ca;
     pthread_condattr_init(&ca);
@@ -112,28 +157,61 @@ void vqt_destroy(struct vufsd_queue *q)
     vufs_close(&q->kick_fd);
     vufs_close(&q->err_fd);
     vufs_close(&q->call_fd);
-    vufs_close(&q->ep_fd);
-    vufs_close(&q->wake_fd);
-    free(q->scratch);
-    q->scratch = NULL;
     while (q->req_cached)
         free(q->req_cache[--q->req_cached]);
     free(q->req_cache);
     q->req_cache = NULL;
-    vmem_table_unref(q->mem);
+    vqt_memref_put(q->mem);
     q->mem = NULL;
     vmem_table_unref(__atomic_exchange_n(&q->next_mem, NULL, __ATOMIC_ACQ_REL));
     pthread_mutex_destroy(&q->lock);
     pthread_cond_destroy(&q->drained);
 }
 
-void vqt_wake(struct vufsd_queue *q)
+int vqt_thread_init(struct vqt_thread *t, struct vufsd_dev *dev, unsigned index)
+{
+    memset(t, 0, sizeof(*t));
+    t->dev = dev;
+    t->index = index;
+    t->ep_fd = -1;
+    t->wake_fd = eventfd(0, EFD_CLOEXEC | EFD_NONBLOCK);
+    if (t->wake_fd < 0)
+        return -errno;
+    t->ep_fd = epoll_create1(EPOLL_CLOEXEC);
+    struct epoll_event ev = {.events = EPOLLIN, .data.u32 = VQT_EV_WAKE};
+    if (t->ep_fd >= 0 && epoll_ctl(t->ep_fd, EPOLL_CTL_ADD, t->wake_fd, &ev) < 0)
+        vufs_close(&t->ep_fd); /* the thread then waits with poll() */
+    pthread_mutex_init(&t->lock, NULL);
+    pthread_cond_init(&t->acked, NULL);
+    return 0;
+}
+
+void vqt_thread_destroy(struct vqt_thread *t)
+{
+    if (!t->dev)
+        return; /* never initialised */
+    assert(!t->running);
+    vufs_close(&t->ep_fd);
+    vufs_close(&t->wake_fd);
+    free(t->scratch);
+    t->scratch = NULL;
+    pthread_mutex_destroy(&t->lock);
+    pthread_cond_destroy(&t->acked);
+    t->dev = NULL;
+}
+
+static void vqt_thread_poke(struct vqt_thread *t)
 {
     uint64_t one = 1;
     /* Before the eventfd: a thread that busy-polls never reads wake_fd. */
-    __atomic_store_n(&q->poked, true, __ATOMIC_RELEASE);
-    ssize_t w = write(q->wake_fd, &one, sizeof(one));
+    __atomic_store_n(&t->poked, true, __ATOMIC_RELEASE);
+    ssize_t w = write(t->wake_fd, &one, sizeof(one));
     (void)w;
+}
+
+void vqt_wake(struct vufsd_queue *q)
+{
+    vqt_thread_poke(vqt_thread_of(q));
 }
 
 void vqt_mem_changed(struct vufsd_queue *q, struct vmem_table *t)
@@ -181,7 +259,7 @@ static void vqt_req_free(struct vqt_req *req)
 {
     struct vufsd_queue *q = req->q;
 
-    vmem_table_unref(req->mem);
+    vqt_memref_put(req->mem);
     if (vqt_batch_queue == q && req->iov_cap == VQT_REQ_IOV && q->req_cached < VQT_REQ_CACHE) {
         q->req_cache[q->req_cached++] = req; /* on q's own thread: see VQT_REQ_CACHE */
         return;
@@ -251,7 +329,7 @@ void vqt_pool_run(struct vpool_item *item)
     fll_session_process(req->fr.se, &req->fr);
 }
 
-/* ---- The queue thread ------------------------------------------------------------------ */
+/* ---- The queue threads ---------------------------------------------------------------- */
 
 static void vqt_handle(struct vufsd_queue *q, uint16_t head, const struct iovec *rd,
                        unsigned rd_cnt, const struct iovec *wr, unsigned wr_cnt)
@@ -278,9 +356,9 @@ static void vqt_handle(struct vufsd_queue *q, uint16_t head, const struct iovec 
     req->fr.queue = q->index;
     req->q = q;
     req->head = head;
-    req->mem = vmem_table_ref(q->mem);
+    req->mem = vqt_memref_get(q->mem);
 
-    /* No lock: only this thread increments, and vqt_stop reads after joining it. */
+    /* No lock: only this thread increments, and vqt_stop reads after it let go. */
     __atomic_add_fetch(&q->inflight, 1, __ATOMIC_ACQ_REL);
 
     vlog_debug("queue %u: request head %u (%u readable, %u writable iovecs)", q->index, head,
@@ -308,13 +386,17 @@ static bool vqt_refresh_mem(struct vufsd_queue *q)
     pthread_mutex_lock(&q->lock);
     int ret = vqt_map_rings_locked(q, t);
     pthread_mutex_unlock(&q->lock);
-    if (ret < 0) {
-        vmem_table_unref(t);
-        vdev_set_broken(q->dev, q->index, "ring no longer in guest memory", ret);
+    struct vqt_memref *m = ret < 0 ? NULL : vqt_memref_new(t);
+    if (!m) {
+        if (ret < 0)
+            vmem_table_unref(t);
+        vdev_set_broken(q->dev, q->index,
+                        ret < 0 ? "ring no longer in guest memory" : "no memory for the new table",
+                        ret < 0 ? ret : -ENOMEM);
         return false;
     }
-    vmem_table_unref(q->mem);
-    q->mem = t;
+    vqt_memref_put(q->mem); /* in-flight requests keep the old table until they complete */
+    q->mem = m;
     return true;
 }
 
@@ -334,62 +416,111 @@ static bool vqt_drain(int fd)
  * inode (eventfd's kind; a pipe, socket or file is not) breaks the device, as
  * one that epoll refuses does: neither can make the thread spin.
  */
-static void vqt_watch_kick(struct vufsd_queue *q)
+static void vqt_watch_kick(struct vqt_thread *t, struct vufsd_queue *q)
 {
     struct stat st;
-    if (q->ep_fd < 0)
+    if (t->ep_fd < 0)
         return;
     if (fstat(q->kick_fd, &st) < 0 || (st.st_mode & S_IFMT)) {
         vdev_set_broken(q->dev, q->index, "kick fd is not an eventfd", -EBADF);
         return;
     }
-    struct epoll_event ev = {.events = EPOLLIN | EPOLLET, .data.u32 = VQT_EV_KICK};
-    if (epoll_ctl(q->ep_fd, EPOLL_CTL_ADD, q->kick_fd, &ev) < 0) {
+    struct epoll_event ev = {.events = EPOLLIN | EPOLLET, .data.u32 = q->index + 1};
+    if (epoll_ctl(t->ep_fd, EPOLL_CTL_ADD, q->kick_fd, &ev) < 0) {
         vdev_set_broken(q->dev, q->index, "kick fd cannot be watched", -errno);
         return;
     }
     q->kick_watched = true;
 }
 
-static void vqt_unwatch_kick(struct vufsd_queue *q)
+static void vqt_unwatch_kick(struct vqt_thread *t, struct vufsd_queue *q)
 {
     if (q->kick_watched)
-        (void)epoll_ctl(q->ep_fd, EPOLL_CTL_DEL, q->kick_fd, NULL);
+        (void)epoll_ctl(t->ep_fd, EPOLL_CTL_DEL, q->kick_fd, NULL);
     q->kick_watched = false;
 }
 
 /*
- * Sleeps until a kick or a wake-up (stop, enable, memory table, reset). While the
- * device is broken, kicks are not even listened to: only the message thread can
- * make a broken queue useful again, and it wakes the queue when it does.
+ * Takes up the message thread's changes of t->members: kick fds watched for the
+ * queues that came, unwatched for those that went, then acknowledged, after
+ * which vqt_stop may close the kick fd and count the queue's requests.
  */
-static void vqt_wait(struct vufsd_queue *q)
+static void vqt_take_members(struct vqt_thread *t, bool leaving)
 {
-    bool kicks = !vdev_is_broken(q->dev);
-    if (kicks && q->kick_watched) {
-        struct epoll_event ev[2];
-        int n = epoll_wait(q->ep_fd, ev, 2, -1);
-        for (int i = 0; i < n; i++)
+    struct vufsd_dev *dev = t->dev;
+
+    pthread_mutex_lock(&t->lock);
+    uint32_t want = leaving ? 0 : t->members;
+    unsigned gen = t->gen;
+    pthread_mutex_unlock(&t->lock);
+
+    for (unsigned i = 0; i < VDEV_MAX_QUEUES; i++) {
+        uint32_t bit = 1u << i;
+        if ((t->serving & bit) && !(want & bit))
+            vqt_unwatch_kick(t, &dev->q[i]);
+        else if (!(t->serving & bit) && (want & bit))
+            vqt_watch_kick(t, &dev->q[i]);
+    }
+    t->serving = want;
+
+    pthread_mutex_lock(&t->lock);
+    t->acked_gen = gen;
+    pthread_cond_broadcast(&t->acked);
+    pthread_mutex_unlock(&t->lock);
+}
+
+/* The queues the thread serves now, in *qs; returns how many. */
+static unsigned vqt_serving(struct vqt_thread *t, struct vufsd_queue **qs)
+{
+    unsigned n = 0;
+    for (uint32_t m = t->serving; m; m &= m - 1)
+        qs[n++] = &t->dev->q[__builtin_ctz(m)];
+    return n;
+}
+
+/* Whether a queue may be popped now. */
+static bool vqt_poppable(const struct vufsd_queue *q)
+{
+    return __atomic_load_n(&q->enabled, __ATOMIC_ACQUIRE) &&
+           !__atomic_load_n(&q->stop, __ATOMIC_ACQUIRE);
+}
+
+/*
+ * Sleeps until a kick or a wake-up (members, stop, enable, memory table, reset).
+ * With kicks false (the device is broken, or nothing can be popped), kicks are
+ * not even listened to: only the message thread can change that, and it wakes
+ * the thread when it does.
+ */
+static void vqt_wait(struct vqt_thread *t, struct vufsd_queue **qs, unsigned n, bool kicks)
+{
+    bool watched = t->ep_fd >= 0;
+    for (unsigned i = 0; i < n; i++)
+        watched = watched && qs[i]->kick_watched;
+    if (kicks && watched) {
+        struct epoll_event ev[VDEV_MAX_QUEUES + 1];
+        int got = epoll_wait(t->ep_fd, ev, VDEV_MAX_QUEUES + 1, -1);
+        for (int i = 0; i < got; i++)
             if (ev[i].data.u32 == VQT_EV_WAKE)
-                (void)vqt_drain(q->wake_fd);
+                (void)vqt_drain(t->wake_fd);
         return;
     }
-    /* Broken, or no epoll: poll() and read the kick fd. */
-    struct pollfd p[2] = {
-        {.fd = q->wake_fd, .events = POLLIN},
-        {.fd = q->kick_fd, .events = POLLIN},
-    };
-    int n = poll(p, kicks ? 2 : 1, -1);
-    if (n <= 0)
+    /* No kicks, or no epoll: poll() and read the kick fds. */
+    struct pollfd p[VDEV_MAX_QUEUES + 1];
+    p[0] = (struct pollfd){.fd = t->wake_fd, .events = POLLIN};
+    unsigned np = 1;
+    for (unsigned i = 0; kicks && i < n; i++)
+        p[np++] = (struct pollfd){.fd = qs[i]->kick_fd, .events = POLLIN};
+    if (poll(p, np, -1) <= 0)
         return;
     if (p[0].revents & POLLIN)
-        (void)vqt_drain(q->wake_fd);
-    if (!kicks)
-        return;
-    /* A kick fd that polls readable without being an eventfd would make this loop spin. */
-    if ((p[1].revents & (POLLERR | POLLNVAL)) ||
-        ((p[1].revents & (POLLIN | POLLHUP)) && !vqt_drain(q->kick_fd)))
-        vdev_set_broken(q->dev, q->index, "kick fd is not an eventfd", -EBADF);
+        (void)vqt_drain(t->wake_fd);
+    for (unsigned i = 1; i < np; i++) {
+        struct vufsd_queue *q = qs[i - 1];
+        /* A kick fd that polls readable without being an eventfd would make this loop spin. */
+        if ((p[i].revents & (POLLERR | POLLNVAL)) ||
+            ((p[i].revents & (POLLIN | POLLHUP)) && !vqt_drain(q->kick_fd)))
+            vdev_set_broken(q->dev, q->index, "kick fd is not an eventfd", -EBADF);
+    }
 }
 
 /* Signals the completions the batch deferred, if the driver wants to hear. */
@@ -406,15 +537,15 @@ static void vqt_flush_notify(struct vufsd_queue *q)
 }
 
 /* Pops and runs up to one ring's worth of chains. Returns the number popped. */
-static unsigned vqt_batch(struct vufsd_queue *q)
+static unsigned vqt_batch(struct vqt_thread *t, struct vufsd_queue *q)
 {
-    struct iovec *rd = q->scratch, *wr = q->scratch + VQT_MAX_IOV;
+    struct iovec *rd = t->scratch, *wr = t->scratch + VQT_MAX_IOV;
     unsigned rd_cnt, wr_cnt, done = 0;
     uint16_t head;
 
     vqt_batch_queue = q;
     while (done < q->num && !__atomic_load_n(&q->stop, __ATOMIC_ACQUIRE)) {
-        int ret = vq_ring_pop(&q->ring, &q->mem->mem, &head, rd, &rd_cnt, wr, &wr_cnt, VQT_MAX_IOV);
+        int ret = vq_ring_pop(&q->ring, &q->mem->t->mem, &head, rd, &rd_cnt, wr, &wr_cnt, VQT_MAX_IOV);
         if (ret == 0)
             break;
         done++;
@@ -455,6 +586,31 @@ static inline void vqt_cpu_relax(void)
 #endif
 }
 
+/*
+ * Whether a poller may spin now: a CPU is free for it (qpoll.h). The reading of
+ * /proc/loadavg is shared by the device's threads and at most VQT_POLL_LOAD_NS
+ * old; the thread whose look finds it due takes the next one.
+ */
+static bool vqt_cpu_free(struct vufsd_dev *dev, uint64_t now)
+{
+    int fd = dev->c.loadavg_fd;
+    if (!dev->c.cpus_online || fd < 0)
+        return true;
+    uint64_t due = __atomic_load_n(&dev->load_next_ns, __ATOMIC_RELAXED);
+    if (now >= due && __atomic_compare_exchange_n(&dev->load_next_ns, &due,
+                                                  now + VQT_POLL_LOAD_NS, false,
+                                                  __ATOMIC_RELAXED, __ATOMIC_RELAXED)) {
+        char buf[128];
+        unsigned running;
+        ssize_t r = pread(fd, buf, sizeof(buf), 0);
+        bool free_cpu = r <= 0 || !vqt_poll_parse_running(buf, (size_t)r, &running) ||
+                        vqt_poll_cpu_free(running, dev->c.cpus_online);
+        __atomic_store_n(&dev->no_cpu_free, !free_cpu, __ATOMIC_RELAXED);
+        return free_cpu;
+    }
+    return !__atomic_load_n(&dev->no_cpu_free, __ATOMIC_RELAXED);
+}
+
 enum vqt_poll_end {
     VQT_POLL_HIT,       /* a request arrived */
     VQT_POLL_EXPIRED,   /* the window ran out */
@@ -462,22 +618,31 @@ enum vqt_poll_end {
     VQT_POLL_POKED,     /* the message thread wants the thread, or the device broke */
 };
 
+static bool vqt_any_work(struct vufsd_queue **qs, unsigned n)
+{
+    for (unsigned i = 0; i < n; i++)
+        if (vq_ring_has_work(&qs[i]->ring))
+            return true;
+    return false;
+}
+
 /*
- * Spins on the avail index for up to window_ns from t0. Notifications stay
- * suppressed meanwhile (vq_ring_disable_notify: with EVENT_IDX avail_event
+ * Spins on the queues' avail indexes for up to window_ns from t0. Notifications
+ * stay suppressed meanwhile (vq_ring_disable_notify: with EVENT_IDX avail_event
  * stays behind, else VRING_USED_F_NO_NOTIFY is set), so the driver does not
  * kick for what is caught here.
  */
-static enum vqt_poll_end vqt_poll(struct vufsd_queue *q, uint64_t t0, uint32_t window_ns)
+static enum vqt_poll_end vqt_poll(struct vqt_thread *t, struct vufsd_queue **qs, unsigned n,
+                                  uint64_t t0, uint32_t window_ns)
 {
     uint64_t last = t0, yielded = t0;
     for (;;) {
         for (unsigned i = 0; i < VQT_POLL_SPINS; i++) {
-            if (vq_ring_has_work(&q->ring))
+            if (vqt_any_work(qs, n))
                 return VQT_POLL_HIT;
             vqt_cpu_relax();
         }
-        if (__atomic_load_n(&q->poked, __ATOMIC_ACQUIRE) || vdev_is_broken(q->dev))
+        if (__atomic_load_n(&t->poked, __ATOMIC_ACQUIRE) || vdev_is_broken(t->dev))
             return VQT_POLL_POKED;
         uint64_t now = vufs_now_ns();
         if (now - last >= VQT_POLL_PREEMPTED_NS)
@@ -495,80 +660,147 @@ static enum vqt_poll_end vqt_poll(struct vufsd_queue *q, uint64_t t0, uint32_t w
     }
 }
 
-/*
- * The ring is drained: poll for the current window, then re-arm notifications,
- * re-check and sleep. The gap until the next request sizes the next window
- * (qpoll.h); a wake-up for anything else says nothing about the gap.
- */
-static void vqt_idle(struct vufsd_queue *q)
+/* Re-arms notifications on every queue; true if one got work meanwhile. */
+static bool vqt_arm(struct vufsd_queue **qs, unsigned n)
 {
-    if (!q->poll_cap_ns) {
-        if (!vq_ring_enable_notify(&q->ring))
-            vqt_wait(q);
-        return; /* else work arrived between the last pop and the avail_event store */
+    bool work = false;
+    for (unsigned i = 0; i < n; i++)
+        work |= vq_ring_enable_notify(&qs[i]->ring);
+    return work;
+}
+
+/* Re-arms notifications and sleeps unless work arrived meanwhile: true if it slept. */
+static bool vqt_sleep(struct vqt_thread *t, struct vufsd_queue **qs, unsigned n)
+{
+    if (vqt_arm(qs, n))
+        return false; /* work arrived between the last pop and the re-arm */
+    vqt_wait(t, qs, n, true);
+    t->poll_sleeps++;
+    return true;
+}
+
+/*
+ * The queues are drained: poll for the current window (if a CPU is free for
+ * it), then re-arm notifications, re-check and sleep. The gap until the next
+ * request sizes the next window (qpoll.h); a wake-up for anything else says
+ * nothing about the gap.
+ */
+static void vqt_idle(struct vqt_thread *t, struct vufsd_queue **qs, unsigned n)
+{
+    if (!t->poll_cap_ns) {
+        vqt_sleep(t, qs, n);
+        return;
     }
     uint64_t t0 = vufs_now_ns();
-    enum vqt_poll_end end = q->poll_ns ? vqt_poll(q, t0, q->poll_ns) : VQT_POLL_EXPIRED;
+    if (!vqt_cpu_free(t->dev, t0)) {
+        /* No CPU for a poller: sleep, and keep the window for when there is. */
+        t->poll_no_cpu++;
+        vqt_sleep(t, qs, n);
+        return;
+    }
+    enum vqt_poll_end end = t->poll_ns ? vqt_poll(t, qs, n, t0, t->poll_ns) : VQT_POLL_EXPIRED;
     if (end == VQT_POLL_HIT) {
-        q->poll_hits++;
-        q->poll_ns = vqt_poll_next(q->poll_ns, q->poll_cap_ns, 0);
+        t->poll_hits++;
+        t->poll_ns = vqt_poll_next(t->poll_ns, t->poll_cap_ns, 0);
         return;
     }
     if (end == VQT_POLL_POKED)
         return; /* the loop takes the message thread's change up first */
     if (end == VQT_POLL_PREEMPTED) {
         /* Spinning took the CPU from someone: back off whatever comes next. */
-        q->poll_preempted++;
-        q->poll_ns = vqt_poll_next(q->poll_ns, q->poll_cap_ns, UINT64_MAX);
-        if (!vq_ring_enable_notify(&q->ring))
-            vqt_wait(q);
+        t->poll_preempted++;
+        t->poll_ns = vqt_poll_next(t->poll_ns, t->poll_cap_ns, UINT64_MAX);
+        vqt_sleep(t, qs, n);
         return;
     }
-    if (!vq_ring_enable_notify(&q->ring)) {
-        vqt_wait(q);
-        q->poll_sleeps++;
-        if (__atomic_load_n(&q->poked, __ATOMIC_ACQUIRE) || !vq_ring_has_work(&q->ring)) {
-            q->poll_ns = vqt_poll_next(q->poll_ns, q->poll_cap_ns, UINT64_MAX);
-            return;
-        }
+    if (vqt_sleep(t, qs, n) &&
+        (__atomic_load_n(&t->poked, __ATOMIC_ACQUIRE) || !vqt_any_work(qs, n))) {
+        t->poll_ns = vqt_poll_next(t->poll_ns, t->poll_cap_ns, UINT64_MAX);
+        return;
     }
-    q->poll_ns = vqt_poll_next(q->poll_ns, q->poll_cap_ns, vufs_now_ns() - t0);
+    t->poll_ns = vqt_poll_next(t->poll_ns, t->poll_cap_ns, vufs_now_ns() - t0);
 }
 
-static void *vqt_thread(void *arg)
+static void *vqt_thread_main(void *arg)
 {
-    struct vufsd_queue *q = arg;
+    struct vqt_thread *t = arg;
+    struct vufsd_dev *dev = t->dev;
+    struct vufsd_queue *qs[VDEV_MAX_QUEUES], *ready[VDEV_MAX_QUEUES];
+    uint32_t stale = 0; /* queues whose q->next_mem may hold a newer table than q->mem */
     char name[16];
-    bool stale = true; /* q->next_mem may hold a newer table than q->mem */
 
-    snprintf(name, sizeof(name), "vufsd-q%u", q->index);
+    if (t->index == 0)
+        snprintf(name, sizeof(name), "vufsd-hiprio");
+    else
+        snprintf(name, sizeof(name), "vufsd-req%u", t->index % 100u);
     pthread_setname_np(pthread_self(), name);
-    vqt_watch_kick(q);
 
-    while (!__atomic_load_n(&q->stop, __ATOMIC_ACQUIRE)) {
-        /* The message thread pokes after every table swap: look only then. */
-        if (__atomic_exchange_n(&q->poked, false, __ATOMIC_ACQ_REL))
-            stale = true;
-        if (stale && vqt_refresh_mem(q))
-            stale = false;
-        if (stale || vdev_is_broken(q->dev) || !__atomic_load_n(&q->enabled, __ATOMIC_ACQUIRE)) {
-            vqt_wait(q);
+    while (!__atomic_load_n(&t->stop, __ATOMIC_ACQUIRE)) {
+        /* The message thread pokes after every change of members, enable flags
+         * or memory table: look only then. */
+        if (__atomic_exchange_n(&t->poked, false, __ATOMIC_ACQ_REL)) {
+            vqt_take_members(t, false);
+            stale = t->serving;
+        }
+        unsigned n = vqt_serving(t, qs), nready = 0;
+        bool full = false;
+        for (unsigned i = 0; i < n && !vdev_is_broken(dev); i++) {
+            struct vufsd_queue *q = qs[i];
+            uint32_t bit = 1u << q->index;
+            if ((stale & bit) && vqt_refresh_mem(q))
+                stale &= ~bit;
+            if ((stale & bit) || !vqt_poppable(q))
+                continue;
+            ready[nready++] = q;
+            vq_ring_disable_notify(&q->ring);
+            /* Each queue a ring's worth at a time: none waits behind another for long. */
+            if (vqt_batch(t, q) == q->num)
+                full = true; /* there may be more, and stop gets a look in */
+        }
+        if (full)
+            continue;
+        if (vdev_is_broken(dev) || !nready) {
+            vqt_wait(t, qs, n, false);
             continue;
         }
-        vq_ring_disable_notify(&q->ring);
-        if (vqt_batch(q) == q->num)
-            continue; /* a full batch: there may be more, and stop gets a look in */
-        if (vdev_is_broken(q->dev))
-            continue;
-        vqt_idle(q);
+        vqt_idle(t, ready, nready);
     }
-    if (q->poll_cap_ns)
-        vlog_info("queue %u: %" PRIu64 " requests caught by polling, %" PRIu64
-                  " sleeps, %" PRIu64 " polls cut short by preemption, poll window %u ns"
-                  " at exit",
-                  q->index, q->poll_hits, q->poll_sleeps, q->poll_preempted, q->poll_ns);
-    vqt_unwatch_kick(q);
+    if (t->poll_cap_ns)
+        vlog_info("queue thread %u: %" PRIu64 " requests caught by polling, %" PRIu64
+                  " sleeps, %" PRIu64 " polls cut short by preemption, %" PRIu64
+                  " polls skipped with no CPU free, poll window %u ns at exit",
+                  t->index, t->poll_hits, t->poll_sleeps, t->poll_preempted, t->poll_no_cpu,
+                  t->poll_ns);
+    vqt_take_members(t, true);
     return NULL;
+}
+
+/* Starts t with q as its first queue (message thread). */
+static int vqt_thread_start(struct vqt_thread *t)
+{
+    struct vufsd_dev *dev = t->dev;
+
+    if (!t->scratch) {
+        t->scratch = calloc(2 * VQT_MAX_IOV, sizeof(struct iovec));
+        if (!t->scratch)
+            return -ENOMEM;
+    }
+    /* hiprio (FORGET, INTERRUPT) is rare and latency-insensitive: never polled. */
+    unsigned poll_us = dev->c.cfg ? dev->c.cfg->poll_us : 0;
+    if (poll_us > VQT_POLL_MAX_US)
+        poll_us = VQT_POLL_MAX_US;
+    t->poll_cap_ns = t->index == 0 ? 0 : poll_us * 1000u;
+    t->poll_ns = 0; /* the first short gap starts it (qpoll.h) */
+    t->poll_hits = t->poll_sleeps = t->poll_preempted = t->poll_no_cpu = 0;
+    t->serving = 0;
+    __atomic_store_n(&t->stop, false, __ATOMIC_RELEASE);
+    (void)vqt_drain(t->wake_fd);
+    __atomic_store_n(&t->poked, true, __ATOMIC_RELEASE); /* take the members up first */
+    int ret = pthread_create(&t->thread, NULL, vqt_thread_main, t);
+    if (ret)
+        return -ret;
+    t->running = true;
+    return 0;
 }
 
 int vqt_start(struct vufsd_queue *q)
@@ -580,11 +812,6 @@ int vqt_start(struct vufsd_queue *q)
     assert(q->state == VQT_IDLE);
     if (q->kick_fd < 0 || !q->num || !q->addr_set)
         return -EAGAIN; /* not configured yet; the next message may complete it */
-    if (!q->scratch) {
-        q->scratch = calloc(2 * VQT_MAX_IOV, sizeof(struct iovec));
-        if (!q->scratch)
-            return -ENOMEM;
-    }
     if (!q->req_cache) {
         q->req_cache = calloc(VQT_REQ_CACHE, sizeof(*q->req_cache));
         if (!q->req_cache)
@@ -611,31 +838,63 @@ int vqt_start(struct vufsd_queue *q)
         vlog_warn("queue %u: ring addresses are not in guest memory", q->index);
         return ret;
     }
-    vmem_table_unref(q->mem);
-    q->mem = t;
+    struct vqt_memref *m = vqt_memref_new(t);
+    if (!m)
+        return -ENOMEM;
+    vqt_memref_put(q->mem);
+    q->mem = m;
 
     if (!vdev_has_feature(dev, VU_F_PROTOCOL_FEATURES))
         __atomic_store_n(&q->enabled, true, __ATOMIC_RELEASE);
     __atomic_store_n(&q->stop, false, __ATOMIC_RELEASE);
-    (void)vqt_drain(q->wake_fd);
-    /* hiprio (FORGET, INTERRUPT) is rare and latency-insensitive: never polled. */
-    unsigned poll_us = dev->c.cfg ? dev->c.cfg->poll_us : 0;
-    if (poll_us > VQT_POLL_MAX_US)
-        poll_us = VQT_POLL_MAX_US;
-    q->poll_cap_ns = q->index == 0 ? 0 : poll_us * 1000u;
-    q->poll_ns = q->poll_cap_ns;
-    q->poll_hits = q->poll_sleeps = q->poll_preempted = 0;
-    __atomic_store_n(&q->poked, false, __ATOMIC_RELEASE);
+    q->kick_watched = false;
+
+    struct vqt_thread *th = vqt_thread_of(q);
     vqt_set_state(q, VQT_RUNNING);
-    ret = pthread_create(&q->thread, NULL, vqt_thread, q);
-    if (ret) {
+    pthread_mutex_lock(&th->lock);
+    th->members |= 1u << q->index;
+    th->gen++;
+    pthread_mutex_unlock(&th->lock);
+    if (th->running) {
+        vqt_thread_poke(th);
+    } else if ((ret = vqt_thread_start(th)) < 0) {
+        pthread_mutex_lock(&th->lock);
+        th->members &= ~(1u << q->index);
+        th->gen++;
+        pthread_mutex_unlock(&th->lock);
         vqt_set_state(q, VQT_IDLE);
-        vlog_err("queue %u: cannot start its thread: %s", q->index, strerror(ret));
-        return -ret;
+        vlog_err("queue %u: cannot start its thread: %s", q->index, strerror(-ret));
+        return ret;
     }
-    vlog_debug("queue %u started (size %u, base %u, event_idx %d)", q->index, q->num, q->base,
-               q->ring.event_idx);
+    vlog_debug("queue %u started on queue thread %u (size %u, base %u, event_idx %d)", q->index,
+               th->index, q->num, q->base, q->ring.event_idx);
     return 0;
+}
+
+/* Takes q off its thread: when vqt_stop_serving returns, the thread no longer
+ * pops q nor watches its kick fd (message thread). */
+static void vqt_stop_serving(struct vufsd_queue *q)
+{
+    struct vqt_thread *t = vqt_thread_of(q);
+
+    __atomic_store_n(&q->stop, true, __ATOMIC_RELEASE); /* ends a batch early */
+    pthread_mutex_lock(&t->lock);
+    t->members &= ~(1u << q->index);
+    unsigned gen = ++t->gen;
+    bool last = t->members == 0;
+    pthread_mutex_unlock(&t->lock);
+    if (last) {
+        __atomic_store_n(&t->stop, true, __ATOMIC_RELEASE);
+        vqt_thread_poke(t);
+        pthread_join(t->thread, NULL);
+        t->running = false;
+        return;
+    }
+    vqt_thread_poke(t);
+    pthread_mutex_lock(&t->lock);
+    while ((int)(t->acked_gen - gen) < 0)
+        pthread_cond_wait(&t->acked, &t->lock);
+    pthread_mutex_unlock(&t->lock);
 }
 
 void vqt_stop(struct vufsd_queue *q)
@@ -643,9 +902,7 @@ void vqt_stop(struct vufsd_queue *q)
     if (q->state != VQT_RUNNING)
         return;
     vqt_set_state(q, VQT_STOPPING);
-    __atomic_store_n(&q->stop, true, __ATOMIC_RELEASE);
-    vqt_wake(q);
-    pthread_join(q->thread, NULL);
+    vqt_stop_serving(q);
 
     /*
      * A parked SETLKW is in flight until its lock comes, which another client may

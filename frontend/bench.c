@@ -107,12 +107,16 @@ uint64_t vfe_hist_percentile(const struct vfe_hist *h, double pct)
  * A slot is one request in flight. Its life:
  *
  *   IDLE --submit--> BUSY --reap--> (accounted) --> IDLE or, after a successful
- *   CREATE, RELEASING --reap--> FORGETTING --reap--> IDLE
+ *   CREATE, RELEASING --reap--> FORGETTING --reap--> IDLE, or with unlink
+ *   RELEASING --reap--> UNLINKING --reap--> (accounted) --> FORGETTING
  *
+ * (a guest unlinks a name whose inode it still knows, and forgets the inode
+ * after: the legacy virtiofsd answers EIO to an UNLINK of a forgotten inode),
  * RELEASE and FORGET (nlookup 1, on the same request queue: no reply, but the
  * backend returns the buffers) keep the backend's open files and known inodes
  * bounded, as a guest evicting the new inode would; they are not ops of the
- * benchmark (neither counted nor timed).
+ * benchmark (neither counted nor timed). An UNLINK is: the workload is then
+ * creates and unlinks, a file's life as a guest's make-and-remove sees it.
  */
 struct bench_slot {
     struct vfe_fuse_op op;
@@ -134,7 +138,7 @@ struct bench_slot {
         } cr;
     } out;
     struct vfe_sg sg;
-    enum { SLOT_OP, SLOT_RELEASING, SLOT_FORGETTING } phase;
+    enum { SLOT_OP, SLOT_RELEASING, SLOT_FORGETTING, SLOT_UNLINKING } phase;
     char name[64];
 };
 
@@ -316,6 +320,19 @@ static int submit_forget(struct bench_worker *w, struct bench_slot *s)
     return r;
 }
 
+/* Removes the file a CREATE made, after its RELEASE: an op of the benchmark. */
+static int submit_unlink(struct bench_worker *w, struct bench_slot *s)
+{
+    s->op = (struct vfe_fuse_op){ .opcode = FUSE_UNLINK, .nodeid = w->cfg->parent,
+                                  .name = s->name,
+                                  .flags = w->cfg->indirect ? VFE_OP_INDIRECT : 0, .user = s };
+    s->phase = SLOT_UNLINKING;
+    int r = vfe_fuse_submit(w->f, w->queue, &s->op);
+    if (r == 0)
+        w->in_flight++;
+    return r;
+}
+
 static void *worker_main(void *arg)
 {
     struct bench_worker *w = arg;
@@ -344,7 +361,15 @@ static void *worker_main(void *arg)
             struct bench_slot *s = w->done[i]->user;
             w->in_flight--;
             int r = 0;
-            if (s->phase == SLOT_RELEASING) {
+            if (s->phase == SLOT_RELEASING && c->unlink) {
+                r = submit_unlink(w, s);
+                submitted = true;
+                if (r < 0)
+                    w->err = r;
+                continue;
+            } else if (s->phase == SLOT_RELEASING || s->phase == SLOT_UNLINKING) {
+                if (s->phase == SLOT_UNLINKING)
+                    (void)account(w, w->done[i]);
                 r = submit_forget(w, s);
                 submitted = true;
                 if (r < 0)

@@ -206,7 +206,7 @@ static int session_resolve(const struct vb_opts *o, struct vb_session *s, const 
         bc->file_size = o->size;
         return 0;
     }
-    if (o->workload == VB_CREATE) {
+    if (vb_workload_creates(o->workload)) {
         r = vfe_fuse_lookup(s->fuse, top, "create", &e);
         if (r < 0)
             return vb_why(run, r, "LOOKUP %s", "create");
@@ -288,11 +288,13 @@ int vb_run_backend(const struct vb_opts *o, const struct vb_backend *be, const c
         [VB_SEQREAD] = VFE_BENCH_READ,  [VB_SEQWRITE] = VFE_BENCH_WRITE,
         [VB_RANDRW] = VFE_BENCH_RW,     [VB_LOOKUP] = VFE_BENCH_LOOKUP,
         [VB_STAT] = VFE_BENCH_GETATTR,  [VB_CREATE] = VFE_BENCH_CREATE,
+        [VB_CREATE_UNLINK] = VFE_BENCH_CREATE,
     };
     struct vfe_bench_config bc = {
         .op = ops[o->workload], .queues = queues, .depth = depth, .block = o->bs,
         .random = o->workload != VB_SEQREAD && o->workload != VB_SEQWRITE,
         .duration_ns = (uint64_t)(o->runtime_s * 1e9), .read_pct = o->read_pct,
+        .unlink = o->workload == VB_CREATE_UNLINK,
     };
     if (vb_workload_is_data(o->workload) && init.max_write && o->bs > init.max_write &&
         vb_workload_writes(o->workload)) {
@@ -389,12 +391,14 @@ static int host_op(struct host_worker *w)
         w->bytes += (uint64_t)n;
         return 0;
     }
-    if (o->workload == VB_CREATE) {
+    if (vb_workload_creates(o->workload)) {
         snprintf(name, sizeof(name), "h%u-%u", w->index, w->seq++);
         int fd = openat(w->dirfd, name, O_CREAT | O_EXCL | O_WRONLY | O_CLOEXEC, 0644);
         if (fd < 0)
             return -errno;
         close(fd);
+        if (o->workload == VB_CREATE_UNLINK && unlinkat(w->dirfd, name, 0) < 0)
+            return -errno;
         return 0;
     }
     /* lookup and stat alike: one fstatat of a random name. */
@@ -411,7 +415,8 @@ static void *host_main(void *arg)
         uint64_t t = vufs_now_ns();
         int r = host_op(w);
         vfe_hist_add(w->hist, vufs_now_ns() - t);
-        w->ops++;
+        /* create-unlink: two operations per call, as two requests for a backend. */
+        w->ops += w->o->workload == VB_CREATE_UNLINK ? 2 : 1;
         if (r < 0 && !w->errors++)
             w->first_error = r;
     } while (vufs_now_ns() < w->deadline);
@@ -441,7 +446,7 @@ int vb_run_host(const struct vb_opts *o, int dirfd, const char *sub, struct vb_r
             }
         }
     } else {
-        g_autofree char *path = o->workload == VB_CREATE ? g_strdup_printf("create/%s", sub)
+        g_autofree char *path = vb_workload_creates(o->workload) ? g_strdup_printf("create/%s", sub)
                                                          : g_strdup("meta");
         sdir = openat(dirfd, path, O_RDONLY | O_DIRECTORY | O_CLOEXEC);
         if (sdir < 0)

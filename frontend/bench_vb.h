@@ -30,6 +30,7 @@ enum vb_workload {
     VB_LOOKUP,
     VB_STAT,
     VB_CREATE,
+    VB_CREATE_UNLINK, /* CREATE then, after RELEASE and FORGET, UNLINK: both counted */
 };
 
 struct vb_backend {
@@ -96,6 +97,8 @@ struct vb_series {
 char *vb_data_name(unsigned i);
 char *vb_meta_name(unsigned i);
 bool vb_workload_is_data(enum vb_workload w);
+/* create and create-unlink: fresh files in a directory of the run's own. */
+bool vb_workload_creates(enum vb_workload w);
 bool vb_workload_writes(enum vb_workload w);
 
 /* xorshift64*: the benches' random offsets, one state per thread (bench_run.c). */

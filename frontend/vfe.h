@@ -844,7 +844,8 @@ enum vfe_bench_op {
     VFE_BENCH_RW,             /* READ or WRITE per request, read_pct % reads */
     VFE_BENCH_LOOKUP,         /* LOOKUP of names[] in parent */
     VFE_BENCH_CREATE,         /* CREATE of fresh names in parent, each followed by
-                                 its RELEASE and a FORGET (not counted as ops) */
+                                 its RELEASE and a FORGET (not counted as ops), and
+                                 with unlink by an UNLINK of the name (counted) */
 };
 
 struct vfe_bench_config {
@@ -872,6 +873,7 @@ struct vfe_bench_config {
     const char *const *names;
     unsigned nnames;
     const char *name_prefix;
+    bool unlink;              /* CREATE: UNLINK each file after its FORGET */
 };
 
 struct vfe_bench_result {

@@ -17,7 +17,7 @@
  * group, from /proc) is sampled around the timed part of each run.
  *
  * `host` (NAME=host, no command) is the pseudo-backend: the same workload with
- * pread/pwrite (fstatat, openat) on the host files, queues x depth threads at
+ * pread/pwrite (fstatat, openat, unlinkat) on the host files, queues x depth threads at
  * queue depth 1 each (capped at 256 threads, bench_run.c).
  *
  * A backend that serves fewer request queues than asked (the legacy and the
@@ -52,6 +52,7 @@ static const char *const vb_workload_names[] = {
     [VB_RANDREAD] = "randread", [VB_RANDWRITE] = "randwrite", [VB_SEQREAD] = "seqread",
     [VB_SEQWRITE] = "seqwrite", [VB_RANDRW] = "randrw",       [VB_LOOKUP] = "lookup",
     [VB_STAT] = "stat",         [VB_CREATE] = "create",
+    [VB_CREATE_UNLINK] = "create-unlink",
 };
 
 static bool vb_is_data(enum vb_workload w)
@@ -112,6 +113,7 @@ static void usage(FILE *to)
         "                   --dax-guest linux|lru[,...] --dax-protocol shmem|legacy]\n"
         "                  [--read-pct N] [--halt-poll-us N] [--json]\n"
         "workloads: randread randwrite seqread seqwrite randrw lookup stat create\n"
+        "           create-unlink (each file also unlinked; CREATE and UNLINK counted)\n"
         "--backend host (no command): pread/pwrite on the host files directly.\n"
         "With --dax-window the runs go through an emulated guest DAX client; every\n"
         "combination of the DAX lists is run, interleaved; {dax_window} and {dax_policy}\n"
@@ -402,7 +404,7 @@ static int prepare_files(const struct vb_opts *o, int *dirfd_out)
     if (vb_is_data(o->workload)) {
         for (unsigned i = 0; i < o->files && r == 0; i++)
             r = prepare_data_file(dirfd, i, o->size);
-    } else if (o->workload == VB_CREATE) {
+    } else if (vb_workload_creates(o->workload)) {
         if (mkdirat(dirfd, "create", 0755) < 0 && errno != EEXIST)
             r = -errno;
     } else {
@@ -535,7 +537,7 @@ int main(int argc, char **argv)
                 g_autofree char *sub = g_strdup_printf("%s-%u-%d", be->name, rep, (int)getpid());
                 g_autofree char *log = g_strdup_printf("%s/%s-%u-%u.log", logdir, be->name, v,
                                                        rep);
-                if (o.workload == VB_CREATE) {
+                if (vb_workload_creates(o.workload)) {
                     g_autofree char *path = g_strdup_printf("create/%s", sub);
                     if (mkdirat(dirfd, path, 0755) < 0)
                         r = -errno;
@@ -548,7 +550,7 @@ int main(int argc, char **argv)
                 if (r == 0)
                     r = be->host ? vb_run_host(ov, dirfd, sub, run)
                                  : vb_run_backend(ov, be, sub, log, run);
-                if (o.workload == VB_CREATE)
+                if (vb_workload_creates(o.workload))
                     remove_create_dir(dirfd, sub);
                 if (r < 0) {
                     progress_done(&prog, "failed");
@@ -617,6 +619,11 @@ int main(int argc, char **argv)
 bool vb_workload_is_data(enum vb_workload w)
 {
     return vb_is_data(w);
+}
+
+bool vb_workload_creates(enum vb_workload w)
+{
+    return w == VB_CREATE || w == VB_CREATE_UNLINK;
 }
 
 bool vb_workload_writes(enum vb_workload w)

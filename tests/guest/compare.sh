@@ -1,13 +1,31 @@
 #!/bin/bash
 # SPDX-License-Identifier: GPL-2.0-or-later
 #
-# Run the guest suites against vufsd and against the legacy C daemon
-# (/usr/lib/qemu/virtiofsd) one after the other, same guest, same scripts, and
-# print a side-by-side table: POSIX check results, fio IOPS, boot-to-mount time.
+# Run the guest suites against vufsd and against the other daemons one after
+# the other, same guest, same scripts, and print a side-by-side table.
 #
 #   compare.sh --suite BUILD/tests/guest/posix_suite [--vufsd BUILD/vufsd]
 #              [--cache auto|always|none] [--fio-size 256M] [--only posix|fio]
 #              [--daemons "vufsd legacy"] [--out DIR]
+#     POSIX check results, fio-verify IOPS, boot-to-mount time (QEMU 7.2,
+#     Linux 6.1 unless VUFS_GUEST_QEMU / VUFS_GUEST_KSERIES say otherwise).
+#
+#   compare.sh --bench [--vufsd BUILD/vufsd] [--probe BUILD/tests/guest/vufs-probe]
+#              [--daemons "vufsd rust legacy"] [--orders "forward reverse"]
+#              [--fio-size 256M] [--fio-runtime 10] [--meta-files 10000]
+#              [--vufsd-queues 4] [--smp 2] [--numjobs 4] [--qemu 11.1]
+#              [--kernel 6.12] [--out DIR]
+#     The real-guest benchmark (scripts/fio-bench.sh): fio 4 KiB randread and
+#     randwrite at QD1 (psync) and QD16 (libaio), 1 MiB seqread, all O_DIRECT;
+#     create/stat/unlink of --meta-files files; then, in a guest with --numjobs
+#     vCPUs, randread and randwrite with --numjobs jobs (--numjobs 0 or 1 skips
+#     that pass). Each daemon with its defaults: vufsd as installed (namespace
+#     sandbox, seccomp, adaptive polling, a queue thread per CPU) behind
+#     --vufsd-queues request queues; the Rust virtiofsd (Debian 13's, chrooted
+#     by trixie-run.sh, --sandbox=chroot) and the legacy C daemon behind one
+#     (they serve one). Every daemon once per order: forward is --daemons as
+#     given, reverse the other way round. The table (OUT/summary.md) gives each
+#     run and vufsd's ratio to the better peer per order.
 #
 # Runs are sequential (the machine has 2 cores and TCG uses both). Exit status:
 # 0 when every run passed, 1 otherwise. The table is also written to OUT/summary.md.
@@ -16,26 +34,45 @@ set -uo pipefail
 
 here=$(cd "$(dirname "$0")" && pwd)
 vufsd=$here/../../build/vufsd
+probe=
 suite=
 cache=auto
-fio_size=256M
+fio_size=
 only="posix fio"
-daemons="vufsd legacy"
+daemons=
 out=
+bench=0
+orders="forward reverse"
+fio_runtime=10
+meta_files=10000
+vufsd_queues=4
+smp=2
+numjobs=4
+qemu=${VUFS_GUEST_QEMU:-}
+kernel=${VUFS_GUEST_KSERIES:-}
 
 while [ $# -gt 0 ]; do
     case "$1" in
     --vufsd) vufsd=$2; shift 2 ;;
+    --probe) probe=$2; shift 2 ;;
     --suite) suite=$2; shift 2 ;;
     --cache) cache=$2; shift 2 ;;
     --fio-size) fio_size=$2; shift 2 ;;
     --only) only=$2; shift 2 ;;
     --daemons) daemons=$2; shift 2 ;;
     --out) out=$2; shift 2 ;;
-    *) sed -n '4,14p' "$0" >&2; exit 2 ;;
+    --bench) bench=1; shift ;;
+    --orders) orders=$2; shift 2 ;;
+    --fio-runtime) fio_runtime=$2; shift 2 ;;
+    --meta-files) meta_files=$2; shift 2 ;;
+    --vufsd-queues) vufsd_queues=$2; shift 2 ;;
+    --smp) smp=$2; shift 2 ;;
+    --numjobs) numjobs=$2; shift 2 ;;
+    --qemu) qemu=$2; shift 2 ;;
+    --kernel) kernel=$2; shift 2 ;;
+    *) sed -n '4,30p' "$0" >&2; exit 2 ;;
     esac
 done
-case " $only " in *" posix "*) [ -x "${suite:-}" ] || { echo "compare: --suite PATH to posix_suite is needed" >&2; exit 2; } ;; esac
 out=${out:-$(mktemp -d /tmp/vufs-compare.XXXXXX)}
 mkdir -p "$out"
 
@@ -50,6 +87,129 @@ backend_cmd() {
              "--sandbox none --seccomp none --unsafe-no-isolation --log-level info" ;;
     esac
 }
+
+# ---- The benchmark (--bench) ------------------------------------------------------
+if [ $bench = 1 ]; then
+    qemu=${qemu:-11.1}
+    kernel=${kernel:-6.12}
+    daemons=${daemons:-vufsd rust legacy}
+    fio_size=${fio_size:-256M}
+    [ -x "$vufsd" ] || { echo "compare: no vufsd at $vufsd (--vufsd)" >&2; exit 2; }
+    probe=${probe:-$(dirname "$vufsd")/tests/guest/vufs-probe}
+    [ -x "$probe" ] || { echo "compare: no vufs-probe at $probe (--probe)" >&2; exit 2; }
+    for d in $daemons; do
+        case $d in
+        vufsd|legacy) ;;
+        rust) "$here/trixie-root.sh" > /dev/null ||
+                  { echo "compare: no Debian 13 root for the Rust virtiofsd" >&2; exit 1; } ;;
+        *) echo "compare: --daemons takes vufsd, rust and legacy, not '$d'" >&2; exit 2 ;;
+        esac
+    done
+    # Each daemon as it starts by default (log level aside: info is vufsd's default).
+    bench_cmd() {
+        case "$1" in
+        vufsd) echo "$vufsd --socket-path {socket} --shared-dir {dir}" ;;
+        rust) echo "$here/trixie-run.sh --bind {dir} /usr/libexec/virtiofsd" \
+                   "--socket-path={socket} --shared-dir={dir} --sandbox=chroot" ;;
+        legacy) echo "/usr/lib/qemu/virtiofsd --socket-path={socket} -o source={dir}" ;;
+        esac
+    }
+    reversed() { local r= d; for d in $1; do r="$d${r:+ $r}"; done; echo "$r"; }
+    status=0
+    runs=()
+    # bench_run ORDER DAEMON PASS: one guest boot; PASS single (the five jobs and
+    # the metadata phases, --smp vCPUs) or numjobs (--numjobs vCPUs and jobs).
+    bench_run() {
+        local order=$1 d=$2 pass=$3 q=1 cpus=$smp jobs
+        [ "$d" = vufsd ] && q=$vufsd_queues
+        local sets=(--set "FIO_SIZE=$fio_size" --set "FIO_RUNTIME=$fio_runtime"
+                    --set "META_FILES=$meta_files")
+        if [ "$pass" = numjobs ]; then
+            cpus=$numjobs
+            sets+=(--set "FIO_NUMJOBS=$numjobs" --set "BENCH_JOBS=numjobs")
+        else
+            sets+=(--set "BENCH_JOBS=randread-qd1 randwrite-qd1 randread-qd16 randwrite-qd16 seqread-1m meta")
+        fi
+        local name=$order-$d-$pass
+        echo "== $name (qemu $qemu, linux $kernel, $cpus vCPUs, $q request queue(s))" >&2
+        if "$here/run-guest.sh" --qemu "$qemu" --kernel "$kernel" --queues "$q" --smp "$cpus" \
+            --backend "$(bench_cmd "$d")" --script "$here/scripts/fio-bench.sh" \
+            --file "$probe:/bin/vufs-probe" "${sets[@]}" --rundir "$out/$name" \
+            --timeout 3600 > "$out/$name.verdict" 2>&1; then
+            :
+        else
+            status=1
+        fi
+        tail -n 1 "$out/$name.verdict" | grep 'run-guest:' >&2 || tail -n 3 "$out/$name.verdict" >&2
+        runs+=("$name")
+    }
+    for order in $orders; do
+        list=$daemons
+        [ "$order" = reverse ] && list=$(reversed "$daemons")
+        for pass in single numjobs; do
+            [ "$pass" = numjobs ] && [ "$numjobs" -le 1 ] && continue
+            for d in $list; do
+                bench_run "$order" "$d" "$pass"
+            done
+        done
+    done
+    # The table: one row per job, a column per daemon and order, vufsd's ratio to
+    # the better peer per order.
+    /usr/bin/python3 - "$out" "$orders" "$daemons" "$qemu" "$kernel" "$smp" "$numjobs" \
+        "$vufsd_queues" "$fio_size" "$fio_runtime" "$meta_files" <<'PY' | tee "$out/summary.md"
+import os, re, sys
+out, orders, daemons = sys.argv[1], sys.argv[2].split(), sys.argv[3].split()
+qemu, kernel, smp, numjobs, vq, size, rt, meta = sys.argv[4:12]
+val = {}   # (order, daemon, job) -> number
+for order in orders:
+    for d in daemons:
+        for p in ("single", "numjobs"):
+            log = os.path.join(out, f"{order}-{d}-{p}", "output.log")
+            if not os.path.exists(log):
+                continue
+            text = open(log, errors="replace").read()
+            for m in re.finditer(r"VUFS-BENCH job=(\S+) read_iops=(\S*) write_iops=(\S*)", text):
+                job, r, w = m.group(1), float(m.group(2) or 0), float(m.group(3) or 0)
+                val[(order, d, job)] = r + w
+            for m in re.finditer(r"VUFS-META phase=(\S+) n=\d+ seconds=\S+ ops_per_s=(\S+)", text):
+                val[(order, d, "meta-" + m.group(1))] = float(m.group(2))
+jobs = []
+for k in val:
+    if k[2] not in jobs:
+        jobs.append(k[2])
+order_of = ["randread-qd1", "randwrite-qd1", "randread-qd16", "randwrite-qd16", "seqread-1m",
+            "meta-create", "meta-stat", "meta-unlink"]
+jobs.sort(key=lambda j: (order_of.index(j) if j in order_of else len(order_of), j))
+peers = [d for d in daemons if d != "vufsd"]
+print(f"# Real guest: Linux {kernel} under QEMU {qemu} (TCG), each daemon with its defaults\n")
+print(f"fio O_DIRECT, {size} file, {rt} s per job; metadata: {meta} files; {smp} vCPUs "
+      f"({numjobs} for the -x{numjobs} jobs); vufsd behind {vq} request queues, the others one. "
+      "IOPS (seqread: 1 MiB requests/s; meta: ops/s).\n")
+head = "| job |" + "".join(f" {o}: {d} |" for o in orders for d in daemons)
+if "vufsd" in daemons and peers:
+    head += "".join(f" {o}: vufsd / best peer |" for o in orders)
+print(head)
+print("|---|" + "---|" * (head.count("|") - 2))
+for j in jobs:
+    row = f"| {j} |"
+    for o in orders:
+        for d in daemons:
+            v = val.get((o, d, j))
+            row += f" {v:.0f} |" if v is not None else " - |"
+    if "vufsd" in daemons and peers:
+        for o in orders:
+            v = val.get((o, "vufsd", j))
+            best = max([val.get((o, p, j), 0) for p in peers] or [0])
+            row += f" {v / best:.2f} |" if v is not None and best else " - |"
+    print(row)
+print(f"\nLogs: {out}")
+PY
+    exit $status
+fi
+
+daemons=${daemons:-vufsd legacy}
+fio_size=${fio_size:-256M}
+case " $only " in *" posix "*) [ -x "${suite:-}" ] || { echo "compare: --suite PATH to posix_suite is needed" >&2; exit 2; } ;; esac
 
 status=0
 declare -A verdict

@@ -3,8 +3,11 @@
 #ifndef VUFSD_IT_UTIL_H
 #define VUFSD_IT_UTIL_H
 
+#include <fcntl.h>
 #include <ftw.h>
 #include <getopt.h>
+#include <stdint.h>
+#include <stdlib.h>
 #include <string.h>
 #include <unistd.h>
 #include <stdio.h>
@@ -22,6 +25,40 @@ static inline int it_rm_one(const char *p, const struct stat *st, int flag, stru
 static inline void it_rm_tree(const char *dir)
 {
     nftw(dir, it_rm_one, 16, FTW_DEPTH | FTW_PHYS);
+}
+
+/*
+ * A fresh share: a 0755 directory /tmp/PREFIX-XXXXXX holding data.bin, size
+ * bytes of pattern(offset). The directory (malloc'd; free it, remove it with
+ * it_rm_tree), or NULL on failure.
+ */
+static inline char *it_make_data_share(const char *prefix, size_t size,
+                                       uint8_t (*pattern)(uint64_t))
+{
+    char tmpl[256];
+    snprintf(tmpl, sizeof(tmpl), "/tmp/%s-XXXXXX", prefix);
+    if (!mkdtemp(tmpl) || chmod(tmpl, 0755) < 0)
+        return NULL;
+    char *dir = strdup(tmpl);
+    char path[300];
+    snprintf(path, sizeof(path), "%s/data.bin", tmpl);
+    int fd = open(path, O_WRONLY | O_CREAT | O_EXCL | O_CLOEXEC, 0644);
+    uint8_t buf[4096];
+    size_t done = 0;
+    while (fd >= 0 && done < size) {
+        size_t n = size - done < sizeof(buf) ? size - done : sizeof(buf);
+        for (size_t i = 0; i < n; i++)
+            buf[i] = pattern(done + i);
+        if (write(fd, buf, n) != (ssize_t)n)
+            break;
+        done += n;
+    }
+    if (fd < 0 || done < size || close(fd) < 0 || !dir) {
+        it_rm_tree(tmpl);
+        free(dir);
+        return NULL;
+    }
+    return dir;
 }
 
 /* DIR/NAME in a static buffer: valid until the next call. */

@@ -17,6 +17,10 @@
  *   vufs-probe hold FILE SECONDS          takes an exclusive flock and keeps it
  *   vufs-probe trylock FILE               an exclusive flock without waiting: 0 if
  *                                        taken, 1 if someone holds it
+ *   vufs-probe meta DIR N PHASE           one metadata phase over DIR/f0..f(N-1),
+ *                                        timed: create (O_CREAT|O_EXCL, close),
+ *                                        stat, or unlink; prints "VUFS-META
+ *                                        phase=PHASE n=N seconds=S ops_per_s=R"
  *
  * The pattern of byte i at file offset o is (o * 131 + o / 4096 + SEED) & 0xff, so
  * a block written to the wrong place or stale data never matches.
@@ -31,6 +35,7 @@
 #include <sys/file.h>
 #include <sys/mman.h>
 #include <sys/stat.h>
+#include <time.h>
 #include <unistd.h>
 
 #ifndef STATX_ATTR_DAX
@@ -215,8 +220,47 @@ static int trylock(const char *path)
     return 0;
 }
 
+static double now_s(void)
+{
+    struct timespec ts;
+    clock_gettime(CLOCK_MONOTONIC, &ts);
+    return (double)ts.tv_sec + (double)ts.tv_nsec / 1e9;
+}
+
+static int meta(const char *dir, unsigned n, const char *phase)
+{
+    int kind = !strcmp(phase, "create") ? 0 : !strcmp(phase, "stat") ? 1
+             : !strcmp(phase, "unlink") ? 2 : -1;
+    if (kind < 0 || n == 0) {
+        fprintf(stderr, "vufs-probe meta: PHASE is create, stat or unlink; N > 0\n");
+        return 2;
+    }
+    char path[4096];
+    double t0 = now_s();
+    for (unsigned i = 0; i < n; i++) {
+        snprintf(path, sizeof(path), "%s/f%u", dir, i);
+        if (kind == 0) {
+            int fd = open(path, O_CREAT | O_EXCL | O_WRONLY, 0644);
+            if (fd < 0 || close(fd) < 0)
+                return die(path);
+        } else if (kind == 1) {
+            struct stat st;
+            if (stat(path, &st) < 0 || !S_ISREG(st.st_mode))
+                return die(path);
+        } else if (unlink(path) < 0) {
+            return die(path);
+        }
+    }
+    double dt = now_s() - t0;
+    printf("VUFS-META phase=%s n=%u seconds=%.3f ops_per_s=%.1f\n", phase, n, dt,
+           dt > 0 ? n / dt : 0.0);
+    return 0;
+}
+
 int main(int argc, char **argv)
 {
+    if (argc >= 5 && !strcmp(argv[1], "meta"))
+        return meta(argv[2], (unsigned)strtoul(argv[3], NULL, 0), argv[4]);
     if (argc >= 4 && !strcmp(argv[1], "hold"))
         return hold(argv[2], (unsigned)atoi(argv[3]));
     if (argc >= 3 && !strcmp(argv[1], "trylock"))

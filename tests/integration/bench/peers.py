@@ -4,7 +4,10 @@
 # short invocation per workload the targets of docs/benchmarks.md use (tiny
 # files, 0.2 s runs). Fails when any daemon fails a run or completes a request
 # with an error, when the queue fallback is not what vufs-bench documents, or
-# when a spawned daemon's CPU time and RSS were not sampled. Before that it
+# when a spawned daemon's CPU time and RSS were not sampled. Each daemon runs as
+# it starts by default: vufsd in its namespace sandbox (a pid namespace, so its
+# CPU time is that of two processes) with seccomp, adaptive polling and a
+# queue thread per CPU. Before that it
 # checks that trixie-run.sh keeps the pid: the process vufs-bench spawns (and
 # whose process group it samples) is the Rust daemon itself. No timing is
 # asserted. Run through tests/integration/rust_peer.sh (root, the Debian 13 root).
@@ -28,6 +31,7 @@ CASES = [
     ("lookup", "lookup", ["--files", "50", "--queues", "2", "--depth", "2"]),
     ("stat", "stat", ["--files", "50"]),
     ("create", "create", ["--depth", "2"]),
+    ("create-unlink", "create-unlink", ["--depth", "2"]),
 ]
 
 
@@ -91,9 +95,7 @@ def main():
             raise SystemExit(f"{exe}: not executable")
     env_prefix = os.environ.get("VUFSD_PREFIX", "")
     cmds = {
-        "vufsd": (f"{env_prefix}{vufsd} --socket-path {{socket}} --shared-dir {{dir}} "
-                  "--cache auto --sandbox none --seccomp none --unsafe-no-isolation "
-                  "--log-level error"),
+        "vufsd": f"{env_prefix}{vufsd} --socket-path {{socket}} --shared-dir {{dir}}",
         "legacy": f"{legacy} --socket-path={{socket}} -o source={{dir}} -o cache=auto",
         "rust": " ".join(rust_cmd(trixie_run, "{socket}", "{dir}")),
     }

@@ -45,6 +45,7 @@ def main():
             ("lookup", ["--files", "50"]),
             ("stat", ["--files", "50"]),
             ("create", ["--depth", "2"]),
+            ("create-unlink", ["--depth", "2"]),
         ]
         for workload, extra in cases:
             args = ["--backend", f"vufsd={vcmd}", "--backend", f"legacy={lcmd}",

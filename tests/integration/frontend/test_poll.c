@@ -16,6 +16,14 @@
  * within the frontend's timeout with the right data. The backend's log then
  * says how many requests its threads caught by polling and how often they
  * slept: both must be non-zero, or the test did not exercise what it names.
+ *
+ * The backend command is vufsd as it starts by default (polling on); the test
+ * adds --poll-loadavg with a file of its own, so that whether a CPU is free for
+ * a poller is the test's say, not the machine's: with "1 running" every
+ * window may spin; with more running tasks than CPUs no thread may poll at all
+ * (no request caught by polling, every idle moment a skipped poll), and polling
+ * comes back once the file says a CPU is free again. --poll-us 0 must never
+ * poll.
  */
 #include <errno.h>
 #include <fcntl.h>
@@ -39,6 +47,7 @@
 
 #include "vfe.h"
 #include "vufs_util.h"
+#include "../it_util.h"
 
 #define FILE_SIZE (256u * 1024u)
 #define QUEUES 4u
@@ -48,6 +57,22 @@
 static const char *opt_backend;
 static const char *opt_log;
 static unsigned opt_poll_us;
+
+/* The file the backend reads instead of /proc/loadavg. */
+static char loadavg_path[] = "/tmp/vufsd-poll-loadavg-XXXXXX";
+#define LOAD_FREE "0.00 0.00 0.00 1/100 1\n"
+#define LOAD_BUSY "9.00 9.00 9.00 4096/5000 1\n"
+
+static void set_load(const char *text)
+{
+    /* Rewritten in place: the backend keeps it open and preads it. */
+    FILE *f = fopen(loadavg_path, "r+");
+    assert_non_null(f);
+    assert_int_equal(fputs("                                        \n", f) >= 0, 1);
+    rewind(f);
+    assert_int_equal(fputs(text, f) >= 0, 1);
+    assert_int_equal(fclose(f), 0);
+}
 
 struct env {
     char *dir;
@@ -60,11 +85,6 @@ struct env {
 static uint8_t pattern(uint64_t i)
 {
     return (uint8_t)(i * 131 + (i >> 9) * 3 + 7);
-}
-
-static int rm_one(const char *path, const struct stat *st, int flag, struct FTW *ftw)
-{
-    return remove(path);
 }
 
 static uint64_t next_rand(struct env *e)
@@ -104,10 +124,12 @@ static uint64_t pick_pause(struct env *e)
     return 1000000u + next_rand(e) % 2000000u; /* 1-3 ms */
 }
 
-static int start(struct env *e, bool event_idx)
+static int start(struct env *e, bool event_idx, const char *extra)
 {
+    g_autofree char *cmd = g_strdup_printf("%s --poll-loadavg %s %s", opt_backend, loadavg_path,
+                                           extra);
     struct vfe_dev_config cfg = {
-        .conn = { .backend_cmd = opt_backend, .dir = e->dir, .backend_log = opt_log,
+        .conn = { .backend_cmd = cmd, .dir = e->dir, .backend_log = opt_log,
                   .timeout_ms = 20000 },
         .request_queues = QUEUES,
         .queue_size = 64,
@@ -196,38 +218,57 @@ static void run_paced(struct env *e)
         paced_request(e, 1 + (unsigned)(next_rand(e) % QUEUES), i);
 }
 
-/* Sums "queue N: H requests caught by polling, S sleeps" over the log. */
-static void poll_counts(uint64_t *hits, uint64_t *sleeps)
+struct poll_counts {
+    uint64_t lines, hits, sleeps, no_cpu;
+};
+
+/* Sums "queue thread N: H requests caught by polling, S sleeps, P polls cut short
+ * by preemption, B polls skipped with no CPU free" over the log from offset
+ * *from on, and moves *from to its end. */
+static struct poll_counts poll_counts(size_t *from)
 {
     g_autofree char *text = NULL;
-    assert_true(g_file_get_contents(opt_log, &text, NULL, NULL));
-    *hits = *sleeps = 0;
-    for (const char *p = text; (p = strstr(p, "queue ")); p++) {
-        unsigned qi;
-        uint64_t h, s;
-        if (sscanf(p, "queue %u: %" SCNu64 " requests caught by polling, %" SCNu64 " sleeps,",
-                   &qi, &h, &s) == 3) {
-            assert_true(qi >= 1 && qi <= QUEUES); /* hiprio is never polled */
-            *hits += h;
-            *sleeps += s;
+    size_t len = 0;
+    assert_true(g_file_get_contents(opt_log, &text, &len, NULL));
+    struct poll_counts c = { 0 };
+    for (const char *p = text + (*from <= len ? *from : len); (p = strstr(p, "queue thread ")); p++) {
+        unsigned ti;
+        uint64_t h, sl, pr, b;
+        if (sscanf(p, "queue thread %u: %" SCNu64 " requests caught by polling, %" SCNu64
+                   " sleeps, %" SCNu64 " polls cut short by preemption, %" SCNu64
+                   " polls skipped with no CPU free", &ti, &h, &sl, &pr, &b) == 5) {
+            assert_true(ti >= 1 && ti <= QUEUES); /* hiprio's thread is never polled */
+            c.lines++;
+            c.hits += h;
+            c.sleeps += sl;
+            c.no_cpu += b;
         }
     }
+    *from = len;
+    return c;
+}
+
+static void setup_env(struct env *e, uint64_t seed)
+{
+    *e = (struct env){ .rng = seed };
+    e->dir = it_make_data_share("vufsd-poll", FILE_SIZE, pattern);
+    assert_non_null(e->dir);
+    unlink(opt_log);
+}
+
+static void teardown_env(struct env *e)
+{
+    it_rm_tree(e->dir);
+    free(e->dir);
 }
 
 static void run_mode(bool event_idx)
 {
-    struct env e = { .rng = event_idx ? 0x9e3779b97f4a7c15ull : 0xd1b54a32d192ed03ull };
-    e.dir = g_dir_make_tmp("vufsd-poll-XXXXXX", NULL);
-    assert_non_null(e.dir);
-    chmod(e.dir, 0755);
-    g_autofree uint8_t *data = g_malloc(FILE_SIZE);
-    for (uint32_t i = 0; i < FILE_SIZE; i++)
-        data[i] = pattern(i);
-    g_autofree char *path = g_build_filename(e.dir, "data.bin", NULL);
-    assert_true(g_file_set_contents(path, (const char *)data, FILE_SIZE, NULL));
-    unlink(opt_log);
+    struct env e;
+    setup_env(&e, event_idx ? 0x9e3779b97f4a7c15ull : 0xd1b54a32d192ed03ull);
+    set_load(LOAD_FREE);
 
-    int r = start(&e, event_idx);
+    int r = start(&e, event_idx, "");
     if (r < 0)
         fail_msg("starting '%s': %s", opt_backend, strerror(-r));
     run_paced(&e);
@@ -237,14 +278,15 @@ static void run_mode(bool event_idx)
     run_paced(&e);
     stop(&e);
 
-    uint64_t hits, sleeps;
-    poll_counts(&hits, &sleeps);
+    size_t from = 0;
+    struct poll_counts c = poll_counts(&from);
     print_message("event_idx=%d: %" PRIu64 " requests caught by polling, %" PRIu64
-                  " sleeps\n", event_idx, hits, sleeps);
-    assert_true(hits > 0);
-    assert_true(sleeps > 0);
-    nftw(e.dir, rm_one, 16, FTW_DEPTH | FTW_PHYS);
-    g_free(e.dir);
+                  " sleeps\n", event_idx, c.hits, c.sleeps);
+    assert_true(c.lines > 0); /* polling is on by default */
+    assert_true(c.hits > 0);
+    assert_true(c.sleeps > 0);
+    assert_int_equal(c.no_cpu, 0);
+    teardown_env(&e);
 }
 
 static void test_paced_event_idx(void **state)
@@ -257,6 +299,61 @@ static void test_paced_flags(void **state)
 {
     (void)state;
     run_mode(false);
+}
+
+/* No CPU free: nothing is caught by polling; a CPU free again: polling is back. */
+static void test_no_cpu_free(void **state)
+{
+    (void)state;
+    struct env e;
+    setup_env(&e, 0x2545f4914f6cdd1dull);
+    set_load(LOAD_BUSY);
+    int r = start(&e, true, "");
+    if (r < 0)
+        fail_msg("starting '%s': %s", opt_backend, strerror(-r));
+    run_paced(&e);
+    /* Every queue stopped: the threads exit and log what they did. */
+    assert_int_equal(vfe_dev_stop(e.dev), 0);
+    size_t from = 0;
+    struct poll_counts busy = poll_counts(&from);
+    print_message("no CPU free: %" PRIu64 " caught by polling, %" PRIu64 " sleeps, %" PRIu64
+                  " polls skipped\n", busy.hits, busy.sleeps, busy.no_cpu);
+    assert_true(busy.lines > 0);
+    assert_int_equal(busy.hits, 0);
+    assert_true(busy.no_cpu > 0);
+
+    set_load(LOAD_FREE);
+    assert_int_equal(vfe_dev_start(e.dev), 0);
+    run_paced(&e);
+    assert_int_equal(vfe_dev_stop(e.dev), 0);
+    struct poll_counts freed = poll_counts(&from);
+    print_message("a CPU free again: %" PRIu64 " caught by polling, %" PRIu64 " sleeps\n",
+                  freed.hits, freed.sleeps);
+    assert_true(freed.lines > 0);
+    assert_true(freed.hits > 0);
+    assert_int_equal(vfe_dev_start(e.dev), 0);
+    stop(&e);
+    teardown_env(&e);
+}
+
+/* --poll-us 0: the explicit off switch. */
+static void test_poll_off(void **state)
+{
+    (void)state;
+    struct env e;
+    setup_env(&e, 0x5851f42d4c957f2dull);
+    set_load(LOAD_FREE);
+    int r = start(&e, true, "--poll-us 0");
+    if (r < 0)
+        fail_msg("starting '%s --poll-us 0': %s", opt_backend, strerror(-r));
+    for (unsigned q = 1; q <= QUEUES; q++)
+        for (unsigned i = 0; i < PER_QUEUE / 4; i++)
+            paced_request(&e, q, i);
+    stop(&e);
+    size_t from = 0;
+    struct poll_counts c = poll_counts(&from);
+    assert_int_equal(c.lines, 0); /* a thread that never polls has nothing to say */
+    teardown_env(&e);
 }
 
 int main(int argc, char **argv)
@@ -294,6 +391,16 @@ int main(int argc, char **argv)
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(test_paced_event_idx),
         cmocka_unit_test(test_paced_flags),
+        cmocka_unit_test(test_no_cpu_free),
+        cmocka_unit_test(test_poll_off),
     };
-    return cmocka_run_group_tests(tests, NULL, NULL);
+    int fd = mkstemp(loadavg_path);
+    if (fd < 0) {
+        perror("mkstemp");
+        return 1;
+    }
+    close(fd);
+    int ret = cmocka_run_group_tests(tests, NULL, NULL);
+    unlink(loadavg_path);
+    return ret;
 }

@@ -658,6 +658,23 @@ static void test_bench_loop(void **state)
             if (host[blk * 4096 + k] != c0)
                 fail_msg("block %zu not one letter", blk);
     }
+    /* CREATE + UNLINK: both counted, and nothing is left behind on the host. */
+    struct fuse_entry_out de;
+    assert_int_equal(vfe_fuse_mkdir(f, FUSE_ROOT_ID, "cu", 0755, &de), 0);
+    memset(res, 0, sizeof(*res));
+    struct vfe_bench_config cu = { .op = VFE_BENCH_CREATE, .unlink = true, .queues = 1,
+                                   .depth = 4, .parent = de.nodeid, .name_prefix = "cu",
+                                   .max_ops = 100 };
+    assert_int_equal(vfe_bench_run(f, e->dev, &cu, res), 0);
+    assert_int_equal(res->ops, 200);
+    assert_int_equal(res->errors, 0);
+    g_autofree char *cu_dir = g_build_filename(e->dir, "cu", NULL);
+    GDir *gd = g_dir_open(cu_dir, 0, NULL);
+    assert_non_null(gd);
+    assert_null(g_dir_read_name(gd));
+    g_dir_close(gd);
+    assert_int_equal(vfe_fuse_rmdir(f, FUSE_ROOT_ID, "cu"), 0);
+
     /* The queues are idle and usable afterwards. */
     for (unsigned q = 1; q <= opt_queues; q++)
         assert_int_equal(vfe_fuse_in_flight(f, q), 0);

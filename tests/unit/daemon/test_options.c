@@ -328,6 +328,34 @@ static void test_sizes_and_unsupported(void **state)
     assert_int_equal(p->ret, -EINVAL);
     parse(p, "--shared-dir /srv --mount /mnt --poll-us 50");
     assert_int_equal(p->ret, -EINVAL);
+    /* On by default (the adaptive rule's cap), 0 the explicit off switch; with
+     * --mount there is nothing to poll, and the default is simply off. */
+    parse(p, "--shared-dir /srv --socket-path /s");
+    assert_int_equal(p->ret, 0);
+    assert_int_equal(p->cfg.poll_us, VUFSD_POLL_US_DEFAULT);
+    assert_null(p->cfg.poll_loadavg);
+    parse(p, "--shared-dir /srv --socket-path /s --poll-us 0");
+    assert_int_equal(p->ret, 0);
+    assert_int_equal(p->cfg.poll_us, 0);
+    parse(p, "--shared-dir /srv --mount /mnt");
+    assert_int_equal(p->ret, 0);
+    assert_int_equal(p->cfg.poll_us, 0);
+    parse(p, "--shared-dir /srv --mount /mnt --poll-us 0");
+    assert_int_equal(p->ret, 0);
+    parse(p, "--shared-dir /srv --socket-path /s --poll-loadavg /tmp/l");
+    assert_int_equal(p->ret, 0);
+    assert_string_equal(p->cfg.poll_loadavg, "/tmp/l");
+
+    /* --queue-threads: 0 (one per CPU, the default) to 16. */
+    parse(p, "--shared-dir /srv --socket-path /s");
+    assert_int_equal(p->cfg.queue_threads, 0);
+    parse(p, "--shared-dir /srv --socket-path /s --queue-threads 3");
+    assert_int_equal(p->ret, 0);
+    assert_int_equal(p->cfg.queue_threads, 3);
+    parse(p, "--shared-dir /srv --socket-path /s --queue-threads 17");
+    assert_int_equal(p->ret, -EINVAL);
+    parse(p, "--shared-dir /srv --socket-path /s --queue-threads -1");
+    assert_int_equal(p->ret, -EINVAL);
 }
 
 /* --mount mounts in the host's namespace: it implies --sandbox none and refuses

@@ -1,0 +1,79 @@
+#!/bin/sh
+# SPDX-License-Identifier: GPL-2.0-or-later
+#
+# Guest script: the real-guest benchmark of tests/guest/compare.sh --bench. On
+# the virtio-fs mount ($1), timed fio jobs whose every request reaches the
+# daemon (O_DIRECT, so the guest's page cache answers nothing):
+#   randread-qd1, randwrite-qd1     4 KiB, psync
+#   randread-qd16, randwrite-qd16   4 KiB, libaio iodepth 16
+#   seqread-1m                      1 MiB, psync
+# then the metadata phases over META_FILES files (vufs-probe meta: create with
+# O_CREAT|O_EXCL, stat, unlink; the dentry and inode caches are dropped before
+# stat and unlink, so each reaches the daemon as LOOKUP/GETATTR/UNLINK), and,
+# with FIO_NUMJOBS > 1, randread and randwrite again with that many jobs, each
+# pinned to its own vCPU (Linux >= 6.11 sends a request on the request queue
+# of the CPU that issued it).
+# Prints "VUFS-BENCH job=NAME read_iops=R write_iops=W read_kib_s=B write_kib_s=C"
+# per fio job and "VUFS-META phase=... ops_per_s=..." per metadata phase.
+# Settings: FIO_SIZE (file, default 256M), FIO_RUNTIME (s per job, default 10),
+#           META_FILES (default 10000), FIO_NUMJOBS (default 0: no such jobs),
+#           BENCH_JOBS (default: all of the above, by name).
+MNT=$1
+FIO_SIZE=256M
+FIO_RUNTIME=10
+META_FILES=10000
+FIO_NUMJOBS=0
+BENCH_JOBS="randread-qd1 randwrite-qd1 randread-qd16 randwrite-qd16 seqread-1m meta numjobs"
+[ -f /run/settings ] && . /run/settings
+D=$MNT/bench
+mkdir -p "$D" || exit 1
+fails=0
+
+want() { case " $BENCH_JOBS " in *" $1 "*) return 0 ;; esac; return 1; }
+
+# run NAME [fio options...]: one timed fio job, its VUFS-BENCH line.
+run() {
+    name=$1; shift
+    if ! fio --name="$name" --directory="$D" --size="$FIO_SIZE" --direct=1 \
+        --time_based --runtime="$FIO_RUNTIME" --group_reporting --minimal "$@" \
+        > /tmp/"$name".out 2> /tmp/"$name".err; then
+        echo "FAIL $name:"; head -n 5 /tmp/"$name".err
+        fails=$((fails + 1))
+        return
+    fi
+    # terse v3: 8 read IOPS, 7 read KiB/s, 49 write IOPS, 48 write KiB/s
+    awk -F';' -v n="$name" 'END { printf "VUFS-BENCH job=%s read_iops=%s write_iops=%s read_kib_s=%s write_kib_s=%s\n", n, $8, $49, $7, $48 }' /tmp/"$name".out
+}
+
+# The data file every single-job test uses (laid out once, not timed).
+fio --name=data --directory="$D" --filename=data --size="$FIO_SIZE" --bs=1M --rw=write \
+    --ioengine=psync --eta=never --output=/tmp/lay.out 2> /tmp/lay.err ||
+    { echo "FAIL layout"; cat /tmp/lay.err; exit 1; }
+one="--filename=data"
+want randread-qd1 && run randread-qd1 $one --bs=4k --rw=randread --ioengine=psync
+want randwrite-qd1 && run randwrite-qd1 $one --bs=4k --rw=randwrite --ioengine=psync
+want randread-qd16 && run randread-qd16 $one --bs=4k --rw=randread --ioengine=libaio --iodepth=16
+want randwrite-qd16 && run randwrite-qd16 $one --bs=4k --rw=randwrite --ioengine=libaio --iodepth=16
+want seqread-1m && run seqread-1m $one --bs=1M --rw=read --ioengine=psync
+
+if want meta; then
+    M=$D/meta
+    mkdir -p "$M" || exit 1
+    for phase in create stat unlink; do
+        [ $phase = create ] || { sync; echo 2 > /proc/sys/vm/drop_caches; }
+        vufs-probe meta "$M" "$META_FILES" $phase || { echo "FAIL meta $phase"; fails=$((fails + 1)); }
+    done
+    rmdir "$M"
+fi
+
+if want numjobs && [ "$FIO_NUMJOBS" -gt 1 ]; then
+    # One file per job (fio lays them out before the clock starts), each job on
+    # its own vCPU.
+    cpus="--cpus_allowed=0-$(($(nproc) - 1)) --cpus_allowed_policy=split"
+    nj="--numjobs=$FIO_NUMJOBS --filename_format=nj.\$jobnum $cpus --bs=4k --ioengine=psync"
+    run "randread-qd1-x$FIO_NUMJOBS" $nj --rw=randread
+    run "randwrite-qd1-x$FIO_NUMJOBS" $nj --rw=randwrite
+fi
+
+echo "fio-bench: $fails failures"
+[ $fails = 0 ]
