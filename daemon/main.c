@@ -672,8 +672,7 @@ free_fs:
     pt_fs_free(fs);
     vdax_free(dax); /* after the fs, which may still drop DAX records */
 out:
-    if (load.loadavg_fd >= 0)
-        close(load.loadavg_fd);
+    vufs_close(&load.loadavg_fd);
     vmain_listener_close(&l);
     vopt_config_clear(&cfg);
     return status;
