@@ -88,31 +88,34 @@ static void vqt_set_state(struct vufsd_queue *q, enum vqt_state to)
     q->state = to;
 }
 
-/* Takes the caller's reference on t; NULL (t unreferenced) without memory. */
-static struct vqt_memref *vqt_memref_new(struct vmem_table *t)
-{
-    struct vqt_memref *m = malloc(sizeof(*m));
-    if (!m) {
-        vmem_table_unref(t);
-        return NULL;
-    }
-    m->t = t;
-    m->refs = 1;
-    return m;
-}
-
-static struct vqt_memref *vqt_memref_get(struct vqt_memref *m)
-{
-    __atomic_add_fetch(&m->refs, 1, __ATOMIC_RELAXED);
-    return m;
-}
-
-static void vqt_memref_put(struct vqt_memref *m)
+static void vqt_memref_unref(struct vqt_memref *m)
 {
     if (!m || __atomic_sub_fetch(&m->refs, 1, __ATOMIC_ACQ_REL) != 0)
         return;
     vmem_table_unref(m->t);
     free(m);
+}
+
+/* Takes the caller's reference on t, also when it fails (-ENOMEM, t unreferenced). */
+static int vqt_memref_new(struct vmem_table *t, struct vqt_memref **out)
+{
+    struct vqt_memref *m = malloc(sizeof(*m));
+
+    *out = NULL;
+    if (!m) {
+        vmem_table_unref(t);
+        return -ENOMEM;
+    }
+    m->t = t;
+    m->refs = 1;
+    *out = m;
+    return 0;
+}
+
+static struct vqt_memref *vqt_memref_ref(struct vqt_memref *m)
+{
+    __atomic_add_fetch(&m->refs, 1, __ATOMIC_RELAXED);
+    return m;
 }
 
 /* The thread that serves q (see "Threads" in device.h). */
@@ -161,7 +164,7 @@ void vqt_destroy(struct vufsd_queue *q)
         free(q->req_cache[--q->req_cached]);
     free(q->req_cache);
     q->req_cache = NULL;
-    vqt_memref_put(q->mem);
+    vqt_memref_unref(q->mem);
     q->mem = NULL;
     vmem_table_unref(__atomic_exchange_n(&q->next_mem, NULL, __ATOMIC_ACQ_REL));
     pthread_mutex_destroy(&q->lock);
@@ -174,6 +177,8 @@ int vqt_thread_init(struct vqt_thread *t, struct vufsd_dev *dev, unsigned index)
     t->dev = dev;
     t->index = index;
     t->ep_fd = -1;
+    pthread_mutex_init(&t->lock, NULL); /* first: vqt_thread_destroy undoes a failure */
+    pthread_cond_init(&t->acked, NULL);
     t->wake_fd = eventfd(0, EFD_CLOEXEC | EFD_NONBLOCK);
     if (t->wake_fd < 0)
         return -errno;
@@ -181,8 +186,6 @@ int vqt_thread_init(struct vqt_thread *t, struct vufsd_dev *dev, unsigned index)
     struct epoll_event ev = {.events = EPOLLIN, .data.u32 = VQT_EV_WAKE};
     if (t->ep_fd >= 0 && epoll_ctl(t->ep_fd, EPOLL_CTL_ADD, t->wake_fd, &ev) < 0)
         vufs_close(&t->ep_fd); /* the thread then waits with poll() */
-    pthread_mutex_init(&t->lock, NULL);
-    pthread_cond_init(&t->acked, NULL);
     return 0;
 }
 
@@ -259,7 +262,7 @@ static void vqt_req_free(struct vqt_req *req)
 {
     struct vufsd_queue *q = req->q;
 
-    vqt_memref_put(req->mem);
+    vqt_memref_unref(req->mem);
     if (vqt_batch_queue == q && req->iov_cap == VQT_REQ_IOV && q->req_cached < VQT_REQ_CACHE) {
         q->req_cache[q->req_cached++] = req; /* on q's own thread: see VQT_REQ_CACHE */
         return;
@@ -356,7 +359,7 @@ static void vqt_handle(struct vufsd_queue *q, uint16_t head, const struct iovec 
     req->fr.queue = q->index;
     req->q = q;
     req->head = head;
-    req->mem = vqt_memref_get(q->mem);
+    req->mem = vqt_memref_ref(q->mem);
 
     /* No lock: only this thread increments, and vqt_stop reads after it let go. */
     __atomic_add_fetch(&q->inflight, 1, __ATOMIC_ACQ_REL);
@@ -386,16 +389,18 @@ static bool vqt_refresh_mem(struct vufsd_queue *q)
     pthread_mutex_lock(&q->lock);
     int ret = vqt_map_rings_locked(q, t);
     pthread_mutex_unlock(&q->lock);
-    struct vqt_memref *m = ret < 0 ? NULL : vqt_memref_new(t);
-    if (!m) {
-        if (ret < 0)
-            vmem_table_unref(t);
-        vdev_set_broken(q->dev, q->index,
-                        ret < 0 ? "ring no longer in guest memory" : "no memory for the new table",
-                        ret < 0 ? ret : -ENOMEM);
+    if (ret < 0) {
+        vmem_table_unref(t);
+        vdev_set_broken(q->dev, q->index, "ring no longer in guest memory", ret);
         return false;
     }
-    vqt_memref_put(q->mem); /* in-flight requests keep the old table until they complete */
+    struct vqt_memref *m;
+    ret = vqt_memref_new(t, &m);
+    if (ret < 0) {
+        vdev_set_broken(q->dev, q->index, "no memory for the new table", ret);
+        return false;
+    }
+    vqt_memref_unref(q->mem); /* in-flight requests keep the old table until they complete */
     q->mem = m;
     return true;
 }
@@ -838,10 +843,11 @@ int vqt_start(struct vufsd_queue *q)
         vlog_warn("queue %u: ring addresses are not in guest memory", q->index);
         return ret;
     }
-    struct vqt_memref *m = vqt_memref_new(t);
-    if (!m)
-        return -ENOMEM;
-    vqt_memref_put(q->mem);
+    struct vqt_memref *m;
+    ret = vqt_memref_new(t, &m);
+    if (ret < 0)
+        return ret;
+    vqt_memref_unref(q->mem);
     q->mem = m;
 
     if (!vdev_has_feature(dev, VU_F_PROTOCOL_FEATURES))
