@@ -138,7 +138,7 @@ struct bench_slot {
         } cr;
     } out;
     struct vfe_sg sg;
-    enum { SLOT_OP, SLOT_RELEASING, SLOT_FORGETTING, SLOT_UNLINKING } phase;
+    enum bench_phase { SLOT_OP, SLOT_RELEASING, SLOT_FORGETTING, SLOT_UNLINKING } phase;
     char name[64];
 };
 
@@ -288,49 +288,45 @@ static int submit_one(struct bench_worker *w, struct bench_slot *s)
     return r;
 }
 
-/* Closes what a CREATE opened, in the same slot. */
-static int submit_release(struct bench_worker *w, struct bench_slot *s)
+/* Submits the request a slot's CREATE leads to, s->op filled but for its flags'
+ * indirect bit and user: the next phase of the slot's life. */
+static int submit_phase(struct bench_worker *w, struct bench_slot *s, enum bench_phase phase)
 {
-    uint64_t nodeid = s->out.cr.e.nodeid;
-    s->in.rl = (struct fuse_release_in){ .fh = s->out.cr.o.fh, .flags = O_WRONLY };
-    s->op = (struct vfe_fuse_op){ .opcode = FUSE_RELEASE, .nodeid = nodeid, .arg = &s->in.rl,
-                                  .arg_len = sizeof(s->in.rl),
-                                  .flags = w->cfg->indirect ? VFE_OP_INDIRECT : 0, .user = s };
-    s->phase = SLOT_RELEASING;
+    if (w->cfg->indirect)
+        s->op.flags |= VFE_OP_INDIRECT;
+    s->op.user = s;
+    s->phase = phase;
     int r = vfe_fuse_submit(w->f, w->queue, &s->op);
     if (r == 0)
         w->in_flight++;
     return r;
 }
 
+/* Closes what a CREATE opened, in the same slot. */
+static int submit_release(struct bench_worker *w, struct bench_slot *s)
+{
+    s->in.rl = (struct fuse_release_in){ .fh = s->out.cr.o.fh, .flags = O_WRONLY };
+    s->op = (struct vfe_fuse_op){ .opcode = FUSE_RELEASE, .nodeid = s->out.cr.e.nodeid,
+                                  .arg = &s->in.rl, .arg_len = sizeof(s->in.rl) };
+    return submit_phase(w, s, SLOT_RELEASING);
+}
+
 /* Drops the lookup a CREATE made, after its RELEASE. */
 static int submit_forget(struct bench_worker *w, struct bench_slot *s)
 {
-    uint64_t nodeid = s->out.cr.e.nodeid;
     s->in.fg = (struct fuse_forget_in){ .nlookup = 1 };
-    s->op = (struct vfe_fuse_op){ .opcode = FUSE_FORGET, .nodeid = nodeid, .arg = &s->in.fg,
-                                  .arg_len = sizeof(s->in.fg),
-                                  .flags = VFE_OP_NO_REPLY |
-                                           (w->cfg->indirect ? VFE_OP_INDIRECT : 0),
-                                  .user = s };
-    s->phase = SLOT_FORGETTING;
-    int r = vfe_fuse_submit(w->f, w->queue, &s->op);
-    if (r == 0)
-        w->in_flight++;
-    return r;
+    s->op = (struct vfe_fuse_op){ .opcode = FUSE_FORGET, .nodeid = s->out.cr.e.nodeid,
+                                  .arg = &s->in.fg, .arg_len = sizeof(s->in.fg),
+                                  .flags = VFE_OP_NO_REPLY };
+    return submit_phase(w, s, SLOT_FORGETTING);
 }
 
 /* Removes the file a CREATE made, after its RELEASE: an op of the benchmark. */
 static int submit_unlink(struct bench_worker *w, struct bench_slot *s)
 {
     s->op = (struct vfe_fuse_op){ .opcode = FUSE_UNLINK, .nodeid = w->cfg->parent,
-                                  .name = s->name,
-                                  .flags = w->cfg->indirect ? VFE_OP_INDIRECT : 0, .user = s };
-    s->phase = SLOT_UNLINKING;
-    int r = vfe_fuse_submit(w->f, w->queue, &s->op);
-    if (r == 0)
-        w->in_flight++;
-    return r;
+                                  .name = s->name };
+    return submit_phase(w, s, SLOT_UNLINKING);
 }
 
 static void *worker_main(void *arg)
