@@ -103,6 +103,13 @@ static int parse_uint(const char *s, unsigned max, unsigned *out)
     return 0;
 }
 
+/* A count of something that must exist: 1 to max. */
+static int parse_count(const char *s, unsigned max, unsigned *out)
+{
+    int r = parse_uint(s, max, out);
+    return r == 0 && *out == 0 ? -ERANGE : r;
+}
+
 static void usage(FILE *to)
 {
     fprintf(to,
@@ -201,27 +208,19 @@ static int parse_args(int argc, char **argv, struct vb_opts *o)
         } else if (!strcmp(a, "--size")) {
             r = parse_size(v, &o->size);
         } else if (!strcmp(a, "--files")) {
-            r = parse_uint(v, 10000000, &o->files);
+            r = parse_count(v, 10000000, &o->files);
             files_set = true;
-            if (!r && !o->files)
-                r = -ERANGE;
         } else if (!strcmp(a, "--queues")) {
-            r = parse_uint(v, 64, &o->queues);
-            if (!r && !o->queues)
-                r = -ERANGE;
+            r = parse_count(v, 64, &o->queues);
         } else if (!strcmp(a, "--depth")) {
-            r = parse_uint(v, 1024, &o->depth);
-            if (!r && !o->depth)
-                r = -ERANGE;
+            r = parse_count(v, 1024, &o->depth);
         } else if (!strcmp(a, "--runtime")) {
             char *end;
             o->runtime_s = strtod(v, &end);
             if (*end || end == v || !(o->runtime_s > 0 && o->runtime_s <= 3600))
                 r = -EINVAL;
         } else if (!strcmp(a, "--repeat")) {
-            r = parse_uint(v, 1000, &o->repeat);
-            if (!r && !o->repeat)
-                r = -ERANGE;
+            r = parse_count(v, 1000, &o->repeat);
         } else if (!strcmp(a, "--halt-poll-us")) {
             r = parse_uint(v, 1000000, &o->halt_poll_us);
         } else if (!strcmp(a, "--read-pct")) {
