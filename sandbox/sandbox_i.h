@@ -85,6 +85,8 @@ int sb_seccomp_build_api(const struct sb_config *cfg, unsigned api_level, scmp_f
  * to exit with (128+signo if it was killed by a signal).
  */
 int sb_pidns_parent_wait(pid_t child);
+/* The same with a handover channel (chan -1: none) and what a handover runs. */
+int sb_keeper_wait(pid_t child, int chan, const struct sb_keeper *k);
 
 /* ---- Capabilities (caps.c) ----------------------------------------------------------- */
 

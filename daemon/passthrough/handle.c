@@ -179,6 +179,97 @@ int pt_handle_close(struct pt_fs *fs, uint64_t fh, uint64_t nodeid)
     return 0;
 }
 
+/* ---- Restore (state.c) --------------------------------------------------------------- */
+
+int pt_handle_restore(struct pt_fs *fs, uint32_t idx, uint32_t gen, struct pt_inode *ino, int fd,
+                      int flags, bool is_dir)
+{
+    struct pt_htab *t = &fs->htab;
+    struct pt_handle *h;
+
+    if (idx == 0 || idx >= PT_MAX_SLOTS)
+        return -EINVAL;
+    pthread_mutex_lock(&t->lock);
+    /* Every chunk up to idx, published as allocation does. */
+    for (uint32_t c = t->next_fresh >> PT_CHUNK_SHIFT; c <= idx >> PT_CHUNK_SHIFT; c++) {
+        if (atomic_load_explicit(&t->chunks[c], memory_order_relaxed))
+            continue;
+        struct pt_handle *chunk = calloc(PT_CHUNK_SIZE, sizeof(*chunk));
+        if (!chunk) {
+            pthread_mutex_unlock(&t->lock);
+            return -ENOMEM;
+        }
+        for (uint32_t k = 0; k < PT_CHUNK_SIZE; k++) {
+            chunk[k].fs = fs;
+            chunk[k].idx = (c << PT_CHUNK_SHIFT) | k;
+            chunk[k].fd = -1;
+            pthread_mutex_init(&chunk[k].lock, NULL);
+            atomic_init(&chunk[k].state, 0);
+        }
+        atomic_store_explicit(&t->chunks[c], chunk, memory_order_release);
+    }
+    if (idx >= t->next_fresh)
+        t->next_fresh = idx + 1;
+    h = pt_hslot(t, idx);
+    uint64_t s = atomic_load(&h->state);
+    pthread_mutex_unlock(&t->lock);
+    if (s & PT_H_REFMASK)
+        return -EEXIST;
+    h->fd = fd;
+    h->flags = flags;
+    h->is_dir = is_dir;
+    pt_inode_ref(ino);
+    pt_lock_handle_opened(ino);
+    h->ino = ino;
+    h->nodeid = pt_inode_nodeid(ino);
+    h->fnext = 0;
+    atomic_store_explicit(&h->state, ((uint64_t)gen << 32) | 1, memory_order_release);
+    atomic_fetch_add(&t->count, 1);
+    return 0;
+}
+
+void pt_htab_restore_finish(struct pt_fs *fs, uint32_t gen_floor)
+{
+    struct pt_htab *t = &fs->htab;
+
+    pthread_mutex_lock(&t->lock);
+    t->free_head = 0;
+    for (uint32_t idx = t->next_fresh; idx-- > 1;) {
+        struct pt_handle *h = pt_hslot(t, idx);
+        uint64_t s = atomic_load(&h->state);
+        if (s & PT_H_REFMASK)
+            continue;
+        if ((s >> 32) < gen_floor)
+            atomic_store(&h->state, (uint64_t)gen_floor << 32);
+        h->fnext = t->free_head;
+        t->free_head = idx;
+    }
+    pthread_mutex_unlock(&t->lock);
+}
+
+void pt_htab_image(struct pt_fs *fs, void (*fn)(void *ctx, const struct pt_handle *h), void *ctx,
+                   uint32_t *gen_floor)
+{
+    struct pt_htab *t = &fs->htab;
+    uint32_t n, floor = 0;
+
+    pthread_mutex_lock(&t->lock);
+    n = t->next_fresh;
+    pthread_mutex_unlock(&t->lock);
+    for (uint32_t idx = 1; idx < n; idx++) {
+        struct pt_handle *h = pt_hslot(t, idx);
+        if (!h)
+            continue;
+        uint64_t s = atomic_load(&h->state);
+        if ((uint32_t)(s >> 32) >= floor)
+            floor = (uint32_t)(s >> 32) + 1;
+        if ((s & PT_H_REFMASK) && !(s & PT_H_CLOSING))
+            fn(ctx, h);
+    }
+    if (gen_floor)
+        *gen_floor = floor;
+}
+
 void pt_htab_reset(struct pt_fs *fs)
 {
     struct pt_htab *t = &fs->htab;
