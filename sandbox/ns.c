@@ -195,7 +195,7 @@ static bool sb_keeper_read(struct sb_keeper_run *r)
  * and the new binary learns them from k->env_name ("BASE:N"). Returns only
  * when the exec failed.
  */
-static void sb_keeper_exec(struct sb_keeper_run *r, int sfd, const sigset_t *old)
+static void sb_keeper_exec(struct sb_keeper_run *r, int sfd, const sigset_t *mask)
 {
     int top = r->chan > sfd ? r->chan : sfd;
     for (unsigned i = 0; i < r->nfds; i++)
@@ -219,7 +219,8 @@ static void sb_keeper_exec(struct sb_keeper_run *r, int sfd, const sigset_t *old
     close(r->chan);
     r->chan = -1;
     close(sfd);
-    sigprocmask(SIG_SETMASK, old, NULL);
+    /* The new binary starts with the mask the daemon first started with. */
+    sigprocmask(SIG_SETMASK, mask, NULL);
     execv(r->k->exe, r->k->argv);
     int e = errno;
     char msg[256];
@@ -263,7 +264,7 @@ static bool sb_stopping(int sig)
     return false;
 }
 
-int sb_keeper_wait(pid_t child, int chan, const struct sb_keeper *k)
+int sb_keeper_wait(pid_t child, int chan, const struct sb_keeper *k, const sigset_t *exec_mask)
 {
     sigset_t set, old;
     sb_forwarded_set(&set);
@@ -288,7 +289,7 @@ int sb_keeper_wait(pid_t child, int chan, const struct sb_keeper *k)
         if (w == child && (WIFEXITED(status) || WIFSIGNALED(status))) {
             code = WIFEXITED(status) ? WEXITSTATUS(status) : 128 + WTERMSIG(status);
             if (r.armed && !r.stop && code == 0) {
-                sb_keeper_exec(&r, sfd, &old);
+                sb_keeper_exec(&r, sfd, exec_mask ? exec_mask : &old);
                 code = 1; /* the exec failed: the device is lost */
             }
             break;
@@ -323,7 +324,7 @@ int sb_keeper_wait(pid_t child, int chan, const struct sb_keeper *k)
 
 int sb_pidns_parent_wait(pid_t child)
 {
-    return sb_keeper_wait(child, -1, NULL);
+    return sb_keeper_wait(child, -1, NULL, NULL);
 }
 
 /* The fds a keeper handed this process (k->env_name), closed (the parent's copies). */
@@ -407,7 +408,7 @@ int sb_enter_keeper(const struct sb_keeper *k, int *chan_fd)
         close(sv[1]);
     sb_handover_close(k->env_name);
     /* _exit: the child owns every stdio buffer and atexit handler from here. */
-    _exit(sb_keeper_wait(pid, sv[0], k));
+    _exit(sb_keeper_wait(pid, sv[0], k, &old));
 }
 
 int sb_enter_pid_ns(void)

@@ -60,7 +60,10 @@ static struct pt_handle *pt_hslot_alloc_locked(struct pt_fs *fs)
         }
         atomic_store_explicit(&t->chunks[c], chunk, memory_order_release);
     }
-    return &chunk[t->next_fresh++ & (PT_CHUNK_SIZE - 1)];
+    h = &chunk[t->next_fresh++ & (PT_CHUNK_SIZE - 1)];
+    /* FREE and never used here: 0, or above what a previous process handed out. */
+    atomic_store(&h->state, (uint64_t)t->gen_base << 32);
+    return h;
 }
 
 int pt_handle_new(struct pt_fs *fs, struct pt_inode *ino, int fd, int flags, bool is_dir,
@@ -233,6 +236,8 @@ void pt_htab_restore_finish(struct pt_fs *fs, uint32_t gen_floor)
     struct pt_htab *t = &fs->htab;
 
     pthread_mutex_lock(&t->lock);
+    /* Never-used slots too: the old process may have used them. */
+    t->gen_base = gen_floor;
     t->free_head = 0;
     for (uint32_t idx = t->next_fresh; idx-- > 1;) {
         struct pt_handle *h = pt_hslot(t, idx);

@@ -141,7 +141,9 @@ static struct pt_inode *pt_slot_alloc_locked(struct pt_fs *fs)
         }
         t->chunks[c] = chunk;
     }
-    return &chunk[t->next_fresh++ & (PT_CHUNK_SIZE - 1)];
+    i = &chunk[t->next_fresh++ & (PT_CHUNK_SIZE - 1)];
+    i->gen = t->gen_base; /* 0, or above what a previous process handed out */
+    return i;
 }
 
 /* What a freed inode held, released outside the table lock. */
@@ -466,6 +468,8 @@ void pt_itab_restore_finish(struct pt_fs *fs, uint32_t gen_floor)
     struct pt_itab *t = &fs->itab;
 
     pthread_mutex_lock(&t->lock);
+    /* Never-used slots too: the old process may have used them. */
+    t->gen_base = gen_floor;
     t->free_head = 0;
     /* Highest first, so the lowest free index is reused first. */
     for (uint32_t idx = t->next_fresh; idx-- > 1;) {

@@ -204,6 +204,7 @@ struct pt_itab {
     size_t count;         /* LIVE inodes; protected by lock */
     uint32_t *buckets;    /* protected by lock */
     size_t nbuckets;      /* power of two; protected by lock */
+    uint32_t gen_base;    /* generation of never-used slots (a restore raises it); lock */
 };
 
 int pt_itab_init(struct pt_itab *t);
@@ -341,6 +342,7 @@ struct pt_htab {
     uint32_t next_fresh;                           /* protected by lock */
     uint32_t free_head;                            /* protected by lock */
     atomic_size_t count;
+    uint32_t gen_base; /* generation of never-used slots (a restore raises it); lock */
 };
 
 int pt_htab_init(struct pt_htab *t);
