@@ -255,7 +255,8 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
                 ret, err.msg, rep.inodes, rep.inodes_lost, rep.handles, rep.handles_lost,
                 rep.owners, rep.locks, rep.locks_lost);
 
-    {
+    struct vst_reader probe;
+    if (vst_section(&st, VST_SEC_FUSE, &probe, NULL) || vst_section(&st, VST_SEC_VHOST, &probe, NULL)) {
         /* The device part alone too: it does not depend on the filesystem's. */
         struct vdev_config dc = {
             .cfg = &fz_cfg,

@@ -617,6 +617,176 @@ static void test_restart_dax(void **state)
     finish(e);
 }
 
+/* ---- A device reset leaves nothing of the old session ------------------------------- */
+
+/* The serving process's fds on the shared directory (inodes, open files, lock
+ * owners) and the locks those open file descriptions hold (fdinfo "lock:"). */
+static void share_usage(struct env *e, pid_t pid, int *share_fds, int *locks)
+{
+    char path[64], lpath[320], target[512], line[256];
+    snprintf(path, sizeof(path), "/proc/%d/fd", pid);
+    DIR *d = opendir(path);
+    assert_non_null(d);
+    *share_fds = *locks = 0;
+    size_t dl = strlen(e->dir);
+    struct dirent *de;
+    while ((de = readdir(d))) {
+        if (de->d_name[0] == '.')
+            continue;
+        snprintf(lpath, sizeof(lpath), "%s/%s", path, de->d_name);
+        ssize_t n = readlink(lpath, target, sizeof(target) - 1);
+        target[n > 0 ? n : 0] = '\0';
+        if (strncmp(target, e->dir, dl) != 0 || (target[dl] != '\0' && target[dl] != '/'))
+            continue; /* not the share's (the pid file has its own flock) */
+        (*share_fds)++;
+        snprintf(lpath, sizeof(lpath), "/proc/%d/fdinfo/%s", pid, de->d_name);
+        FILE *f = fopen(lpath, "r");
+        while (f && fgets(line, sizeof(line), f))
+            *locks += strncmp(line, "lock:", 5) == 0;
+        if (f)
+            fclose(f);
+    }
+    closedir(d);
+}
+
+/* Lines of /proc/locks on the inode of the share's name. */
+static int proc_locks_on(struct env *e, const char *name)
+{
+    struct stat st;
+    assert_int_equal(stat(hpath(e, name), &st), 0);
+    char want[64], line[256];
+    snprintf(want, sizeof(want), ":%lu ", (unsigned long)st.st_ino);
+    FILE *f = fopen("/proc/locks", "r");
+    assert_non_null(f);
+    int n = 0;
+    while (fgets(line, sizeof(line), f))
+        n += strstr(line, want) != NULL;
+    fclose(f);
+    return n;
+}
+
+/* The window's slots in use and extents, from the daemon's statistics file
+ * (rewritten at once on SIGUSR1, sent to the keeper). */
+static void window_usage(struct env *e, pid_t keeper, const char *stats, long *slots,
+                         long *extents)
+{
+    unlink(stats);
+    assert_int_equal(kill(keeper, SIGUSR1), 0);
+    char *t = NULL;
+    for (int i = 0; i < 200; i++) {
+        free(t);
+        t = slurp(stats);
+        if (strstr(t, "\"extents\":"))
+            break;
+        usleep(20000);
+    }
+    const char *p = strstr(t, "\"slots_used\":"), *q = strstr(t, "\"extents\":");
+    assert_non_null(p);
+    assert_non_null(q);
+    *slots = strtol(p + 13, NULL, 10);
+    *extents = strtol(q + 10, NULL, 10);
+    free(t);
+}
+
+/*
+ * A driver reset (RESET_DEVICE, as QEMU sends on a guest reset) with open
+ * files, a directory, POSIX locks and a flock held, a SETLKW parked and DAX
+ * mappings live, on four queues; then the new driver's INIT. From the
+ * host's /proc: the serving process holds exactly the fds on the share it
+ * held with a fresh session, its open file descriptions no lock, /proc/locks
+ * nothing on the files, and the window no mapping.
+ */
+static void test_reset_leaves_nothing(void **state)
+{
+    struct env *e = prepare(NULL);
+    char stats[96], opts[256];
+    snprintf(stats, sizeof(stats), "%s-stats.json", e->dir);
+    snprintf(opts, sizeof(opts),
+             "--dax-window 16M --dax-policy always --stats-file %s --log-level debug", stats);
+    snprintf(e->cmd, sizeof(e->cmd), "%s --socket-path={socket} --shared-dir={dir} %s %s",
+             opt_vufsd, opt_extra, opts);
+    int hfd = open(hpath(e, "f"), O_RDWR | O_CREAT, 0644);
+    assert_true(hfd >= 0 && ftruncate(hfd, 4 * MiB) == 0);
+    close(hfd);
+    assert_int_equal(mkdir(hpath(e, "d"), 0755), 0);
+    attach(e, NULL, true);
+    pid_t keeper = vfe_conn_backend_pid(vfe_dev_conn(e->dev));
+    pid_t serving = serving_pid(keeper);
+    int base_fds, base_locks, fds, locks;
+    long slots, extents;
+    share_usage(e, serving, &base_fds, &base_locks);
+    assert_int_equal(base_locks, 0);
+
+    /* What a guest holds when it is reset: */
+    uint64_t f = lookup(e, FUSE_ROOT_ID, "f");
+    uint64_t fa = open_file(e, f, O_RDWR), fb = open_file(e, f, O_RDWR);
+    uint64_t fc = open_file(e, f, O_RDONLY);
+    uint64_t d = lookup(e, FUSE_ROOT_ID, "d");
+    struct fuse_open_out dout;
+    assert_int_equal(vfe_fuse_opendir(e->fuse, d, &dout), 0);
+    assert_int_equal(setlk(e, f, fa, 0xa, F_WRLCK, 0, 99), 0);
+    assert_int_equal(setlk(e, f, fa, 0xa, F_RDLCK, 1000, 1999), 0);
+    struct lk fl;
+    lk_prep(&fl, FUSE_SETLK, f, fc, 0xc, F_RDLCK, 0, 0);
+    fl.in.lk_flags = FUSE_LK_FLOCK;
+    assert_int_equal(vfe_fuse_call(e->fuse, MAINQ, &fl.op), 0);
+    struct lk waiter;
+    lk_prep(&waiter, FUSE_SETLKW, f, fb, 0xb, F_WRLCK, 0, 99);
+    assert_int_equal(vfe_fuse_submit(e->fuse, 3, &waiter.op), 0);
+    vfe_fuse_kick(e->fuse, 3);
+    assert_int_equal(vfe_fuse_setupmapping(e->fuse, f, ~0ull, 0, 2 * MiB,
+                                           FUSE_SETUPMAPPING_FLAG_READ, 0),
+                     0);
+    assert_int_equal(vfe_fuse_setupmapping(e->fuse, f, ~0ull, 2 * MiB, 2 * MiB,
+                                           FUSE_SETUPMAPPING_FLAG_READ |
+                                               FUSE_SETUPMAPPING_FLAG_WRITE,
+                                           6 * MiB),
+                     0);
+    usleep(200000);
+    /* The checks see what is held (so that seeing nothing later means something). */
+    share_usage(e, serving, &fds, &locks);
+    assert_true(fds >= base_fds + 6); /* the inodes, 4 handles, a lock owner */
+    assert_true(locks >= 3);          /* two POSIX ranges and the flock */
+    assert_true(proc_locks_on(e, "f") >= 3);
+    window_usage(e, keeper, stats, &slots, &extents);
+    assert_int_equal(slots, 2);
+    assert_int_equal(extents, 2);
+
+    /* The reset, as QEMU sends it; the VMM drops its window with it. */
+    assert_int_equal(vfe_dev_reset(e->dev), 0);
+    vfe_dax_reset(e->dax);
+    vfe_fuse_abandon_all(e->fuse, 3);
+    vfe_fuse_free(e->fuse);
+    e->fuse = NULL;
+    assert_int_equal(vfe_dev_start(e->dev), 0);
+    struct vfe_fuse_config nfc = {.depth = 8, .timeout_ms = 30000,
+                                  .init_flags = FUSE_POSIX_LOCKS | FUSE_MAP_ALIGNMENT |
+                                                FUSE_HAS_INODE_DAX | FUSE_MAX_PAGES};
+    assert_int_equal(vfe_fuse_new(e->dev, &nfc, &e->fuse), 0);
+    struct vfe_fuse_init_result init;
+    assert_int_equal(vfe_fuse_init(e->fuse, &init), 0);
+    vfe_fuse_set_queue(e->fuse, MAINQ);
+
+    share_usage(e, serving, &fds, &locks);
+    if (fds != base_fds)
+        fd_list(serving, "fds after the reset");
+    assert_int_equal(fds, base_fds);
+    assert_int_equal(locks, 0);
+    assert_int_equal(proc_locks_on(e, "f"), 0);
+    assert_true(host_can_lock(e, "f", 0, 0));
+    window_usage(e, keeper, stats, &slots, &extents);
+    assert_int_equal(slots, 0);
+    assert_int_equal(extents, 0);
+    /* The same serving process, and the new session works. */
+    assert_int_equal(serving_pid(keeper), serving);
+    uint64_t f2 = lookup(e, FUSE_ROOT_ID, "f");
+    uint64_t fh = open_file(e, f2, O_RDWR);
+    assert_int_equal(setlk(e, f2, fh, 0xa, F_WRLCK, 0, 99), 0);
+    assert_int_equal(vfe_fuse_release(e->fuse, f2, fh, 0), 0);
+    unlink(stats);
+    finish(e);
+}
+
 /* ---- --save-state / --restore-state with a reconnecting frontend --------------------- */
 
 static pid_t spawn_daemon(struct env *e, const char *sock, const char *opts)
@@ -726,6 +896,7 @@ int main(int argc, char **argv)
         cmocka_unit_test(test_upgrade_and_refusal),
         cmocka_unit_test(test_restart_dax),
         cmocka_unit_test(test_save_restore),
+        cmocka_unit_test(test_reset_leaves_nothing),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }
