@@ -18,6 +18,7 @@
 #include <glib.h>
 
 #include "log.h"
+#include "vu_msg.h"
 
 /* How often --stats-file is rewritten. */
 #define VDAX_STATS_PERIOD_MS 1000
@@ -55,33 +56,18 @@ static int vdax_send(struct vdax *x, uint32_t request, const void *payload, size
     return vdev_backend_request(dev, request, payload, size, fd, NULL);
 }
 
-/* One legacy message: up to 8 entries (the caller never passes more). */
-static int vdax_legacy_send(struct vdax *x, uint32_t request, const struct dax_legacy_entry *e,
-                            unsigned n, int fd)
-{
-    uint8_t buf[DAX_LEGACY_MSG_SIZE];
-    int taken = dax_wire_legacy_encode(buf, e, n);
-    if (taken < 0)
-        return taken;
-    if ((unsigned)taken != n)
-        return -EINVAL;
-    return vdax_send(x, request, buf, sizeof(buf), fd);
-}
-
-static int vdax_map_fd(struct vdax *x, int fd, uint64_t foffset, uint64_t moffset, uint64_t len,
+static int vdax_send_map(struct vdax *x, int fd, uint64_t foffset, uint64_t moffset, uint64_t len,
                        bool writable)
 {
     if (x->legacy) {
-        struct dax_legacy_entry e = {
-            .fd_offset = foffset, .c_offset = moffset, .len = len,
-            .flags = DAX_LEGACY_FLAG_R | (writable ? DAX_LEGACY_FLAG_W : 0)};
-        return vdax_legacy_send(x, DAX_VHOST_USER_SLAVE_FS_MAP, &e, 1, fd);
+        struct vu_fs_map m = {
+            .fd_offset[0] = foffset, .c_offset[0] = moffset, .len[0] = len,
+            .flags[0] = VU_FS_MAP_R | (writable ? VU_FS_MAP_W : 0)};
+        return vdax_send(x, VU_BACKEND_FS_MAP, &m, sizeof(m), fd);
     }
-    uint8_t buf[DAX_SHMEM_MSG_SIZE];
-    struct dax_shmem_msg m = {.shmid = 0, .fd_offset = foffset, .shm_offset = moffset,
-                              .len = len, .flags = writable ? DAX_SHMEM_FLAG_RW : 0};
-    dax_wire_shmem_encode(buf, &m);
-    return vdax_send(x, DAX_VHOST_USER_BACKEND_SHMEM_MAP, buf, sizeof(buf), fd);
+    struct vu_shmem_map m = {.shmid = 0, .fd_offset = foffset, .shm_offset = moffset, .len = len,
+                             .flags = writable ? VU_SHMEM_MAP_F_RW : 0};
+    return vdax_send(x, VU_BACKEND_SHMEM_MAP, &m, sizeof(m), fd);
 }
 
 /*
@@ -126,7 +112,7 @@ static int vdax_shmem_map_locked(struct vdax *x, int fd, uint64_t foffset, uint6
      * does not report mappings as regions either: nothing to wait for. */
     if (x->reports_regions == 0 && adds == 0)
         x->reports_regions = -1;
-    int ret = vdax_map_fd(x, fd, foffset, moffset, len, writable);
+    int ret = vdax_send_map(x, fd, foffset, moffset, len, writable);
     if (ret < 0 || x->reports_regions < 0)
         return ret;
     bool came = vdev_mem_wait_added(dev, adds, x->reports_regions ? VDAX_REGION_WAIT_MS
@@ -142,22 +128,17 @@ static int vdax_shmem_map_locked(struct vdax *x, int fd, uint64_t foffset, uint6
     return ret;
 }
 
-static int vdax_map(void *ctx, uint64_t key, uint64_t foffset, uint64_t moffset, uint64_t len,
+/* dax_ops.map: fd is the file the passthrough opened for the request (lent;
+ * the frontend takes its own reference with the message). */
+static int vdax_map(void *ctx, int fd, uint64_t foffset, uint64_t moffset, uint64_t len,
                     bool writable)
 {
     struct vdax *x = ctx;
-    int fd = pt_fs_dax_open(x->fs, key, writable);
-    if (fd < 0)
-        return fd;
-    int ret;
-    if (x->legacy) {
-        ret = vdax_map_fd(x, fd, foffset, moffset, len, writable);
-    } else {
-        pthread_mutex_lock(&x->map_lock);
-        ret = vdax_shmem_map_locked(x, fd, foffset, moffset, len, writable);
-        pthread_mutex_unlock(&x->map_lock);
-    }
-    close(fd); /* the frontend holds its own reference once it mapped */
+    if (x->legacy)
+        return vdax_send_map(x, fd, foffset, moffset, len, writable);
+    pthread_mutex_lock(&x->map_lock);
+    int ret = vdax_shmem_map_locked(x, fd, foffset, moffset, len, writable);
+    pthread_mutex_unlock(&x->map_lock);
     return ret;
 }
 
@@ -165,38 +146,35 @@ static int vdax_unmap(void *ctx, uint64_t moffset, uint64_t len)
 {
     struct vdax *x = ctx;
     if (x->legacy) {
-        struct dax_legacy_entry e = {.c_offset = moffset, .len = len};
-        return vdax_legacy_send(x, DAX_VHOST_USER_SLAVE_FS_UNMAP, &e, 1, -1);
+        struct vu_fs_map m = {.c_offset[0] = moffset, .len[0] = len};
+        return vdax_send(x, VU_BACKEND_FS_UNMAP, &m, sizeof(m), -1);
     }
-    uint8_t buf[DAX_SHMEM_MSG_SIZE];
-    struct dax_shmem_msg m = {.shm_offset = moffset, .len = len};
-    dax_wire_shmem_encode(buf, &m);
-    return vdax_send(x, DAX_VHOST_USER_BACKEND_SHMEM_UNMAP, buf, sizeof(buf), -1);
+    struct vu_shmem_map m = {.shm_offset = moffset, .len = len};
+    return vdax_send(x, VU_BACKEND_SHMEM_UNMAP, &m, sizeof(m), -1);
 }
 
 /* Legacy only: up to 8 unmaps in one message. */
 static int vdax_unmap_batch(void *ctx, const struct fuse_removemapping_one *r, unsigned n)
 {
-    struct dax_legacy_entry e[DAX_LEGACY_ENTRIES] = {0};
-    if (n > DAX_LEGACY_ENTRIES)
+    struct vu_fs_map m = {0};
+    if (n > VU_FS_MAP_ENTRIES)
         return -EINVAL;
-    for (unsigned i = 0; i < n; i++)
-        e[i] = (struct dax_legacy_entry){.c_offset = r[i].moffset, .len = r[i].len};
-    return vdax_legacy_send(ctx, DAX_VHOST_USER_SLAVE_FS_UNMAP, e, n, -1);
+    for (unsigned i = 0; i < n; i++) {
+        m.c_offset[i] = r[i].moffset;
+        m.len[i] = r[i].len;
+    }
+    return vdax_send(ctx, VU_BACKEND_FS_UNMAP, &m, sizeof(m), -1);
 }
 
-static const struct dax_ops vdax_shmem_ops = {
-    .map = vdax_map,
-    .unmap = vdax_unmap,
-};
+/* dax_ops.open: a survivor of a split, mapped again (the one case the window
+ * maps a file no request handed it). */
+static int vdax_open(void *ctx, uint64_t key, bool writable)
+{
+    struct vdax *x = ctx;
+    return pt_fs_dax_open(x->fs, key, writable);
+}
 
-static const struct dax_ops vdax_legacy_ops = {
-    .map = vdax_map,
-    .unmap = vdax_unmap,
-    .unmap_batch = vdax_unmap_batch,
-};
-
-/* pt_fs_set_dax's usable(): the attached frontend can take mapping requests. */
+/* dax_ops.usable: the attached frontend can take mapping requests. */
 static bool vdax_usable(void *ctx)
 {
     struct vdax *x = ctx;
@@ -204,20 +182,22 @@ static bool vdax_usable(void *ctx)
     return dev && vdev_can_map(dev, !x->legacy);
 }
 
-/* ---- Life cycle ----------------------------------------------------------------------- */
+static const struct dax_ops vdax_shmem_ops = {
+    .map = vdax_map,
+    .unmap = vdax_unmap,
+    .open = vdax_open,
+    .usable = vdax_usable,
+};
 
-static enum dax_policy vdax_policy(enum vufsd_dax_policy p)
-{
-    switch (p) {
-    case VUFSD_DAX_NEVER:
-        return DAX_POLICY_NEVER;
-    case VUFSD_DAX_ALWAYS:
-        return DAX_POLICY_ALWAYS;
-    case VUFSD_DAX_AUTO:
-    default:
-        return DAX_POLICY_AUTO;
-    }
-}
+static const struct dax_ops vdax_legacy_ops = {
+    .map = vdax_map,
+    .unmap = vdax_unmap,
+    .unmap_batch = vdax_unmap_batch,
+    .open = vdax_open,
+    .usable = vdax_usable,
+};
+
+/* ---- Life cycle ----------------------------------------------------------------------- */
 
 int vdax_new(const struct vufsd_config *cfg, struct pt_fs *fs, struct vdax **out)
 {
@@ -228,7 +208,7 @@ int vdax_new(const struct vufsd_config *cfg, struct pt_fs *fs, struct vdax **out
     struct dax_config dc = {
         .window_size = cfg->dax_window,
         .page_size = page > 0 ? (uint64_t)page : 4096,
-        .policy = vdax_policy(cfg->dax_policy),
+        .policy = cfg->dax_policy,
     };
     x->legacy = cfg->dax_protocol == VUFSD_DAX_PROTO_LEGACY;
     pthread_mutex_init(&x->map_lock, NULL);
@@ -242,10 +222,6 @@ int vdax_new(const struct vufsd_config *cfg, struct pt_fs *fs, struct vdax **out
         free(x);
         return ret;
     }
-    /* QEMU 11.1 mmaps every BACKEND_SHMEM_MAP range PROT_READ | PROT_WRITE,
-     * whatever its flags: a read-only fd fails there (EACCES) and the guest's
-     * read gets EIO. The legacy protocol's frontends map with the flags given. */
-    pt_fs_set_dax(fs, x->w, vdax_usable, x, !x->legacy);
     *out = x;
     return 0;
 }

@@ -106,6 +106,13 @@ static void vrs_dax_put(void *opaque, uint64_t key, uint64_t foffset, uint64_t m
     vst_put_u8(s->w, writable);
 }
 
+static uint64_t vrs_window_size(struct dax_window *dax)
+{
+    struct dax_window_stats st;
+    dax_window_get_stats(dax, &st);
+    return st.window_size;
+}
+
 static int vrs_save_dax(struct dax_window *dax, struct vst_writer *w)
 {
     struct vrs_dax_save s = {.w = w};
@@ -113,7 +120,7 @@ static int vrs_save_dax(struct dax_window *dax, struct vst_writer *w)
     if (ret < 0)
         return ret;
     vst_section_begin(w, VST_SEC_DAX, 1);
-    vst_put_u64(w, dax_window_size(dax));
+    vst_put_u64(w, vrs_window_size(dax));
     vst_put_u32(w, s.n);
     uint32_t counted = s.n;
     ret = dax_for_each_mapping(dax, vrs_dax_put, &s);
@@ -138,10 +145,10 @@ static int vrs_load_dax(const struct vrs_parts *p, const struct vst_state *st,
         return vst_fail(err, -EINVAL, "state: DAX section version %u unknown", ver);
     if (!vst_get_u64(&r, &size) || !vst_get_u32(&r, &n) || n > r.left / 33)
         return vst_fail(err, -EBADMSG, "state: DAX section malformed");
-    if (size != dax_window_size(p->dax))
+    if (size != vrs_window_size(p->dax))
         return vst_fail(err, -EINVAL, "state: a %llu-byte DAX window, this one has %llu",
                         (unsigned long long)size,
-                        (unsigned long long)dax_window_size(p->dax));
+                        (unsigned long long)vrs_window_size(p->dax));
     for (uint32_t k = 0; k < n; k++) {
         uint64_t key, foffset, moffset, len;
         bool writable;

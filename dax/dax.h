@@ -4,9 +4,9 @@
  *
  * Keeps the table of what the frontend has mapped into the DAX window (virtio
  * shared memory region 0), turns the guest's FUSE_SETUPMAPPING/REMOVEMAPPING into
- * exact map/unmap calls the frontend accepts, keeps recency and thrash statistics,
- * decides per file whether DAX pays (FUSE_ATTR_DAX), can place mappings itself with
- * LRU reclaim, and encodes the two frontend wire protocols.
+ * exact map/unmap calls the frontend accepts, keeps activity and thrash statistics,
+ * and decides per file whether DAX pays (FUSE_ATTR_DAX). Where mappings go is the
+ * guest's choice; the frontend's wire formats are the daemon's.
  *
  * It uses no other vufsd module and no glib. The frontend is reached only through
  * struct dax_ops, provided by the daemon (or by a unit test's fake frontend).
@@ -45,19 +45,26 @@ enum dax_policy {
 };
 
 /*
- * The frontend, as the daemon sees it. Called WITHOUT the window lock held, by the
- * thread that owns the slot being changed (see "Locking" in dax_i.h). Several
- * threads may be inside callbacks at once, but never for the same slot, and the
- * ranges passed never overlap a range another thread is working on.
+ * The frontend, as the daemon sees it. Called WITHOUT the window lock held.
  *
- * Every call is one operation the mainline frontend accepts: map never overlaps an
- * existing mapping; unmap covers exactly one whole earlier map. A callback returns 0
- * or -errno; on failure the manager assumes the frontend changed nothing.
- * Callbacks must not call into the same window.
+ * map, unmap and unmap_batch run on the thread that owns the slot being changed
+ * (see "Locking" in dax_i.h). Several threads may be inside them at once, but
+ * never for the same slot, and the ranges passed never overlap a range another
+ * thread is working on. Each is one operation the mainline frontend accepts: map
+ * never overlaps an existing mapping; unmap covers exactly one whole earlier map.
+ * They return 0 or -errno; on failure the manager assumes the frontend changed
+ * nothing. They must not call into the same window.
+ *
+ * open and usable run on a thread that owns no slot, and may call into the
+ * window (the daemon may drop an inode, which unmaps its mappings).
  */
 struct dax_ops {
-    /* Map len bytes of the file 'key' at foffset into the window at moffset. */
-    int (*map)(void *ctx, uint64_t key, uint64_t foffset, uint64_t moffset, uint64_t len,
+    /*
+     * Map len bytes of the open file fd at foffset into the window at moffset.
+     * fd is lent for the call: a frontend that keeps the mapping takes its own
+     * reference (vhost-user passes it with SCM_RIGHTS).
+     */
+    int (*map)(void *ctx, int fd, uint64_t foffset, uint64_t moffset, uint64_t len,
                bool writable);
     int (*unmap)(void *ctx, uint64_t moffset, uint64_t len);
     /*
@@ -65,6 +72,15 @@ struct dax_ops {
      * legacy protocol carries 8 per message). All or nothing. NULL: unmap() each.
      */
     int (*unmap_batch)(void *ctx, const struct fuse_removemapping_one *ranges, unsigned n);
+    /*
+     * Open file key again (read-write when writable), for the one case where the
+     * window maps a file no request handed it: the surviving piece of a mapping
+     * a request split. A new fd, which the window closes, or -errno (the survivor
+     * is then lost on both sides, as when its map fails).
+     */
+    int (*open)(void *ctx, uint64_t key, bool writable);
+    /* Optional: whether a frontend that can take mappings is there now. NULL: always. */
+    bool (*usable)(void *ctx);
 };
 
 #define DAX_UNMAP_BATCH 8u
@@ -88,10 +104,9 @@ int dax_window_new(const struct dax_config *cfg, const struct dax_ops *ops, void
 /* The caller guarantees no other thread uses the window. Calls no callback. */
 void dax_window_free(struct dax_window *w);
 
-uint64_t dax_window_size(const struct dax_window *w);
 /* log2 of the page size: FUSE_INIT's map_alignment (12 for 4 KiB pages). */
 unsigned dax_window_map_alignment(const struct dax_window *w);
-unsigned dax_window_nslots(const struct dax_window *w);
+enum dax_policy dax_window_policy(const struct dax_window *w);
 
 /*
  * Frontend reset, FUSE_DESTROY or disconnect: forget every mapping without calling
@@ -101,15 +116,30 @@ unsigned dax_window_nslots(const struct dax_window *w);
  */
 void dax_window_reset(struct dax_window *w);
 
+/*
+ * Whether the window can be used now: ops->usable says a frontend that can take
+ * mappings is connected. Without one, the daemon answers the mapping requests
+ * ENOSYS and offers no map_alignment at INIT.
+ */
+bool dax_window_usable(struct dax_window *w);
+
 /* ---- Validation of guest requests (pure, no lock) ------------------------------ */
 
+/* A FUSE_SETUPMAPPING that passed dax_setup_check(). */
+struct dax_setup {
+    uint64_t foffset, len, moffset;
+    bool writable;
+};
+
 /*
- * FUSE_SETUPMAPPING arguments: len > 0; moffset, len and foffset multiples of the
- * page size; [moffset, moffset + len) inside the window; foffset + len representable
- * as an off_t; flags only READ|WRITE (no flag = read-only). 0, -EINVAL, -EOVERFLOW.
+ * The guest's FUSE_SETUPMAPPING arguments, checked once, before anything else
+ * looks at them: len > 0; moffset, len and foffset multiples of the page size;
+ * [moffset, moffset + len) inside the window; foffset + len representable as an
+ * off_t; flags only READ|WRITE (no flag = read-only). 0 and *out, -EINVAL or
+ * -EOVERFLOW.
  */
-int dax_setup_check(const struct dax_window *w, uint64_t moffset, uint64_t len,
-                    uint64_t foffset, uint64_t flags);
+int dax_setup_check(const struct dax_window *w, const struct fuse_setupmapping_in *in,
+                    struct dax_setup *out);
 /*
  * FUSE_REMOVEMAPPING entries (already copied out of the guest buffer): count <=
  * DAX_REMOVE_MAX_ENTRIES and each entry aligned, non-empty and inside the window.
@@ -121,23 +151,25 @@ int dax_remove_check(const struct dax_window *w, const struct fuse_removemapping
 /* ---- The guest's requests ------------------------------------------------------- */
 
 /*
- * FUSE_SETUPMAPPING: after dax_setup_check(), make [moffset, moffset + len) of the
- * window show file 'key' from foffset. Whatever was mapped there before is unmapped
- * first (the read->write upgrade, a replacement); parts of old mappings outside the
- * range survive (re-mapped as their own extents). An identical existing mapping with
- * enough rights is a no-op. A range crossing 2 MiB slots is mapped one slot at a
- * time; slots done before an error stay done.
+ * FUSE_SETUPMAPPING req, checked by dax_setup_check(): make [moffset, moffset +
+ * len) of the window show file 'key' from foffset, mapping fd, the file as the
+ * daemon opened it for this request (lent for the call; read-write for a
+ * writable mapping). Whatever was mapped there before is unmapped first (the
+ * read->write upgrade, a replacement); parts of old mappings outside the range
+ * survive (re-mapped as their own extents, through ops->open). An identical
+ * existing mapping with enough rights is a no-op. A range crossing 2 MiB slots
+ * is mapped one slot at a time; slots done before an error stay done.
  * -ENOSPC: a slot would need more than DAX_SLOT_MAX_EXTENTS mappings (nothing done
  * in that slot). -ENOMEM, -ECONNRESET (reset meanwhile), or the callback's error.
  */
-int dax_setupmapping(struct dax_window *w, uint64_t key, uint64_t foffset, uint64_t len,
-                     uint64_t moffset, uint64_t flags);
+int dax_setupmapping(struct dax_window *w, uint64_t key, int fd, const struct dax_setup *req);
 
 /*
- * FUSE_REMOVEMAPPING: after dax_remove_check(), unmap every entry's range; mappings
- * partly covered are split (the whole old mapping is unmapped and the surviving
- * pieces mapped again). Removing unmapped space is not an error. Entries are done in
- * order; the first error stops. -ENOSPC as above (a split that does not fit).
+ * FUSE_REMOVEMAPPING: checks the entries (dax_remove_check()), then unmaps every
+ * entry's range; mappings partly covered are split (the whole old mapping is
+ * unmapped and the surviving pieces mapped again, through ops->open). Removing
+ * unmapped space is not an error. Entries are done in order; the first error
+ * stops. -ENOSPC as above (a split that does not fit).
  */
 int dax_removemapping(struct dax_window *w, const struct fuse_removemapping_one *e,
                       unsigned count);
@@ -150,21 +182,6 @@ int dax_remove_inode(struct dax_window *w, uint64_t key);
  * it still has mappings (call dax_remove_inode() first), -ENOENT when unknown.
  */
 int dax_inode_forget(struct dax_window *w, uint64_t key);
-
-/* ---- Placement by the manager (the emulated recency-aware guest) ------------- */
-
-/*
- * Find or make a whole-slot mapping of the 2 MiB range of 'key' containing foffset,
- * writable if asked (upgrading a read-only one). Takes a free slot, else reclaims
- * the least recently used unpinned slots, up to a batch at a time. The slot comes
- * back PINNED: *moffset is its window offset; call dax_unpin() when done with it.
- * -ENOSPC when every slot is pinned, or a callback error.
- */
-int dax_place(struct dax_window *w, uint64_t key, uint64_t foffset, bool writable,
-              uint64_t *moffset);
-/* Pins taken here or by dax_place() keep a mapped slot from reclaim. */
-int dax_pin(struct dax_window *w, uint64_t moffset);   /* -EINVAL, -ENOENT (not mapped) */
-int dax_unpin(struct dax_window *w, uint64_t moffset); /* -EINVAL (not pinned) */
 
 /* ---- Statistics ------------------------------------------------------------------- */
 
@@ -190,7 +207,7 @@ struct dax_window_stats {
     uint64_t slots_used;    /* occupancy: slots with at least one mapping or busy */
     uint64_t extents;
     uint64_t bytes_mapped;
-    uint64_t maps, upgrades, noops, unmaps, remaps, reclaims, ghost_hits;
+    uint64_t maps, upgrades, noops, unmaps, remaps, ghost_hits;
     uint64_t map_errors, unmap_errors;
     uint64_t map_lat_count, map_lat_sum_ns, map_lat_max_ns; /* around ops->map */
     uint64_t recent_maps, recent_ghost_hits;
@@ -201,7 +218,6 @@ struct dax_window_stats {
 };
 
 void dax_window_get_stats(struct dax_window *w, struct dax_window_stats *st);
-int dax_inode_get_stats(struct dax_window *w, uint64_t key, struct dax_inode_stats *st);
 
 /* One JSON object {"window": {...}, "inodes": [...]}, newline-terminated. 0/-errno. */
 int dax_stats_json(struct dax_window *w, FILE *f);
@@ -257,65 +273,5 @@ bool dax_policy_attr_dax(struct dax_window *w, uint64_t key, uint64_t file_size,
 const char *dax_policy_name(enum dax_policy p);
 /* "never" | "always" | "auto" -> 0 and *out, else -EINVAL. */
 int dax_policy_parse(const char *s, enum dax_policy *out);
-
-/* ---- Wire formats of the two frontend protocols (wire.c) ---------------------- */
-/*
- * All integers little-endian (vhost-user is little-endian). These encode payloads
- * only; the 12-byte vhost-user header, NEED_REPLY and the SCM_RIGHTS fd belong to
- * the daemon. Layouts are spelled out in docs/dax.md.
- */
-#define DAX_VHOST_USER_PROTOCOL_F_SHMEM 22u
-#define DAX_VHOST_USER_GET_SHMEM_CONFIG 44u       /* front -> back */
-#define DAX_VHOST_USER_BACKEND_SHMEM_MAP 9u       /* back -> front, fd attached */
-#define DAX_VHOST_USER_BACKEND_SHMEM_UNMAP 10u
-#define DAX_VHOST_USER_SLAVE_FS_MAP 6u            /* legacy, fd attached */
-#define DAX_VHOST_USER_SLAVE_FS_UNMAP 7u          /* legacy */
-
-#define DAX_SHMEM_MAX_REGIONS 256u
-#define DAX_SHMEM_CONFIG_SIZE (8u + 8u * DAX_SHMEM_MAX_REGIONS) /* 2056 */
-#define DAX_SHMEM_MSG_SIZE 40u
-#define DAX_SHMEM_FLAG_RW UINT64_C(1)
-
-#define DAX_LEGACY_ENTRIES 8u
-#define DAX_LEGACY_MSG_SIZE (4u * 8u * DAX_LEGACY_ENTRIES) /* 256 */
-#define DAX_LEGACY_FLAG_R UINT64_C(1)
-#define DAX_LEGACY_FLAG_W UINT64_C(2)
-#define DAX_LEGACY_UNMAP_ALL UINT64_MAX /* len of an UNMAP entry: the whole window */
-
-struct dax_shmem_msg {
-    uint8_t shmid;
-    uint64_t fd_offset;
-    uint64_t shm_offset;
-    uint64_t len;
-    uint64_t flags;
-};
-
-struct dax_legacy_entry {
-    uint64_t fd_offset;
-    uint64_t c_offset;  /* window offset */
-    uint64_t len;
-    uint64_t flags;     /* DAX_LEGACY_FLAG_* */
-};
-
-/* GET_SHMEM_CONFIG reply: nregions regions, sizes[i] for shmid i. -EINVAL if > 256. */
-int dax_wire_shmem_config_encode(uint8_t out[DAX_SHMEM_CONFIG_SIZE], const uint64_t *sizes,
-                                 unsigned nregions);
-void dax_wire_shmem_encode(uint8_t out[DAX_SHMEM_MSG_SIZE], const struct dax_shmem_msg *m);
-/* -EINVAL: short, padding not zero, or unknown flags. */
-int dax_wire_shmem_decode(const uint8_t *buf, size_t len, struct dax_shmem_msg *m);
-
-/*
- * Encode up to DAX_LEGACY_ENTRIES entries (unused slots zero, which the frontend
- * skips). Returns how many were taken (the caller sends the rest in the next
- * message), or -EINVAL for an entry with len 0 (it would be skipped silently) or
- * unknown flags.
- */
-int dax_wire_legacy_encode(uint8_t out[DAX_LEGACY_MSG_SIZE], const struct dax_legacy_entry *e,
-                           unsigned n);
-/* Decode the non-empty entries into e[8]; returns their count. -EINVAL: short. */
-int dax_wire_legacy_decode(const uint8_t *buf, size_t len,
-                           struct dax_legacy_entry e[DAX_LEGACY_ENTRIES]);
-/* A legacy frontend's 8-byte reply: 0 = success, anything else (often 1) = -EIO. */
-int dax_wire_legacy_reply(uint64_t value);
 
 #endif

@@ -1,20 +1,28 @@
 /* SPDX-License-Identifier: GPL-2.0-or-later */
 /*
- * The guest's SETUPMAPPING/REMOVEMAPPING, inode removal and placement with LRU
- * reclaim, as exact frontend map/unmap calls.
+ * The guest's SETUPMAPPING/REMOVEMAPPING and inode removal, as exact frontend
+ * map/unmap calls.
  *
  * Every change of a slot follows one pattern (see dax_i.h, "Locking"):
- *   1. under w->lock: wait until the slot is idle, plan the change, check it fits,
- *      claim the slot (MAPPING or UNMAPPING);
- *   2. for each frontend call: drop the lock, call, retake the lock, stop with
- *      -ECONNRESET if a reset happened meanwhile, else record the result in the
- *      table so the table always equals what the frontend holds;
+ *   1. under w->lock: wait until the slot is idle, plan the change, check it fits;
+ *      when the plan re-maps survivors of a split, make sure there is an fd for
+ *      each of their files first (ops->open, with the lock dropped and no slot
+ *      owned, then plan again);
+ *   2. claim the slot (MAPPING or UNMAPPING); for each frontend call: drop the
+ *      lock, call, retake the lock, stop with -ECONNRESET if a reset happened
+ *      meanwhile, else record the result in the table so the table always
+ *      equals what the frontend holds;
  *   3. release the slot (MAPPED or FREE) and wake waiters.
- * Plans never change another slot, so a thread owns at most one slot while it
- * waits, except reclaim, which claims only idle slots and never waits.
+ * Plans never change another slot, so a thread owns at most one slot, and
+ * never waits for another slot while it owns one.
+ *
+ * The new mapping's file comes as the caller's fd (the daemon opened it when it
+ * checked the caller's access); only a survivor of a split, which may belong to
+ * any file, is opened here.
  */
 #include <errno.h>
 #include <string.h>
+#include <unistd.h>
 
 #include "dax_i.h"
 
@@ -34,19 +42,37 @@ struct piece {
     uint32_t off, len;
     bool writable;
     unsigned victim;         /* survivors: index of the victim they come from */
+    int fd;                  /* the file, open; survivors: set when mapped */
+};
+
+/* What one slot change does: filled under the lock, applied without a break. */
+struct plan {
+    struct victim v[DAX_SLOT_MAX_EXTENTS];
+    struct piece surv[2 * DAX_SLOT_MAX_EXTENTS];
+    unsigned nv, ns;
+    bool upgrade;
+    uint64_t epoch;
+};
+
+/*
+ * The fds survivors are mapped again with, one per file and access, from
+ * ops->open. -errno where the open failed (such a survivor is lost, as when its
+ * map fails). Closed when the change is done.
+ */
+#define REOPEN_MAX (2 * DAX_SLOT_MAX_EXTENTS)
+struct reopen {
+    uint64_t key;
+    bool writable;
+    int fd;
+};
+struct reopens {
+    struct reopen e[REOPEN_MAX];
+    unsigned n;
 };
 
 static uint64_t slot_base(uint32_t s)
 {
     return (uint64_t)s << DAX_RANGE_SHIFT;
-}
-
-static void lru_touch_locked(struct dax_window *w, uint32_t s)
-{
-    if (w->slots[s].list == DAX_LIST_LRU && w->lru.head != s) {
-        dax_list_remove_locked(w, &w->lru, s);
-        dax_list_push_head_locked(w, &w->lru, s);
-    }
 }
 
 /*
@@ -113,10 +139,9 @@ static int map_piece_locked(struct dax_window *w, uint32_t s, const struct piece
     if (w->epoch != epoch)
         return -ECONNRESET;
     pthread_mutex_unlock(&w->lock);
-    t0 = dax_now_ns();
-    r = w->ops->map(w->ctx, p->ino->key, p->foffset, slot_base(s) + p->off, p->len,
-                    p->writable);
-    dt = dax_now_ns() - t0;
+    t0 = vufs_now_ns();
+    r = w->ops->map(w->ctx, p->fd, p->foffset, slot_base(s) + p->off, p->len, p->writable);
+    dt = vufs_now_ns() - t0;
     pthread_mutex_lock(&w->lock);
     if (w->epoch != epoch)
         return -ECONNRESET;
@@ -155,25 +180,30 @@ static void count_new_map_locked(struct dax_window *w, struct dax_inode *ino, ui
     dax_activity_locked(w);
 }
 
+/* ---- One slot's change ---------------------------------------------------------------- */
+
+static int *reopen_find(struct reopens *ro, uint64_t key, bool writable)
+{
+    for (unsigned i = 0; i < ro->n; i++)
+        if (ro->e[i].key == key && ro->e[i].writable == writable)
+            return &ro->e[i].fd;
+    return NULL;
+}
+
 /*
- * Make [off, off + len) of slot s show nw (or nothing when nw is NULL), keeping
- * the parts of old mappings outside the range. With pin, the slot is pinned on
- * success. Lock held on entry and exit.
+ * Plans making [off, off + len) of the idle slot s show nw (or nothing when nw
+ * is NULL), keeping the parts of old mappings outside the range as survivors.
+ * 1: nothing for the frontend to do (an identical mapping with enough rights, or
+ * nothing to remove); 0: pl is the plan; -ENOSPC: it would not fit the slot.
  */
-static int slot_change_locked(struct dax_window *w, uint32_t s, uint32_t off, uint32_t len,
-                              const struct piece *nw, bool pin)
+static int plan_locked(struct dax_window *w, uint32_t s, uint32_t off, uint32_t len,
+                       const struct piece *nw, struct plan *pl)
 {
     struct dax_slot *sl = &w->slots[s];
-    struct victim v[DAX_SLOT_MAX_EXTENTS];
-    struct piece surv[2 * DAX_SLOT_MAX_EXTENTS];
-    unsigned nv = 0, ns = 0, nunmapped = 0;
-    bool upgrade = false;
-    uint64_t epoch;
-    int r = 0;
 
-    dax_slot_wait_idle_locked(w, s);
-    epoch = w->epoch;
-
+    pl->nv = pl->ns = 0;
+    pl->upgrade = false;
+    pl->epoch = w->epoch;
     for (unsigned i = 0; i < DAX_SLOT_MAX_EXTENTS; i++) {
         const struct dax_extent *e = &sl->ext[i];
         bool same;
@@ -184,47 +214,81 @@ static int slot_change_locked(struct dax_window *w, uint32_t s, uint32_t off, ui
         same = nw && e->off == off && e->len == len && e->ino == nw->ino &&
                e->foffset == nw->foffset;
         if (same) {
-            if (e->writable || !nw->writable) {
-                /* Identical, rights suffice: nothing for the frontend to do. */
-                w->st.noops++;
-                lru_touch_locked(w, s);
-                if (pin)
-                    sl->pins++;
-                return 0;
-            }
-            upgrade = true;
+            if (e->writable || !nw->writable)
+                return 1; /* identical, rights suffice */
+            pl->upgrade = true;
         }
         lo = e->off > off ? e->off : off;
-        v[nv++] = (struct victim){
+        pl->v[pl->nv++] = (struct victim){
             .s = s, .i = i, .moffset = slot_base(s) + e->off, .len = e->len,
             .key = e->ino->key, .ridx = (e->foffset + (lo - e->off)) >> DAX_RANGE_SHIFT,
             .ghost = !same, /* an upgrade re-maps the same range: not a removal */
         };
         if (e->off < off)
-            surv[ns++] = (struct piece){ e->ino, e->foffset, e->off, off - e->off, e->writable,
-                                         nv - 1 };
+            pl->surv[pl->ns++] = (struct piece){ e->ino, e->foffset, e->off, off - e->off,
+                                                 e->writable, pl->nv - 1, -1 };
         if (e->off + e->len > off + len)
-            surv[ns++] = (struct piece){ e->ino, e->foffset + (off + len - e->off), off + len,
-                                         e->off + e->len - (off + len), e->writable, nv - 1 };
+            pl->surv[pl->ns++] = (struct piece){ e->ino, e->foffset + (off + len - e->off),
+                                                 off + len, e->off + e->len - (off + len),
+                                                 e->writable, pl->nv - 1, -1 };
     }
-    if (!nw && nv == 0)
-        return 0;
-    if (sl->nextents - nv + ns + (nw ? 1 : 0) > DAX_SLOT_MAX_EXTENTS)
+    if (!nw && pl->nv == 0)
+        return 1;
+    if (sl->nextents - pl->nv + pl->ns + (nw ? 1 : 0) > DAX_SLOT_MAX_EXTENTS)
         return -ENOSPC;
+    return 0;
+}
+
+/*
+ * Opens the files of the plan's survivors that have no fd yet: false when
+ * there were none. Drops the lock around ops->open; the caller owns no slot
+ * (ops->open may call back into the window) and must plan again.
+ */
+static bool reopen_survivors_locked(struct dax_window *w, const struct plan *pl,
+                                    struct reopens *ro)
+{
+    unsigned first = ro->n;
+
+    for (unsigned j = 0; j < pl->ns && ro->n < REOPEN_MAX; j++)
+        if (!reopen_find(ro, pl->surv[j].ino->key, pl->surv[j].writable))
+            ro->e[ro->n++] = (struct reopen){ pl->surv[j].ino->key, pl->surv[j].writable,
+                                              -ENOENT };
+    if (ro->n == first)
+        return false;
+    pthread_mutex_unlock(&w->lock);
+    for (unsigned i = first; i < ro->n; i++)
+        ro->e[i].fd = w->ops->open(w->ctx, ro->e[i].key, ro->e[i].writable);
+    pthread_mutex_lock(&w->lock);
+    return true;
+}
+
+/* Carries out a plan for slot s (see the pattern at the top). Lock held. */
+static int apply_locked(struct dax_window *w, uint32_t s, const struct piece *nw,
+                        struct plan *pl, struct reopens *ro)
+{
+    unsigned nunmapped = 0;
+    int r;
 
     dax_slot_set_state_locked(w, s, nw ? DAX_SLOT_MAPPING : DAX_SLOT_UNMAPPING);
     /* Survivors' inodes must outlive the unlocked calls even if their extents go. */
-    for (unsigned j = 0; j < ns; j++)
-        surv[j].ino->refs++;
+    for (unsigned j = 0; j < pl->ns; j++)
+        pl->surv[j].ino->refs++;
 
-    r = unmap_victims_locked(w, v, nv, epoch, &nunmapped);
+    r = unmap_victims_locked(w, pl->v, pl->nv, pl->epoch, &nunmapped);
     /* Survivors of the victims that did go come back, even if a later unmap failed. */
-    for (unsigned j = 0; j < ns && r != -ECONNRESET; j++) {
+    for (unsigned j = 0; j < pl->ns && r != -ECONNRESET; j++) {
+        struct piece *p = &pl->surv[j];
+        int *fd = reopen_find(ro, p->ino->key, p->writable);
         int rs;
 
-        if (surv[j].victim >= nunmapped)
+        if (p->victim >= nunmapped)
             continue;
-        rs = map_piece_locked(w, s, &surv[j], epoch);
+        if (!fd || *fd < 0) {
+            w->st.map_errors++; /* its file did not open again: lost, on both sides */
+            continue;
+        }
+        p->fd = *fd;
+        rs = map_piece_locked(w, s, p, pl->epoch);
         if (rs == -ECONNRESET)
             r = rs;
         else if (rs == 0)
@@ -232,28 +296,53 @@ static int slot_change_locked(struct dax_window *w, uint32_t s, uint32_t off, ui
         /* else: the survivor is lost; the table says so, as the frontend does. */
     }
     if (r == 0 && nw) {
-        r = map_piece_locked(w, s, nw, epoch);
-        if (r == 0) {
-            count_new_map_locked(w, nw->ino, nw->foffset, upgrade);
-            lru_touch_locked(w, s);
-            if (pin)
-                sl->pins++;
-        }
+        r = map_piece_locked(w, s, nw, pl->epoch);
+        if (r == 0)
+            count_new_map_locked(w, nw->ino, nw->foffset, pl->upgrade);
     }
-    for (unsigned j = 0; j < ns; j++)
-        surv[j].ino->refs--;
+    for (unsigned j = 0; j < pl->ns; j++)
+        pl->surv[j].ino->refs--;
     dax_slot_release_locked(w, s);
     return r;
 }
 
-int dax_setupmapping(struct dax_window *w, uint64_t key, uint64_t foffset, uint64_t len,
-                     uint64_t moffset, uint64_t flags)
+/*
+ * Make [off, off + len) of slot s show nw (or nothing when nw is NULL), keeping
+ * the parts of old mappings outside the range. Lock held on entry and exit.
+ */
+static int slot_change_locked(struct dax_window *w, uint32_t s, uint32_t off, uint32_t len,
+                              const struct piece *nw)
 {
-    struct dax_inode *ino;
-    int r = dax_setup_check(w, moffset, len, foffset, flags);
+    struct reopens ro = { .n = 0 };
+    struct plan pl;
+    int r;
 
-    if (r < 0)
-        return r;
+    for (;;) {
+        dax_slot_wait_idle_locked(w, s);
+        r = plan_locked(w, s, off, len, nw, &pl);
+        if (r != 0 || !reopen_survivors_locked(w, &pl, &ro))
+            break;
+        /* The lock was dropped: the slot may have changed. */
+    }
+    if (r == 1) {
+        if (nw)
+            w->st.noops++;
+        r = 0;
+    } else if (r == 0) {
+        r = apply_locked(w, s, nw, &pl, &ro);
+    }
+    for (unsigned i = 0; i < ro.n; i++)
+        if (ro.e[i].fd >= 0)
+            close(ro.e[i].fd);
+    return r;
+}
+
+int dax_setupmapping(struct dax_window *w, uint64_t key, int fd, const struct dax_setup *req)
+{
+    uint64_t foffset = req->foffset, len = req->len, moffset = req->moffset;
+    struct dax_inode *ino;
+    int r = 0;
+
     pthread_mutex_lock(&w->lock);
     ino = dax_inode_get_locked(w, key);
     if (!ino) {
@@ -265,9 +354,9 @@ int dax_setupmapping(struct dax_window *w, uint64_t key, uint64_t foffset, uint6
         uint32_t s = (uint32_t)(moffset >> DAX_RANGE_SHIFT);
         uint32_t off = (uint32_t)(moffset & (DAX_RANGE_SIZE - 1));
         uint32_t plen = (uint32_t)(len < DAX_RANGE_SIZE - off ? len : DAX_RANGE_SIZE - off);
-        struct piece p = { ino, foffset, off, plen, (flags & FUSE_SETUPMAPPING_FLAG_WRITE) != 0 };
+        struct piece p = { ino, foffset, off, plen, req->writable, 0, fd };
 
-        r = slot_change_locked(w, s, off, plen, &p, false);
+        r = slot_change_locked(w, s, off, plen, &p);
         moffset += plen;
         foffset += plen;
         len -= plen;
@@ -293,7 +382,7 @@ int dax_removemapping(struct dax_window *w, const struct fuse_removemapping_one 
             uint32_t off = (uint32_t)(moffset & (DAX_RANGE_SIZE - 1));
             uint32_t plen = (uint32_t)(len < DAX_RANGE_SIZE - off ? len : DAX_RANGE_SIZE - off);
 
-            r = slot_change_locked(w, s, off, plen, NULL, false);
+            r = slot_change_locked(w, s, off, plen, NULL);
             moffset += plen;
             len -= plen;
         }
@@ -347,136 +436,6 @@ int dax_remove_inode(struct dax_window *w, uint64_t key)
     }
     ino->refs--;
 out_unlock:
-    pthread_mutex_unlock(&w->lock);
-    return r;
-}
-
-/* ---- Placement ------------------------------------------------------------------------ */
-
-/* A free slot wholly inside the window (the last slot may be cut short). */
-static uint32_t free_full_slot_locked(struct dax_window *w)
-{
-    for (uint32_t s = w->free_list.head; s != DAX_NONE; s = w->slots[s].next)
-        if (slot_base(s) + DAX_RANGE_SIZE <= w->size)
-            return s;
-    return DAX_NONE;
-}
-
-static unsigned reclaim_batch(const struct dax_window *w)
-{
-    unsigned b = w->nslots / DAX_RECLAIM_BATCH_DIV;
-
-    return b < 1 ? 1 : b > DAX_RECLAIM_BATCH_MAX ? DAX_RECLAIM_BATCH_MAX : b;
-}
-
-/*
- * Unmap the least recently used idle, unpinned slots (a batch). 0 when some were
- * freed, -EAGAIN when all candidates are busy (wait and retry), -ENOSPC when every
- * mapped slot is pinned, or a callback error.
- */
-static int reclaim_locked(struct dax_window *w)
-{
-    struct victim v[DAX_RECLAIM_BATCH_MAX * DAX_SLOT_MAX_EXTENTS];
-    uint32_t claimed[DAX_RECLAIM_BATCH_MAX];
-    unsigned nc = 0, nv = 0, done = 0, want = reclaim_batch(w);
-    bool busy_seen = w->busy > 0;
-    uint64_t epoch = w->epoch;
-    int r;
-
-    for (uint32_t s = w->lru.tail; s != DAX_NONE && nc < want; s = w->slots[s].prev) {
-        struct dax_slot *sl = &w->slots[s];
-
-        if (dax_slot_busy(sl)) {
-            busy_seen = true;
-            continue;
-        }
-        if (sl->pins)
-            continue;
-        claimed[nc++] = s;
-        for (unsigned i = 0; i < DAX_SLOT_MAX_EXTENTS; i++)
-            if (sl->ext[i].ino)
-                v[nv++] = (struct victim){
-                    .s = s, .i = i, .moffset = slot_base(s) + sl->ext[i].off,
-                    .len = sl->ext[i].len, .key = sl->ext[i].ino->key,
-                    .ridx = sl->ext[i].foffset >> DAX_RANGE_SHIFT, .ghost = true,
-                };
-    }
-    if (nc == 0)
-        return busy_seen ? -EAGAIN : -ENOSPC;
-    for (unsigned j = 0; j < nc; j++)
-        dax_slot_set_state_locked(w, claimed[j], DAX_SLOT_UNMAPPING);
-    r = unmap_victims_locked(w, v, nv, epoch, &done);
-    if (r == 0)
-        w->st.reclaims += nc;
-    for (unsigned j = 0; j < nc; j++)
-        dax_slot_release_locked(w, claimed[j]);
-    return r;
-}
-
-static struct dax_extent *find_placed_locked(struct dax_window *w, struct dax_inode *ino,
-                                             uint64_t frange, uint32_t *slot)
-{
-    for (uint32_t id = ino->ext_head; id != DAX_NONE;) {
-        uint32_t s = id / DAX_SLOT_MAX_EXTENTS;
-        struct dax_extent *e = &w->slots[s].ext[id % DAX_SLOT_MAX_EXTENTS];
-
-        if (e->foffset == frange && e->off == 0 && e->len == DAX_RANGE_SIZE) {
-            *slot = s;
-            return e;
-        }
-        id = e->ino_next;
-    }
-    return NULL;
-}
-
-int dax_place(struct dax_window *w, uint64_t key, uint64_t foffset, bool writable,
-              uint64_t *moffset)
-{
-    uint64_t frange = foffset & ~(DAX_RANGE_SIZE - 1);
-    struct dax_inode *ino;
-    uint32_t s = DAX_NONE;
-    int r;
-
-    if (frange > (uint64_t)INT64_MAX - DAX_RANGE_SIZE)
-        return -EOVERFLOW;
-    pthread_mutex_lock(&w->lock);
-    ino = dax_inode_get_locked(w, key);
-    if (!ino) {
-        pthread_mutex_unlock(&w->lock);
-        return -ENOMEM;
-    }
-    ino->refs++;
-    for (;;) {
-        struct piece p = { ino, frange, 0, (uint32_t)DAX_RANGE_SIZE, writable };
-        struct dax_extent *e;
-
-        e = find_placed_locked(w, ino, frange, &s);
-        if (e && dax_slot_busy(&w->slots[s])) {
-            dax_slot_wait_idle_locked(w, s);
-            continue;
-        }
-        if (e) {
-            /* A hit, or the read->write upgrade in place. */
-            p.writable = writable || e->writable;
-            r = slot_change_locked(w, s, 0, (uint32_t)DAX_RANGE_SIZE, &p, true);
-            break;
-        }
-        s = free_full_slot_locked(w);
-        if (s != DAX_NONE) {
-            r = slot_change_locked(w, s, 0, (uint32_t)DAX_RANGE_SIZE, &p, true);
-            break;
-        }
-        r = reclaim_locked(w);
-        if (r == -EAGAIN) {
-            pthread_cond_wait(&w->cond, &w->lock);
-            continue;
-        }
-        if (r < 0)
-            break;
-    }
-    if (r == 0)
-        *moffset = slot_base(s);
-    ino->refs--;
     pthread_mutex_unlock(&w->lock);
     return r;
 }

@@ -36,6 +36,13 @@
 
 /* ---- vhost-user messages (msg.c) ------------------------------------------- */
 
+/*
+ * The frontend's own copy of the vhost-user ids, feature bits and layouts, on
+ * purpose: it is an independent peer of the daemon (whose copy is
+ * daemon/vu_msg.h) and shares no code with it, so that a misreading of the
+ * specification on either side shows as a failure against the other rather
+ * than agreeing with itself.
+ */
 enum vfe_vu_request {
     VFE_VU_GET_FEATURES = 1,
     VFE_VU_SET_FEATURES = 2,
@@ -744,9 +751,6 @@ int vfe_daxguest_open(struct vfe_daxguest *g, struct vfe_daxguest_fuse *df, unsi
 /* RELEASE and FORGET of a file opened with vfe_daxguest_open, after its eviction
  * (nodeid and fh as it had). */
 int vfe_daxguest_close(struct vfe_daxguest_fuse *df, unsigned q, uint64_t nodeid, uint64_t fh);
-
-/* Monotonic nanoseconds (latency timestamps). */
-uint64_t vfe_now_ns(void);
 
 /* ---- Benchmark loop (bench.c) -------------------------------------------------- */
 

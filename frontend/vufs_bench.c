@@ -44,6 +44,7 @@
 
 #include "bench_vb.h"
 #include "vfe.h"
+#include "vufs_util.h"
 
 #define VB_DEFAULT_META_FILES 10000u
 
@@ -114,7 +115,10 @@ static void usage(FILE *to)
         "--backend host (no command): pread/pwrite on the host files directly.\n"
         "With --dax-window the runs go through an emulated guest DAX client; every\n"
         "combination of the DAX lists is run, interleaved; {dax_window} and {dax_policy}\n"
-        "in a backend command are replaced by the variant's window (bytes) and policy.\n"
+        "in a backend command are replaced by the variant's window (bytes) and policy,\n"
+        "{stats_file} by a file the backend leaves its window statistics in (vufsd's\n"
+        "--stats-file): the report adds the backend's map call latency from it to the\n"
+        "guest's SETUPMAPPING round trip.\n"
         "--halt-poll-us: how long the guest side looks for a completion's notification\n"
         "before it sleeps, as a halted vCPU does under KVM (its halt_poll_ns, 200 us on\n"
         "x86); default 200, 0 sleeps at once.\n");
@@ -432,7 +436,7 @@ static void *progress_main(void *arg)
         gint64 until = g_get_monotonic_time() + G_TIME_SPAN_SECOND;
         g_cond_wait_until(&p->cond, &p->lock, until);
         if (!p->stop && p->tty && p->t0)
-            fprintf(stderr, "\r%s %.0f s ", p->label, (double)(vfe_now_ns() - p->t0) / 1e9);
+            fprintf(stderr, "\r%s %.0f s ", p->label, (double)(vufs_now_ns() - p->t0) / 1e9);
     }
     g_mutex_unlock(&p->lock);
     return NULL;
@@ -442,7 +446,7 @@ static void progress_set(struct vb_progress *p, const char *label)
 {
     g_mutex_lock(&p->lock);
     g_strlcpy(p->label, label, sizeof(p->label));
-    p->t0 = vfe_now_ns();
+    p->t0 = vufs_now_ns();
     if (p->tty)
         fprintf(stderr, "\r\033[K%s", label);
     g_mutex_unlock(&p->lock);

@@ -826,11 +826,11 @@ static int pt_load_inode(struct pt_load *L, struct pt_irec *r)
     im.dev = makedev(st.stx_dev_major, st.stx_dev_minor);
     im.ino = st.stx_ino;
     im.mnt_id = st.stx_mnt_id;
-    if (fs->handles != VUFSD_HANDLES_NEVER &&
+    if (fs->handles != PT_HANDLES_NEVER &&
         pt_fh_make(fs, fd, r->type, st.stx_mnt_id, &im.fh, &im.mnt) == 0) {
         close(fd);
         fd = -1;
-    } else if (fs->handles == VUFSD_HANDLES_MANDATORY) {
+    } else if (fs->handles == PT_HANDLES_MANDATORY) {
         close(fd);
         L->rep->inodes_lost++;
         return 0;
@@ -1224,7 +1224,10 @@ int pt_state_load(struct pt_fs *fs, const struct vst_state *st, struct vst_fds *
     int ret;
 
     memset(rep, 0, sizeof(*rep));
-    if (pt_fs_inode_count(fs) != 1 || atomic_load(&fs->htab.count) != 0)
+    pthread_mutex_lock(&fs->itab.lock);
+    size_t known = fs->itab.count;
+    pthread_mutex_unlock(&fs->itab.lock);
+    if (known != 1 || atomic_load(&fs->htab.count) != 0)
         return vst_fail(err, -EBUSY, "state: the filesystem is in use already");
     if (!fds) {
         /* For handles whose path has gone: the share's mount, and the root as

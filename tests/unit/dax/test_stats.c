@@ -47,12 +47,12 @@ static void traffic(struct fx *f)
 {
     struct fuse_removemapping_one e = { 0, 2 * MiB };
 
-    assert_int_equal(dax_setupmapping(f->w, 10, 0, 2 * MiB, 0, RD), 0);
-    assert_int_equal(dax_setupmapping(f->w, 10, 0, 2 * MiB, 0, RW), 0);   /* upgrade */
-    assert_int_equal(dax_setupmapping(f->w, 10, 0, 2 * MiB, 0, RD), 0);   /* noop */
+    assert_int_equal(fake_setup(&f->fe, f->w, 10, 0, 2 * MiB, 0, RD), 0);
+    assert_int_equal(fake_setup(&f->fe, f->w, 10, 0, 2 * MiB, 0, RW), 0);   /* upgrade */
+    assert_int_equal(fake_setup(&f->fe, f->w, 10, 0, 2 * MiB, 0, RD), 0);   /* noop */
     assert_int_equal(dax_removemapping(f->w, &e, 1), 0);
-    assert_int_equal(dax_setupmapping(f->w, 10, 0, 2 * MiB, 2 * MiB, RD), 0); /* ghost */
-    assert_int_equal(dax_setupmapping(f->w, 11, 4 * MiB, 4 * MiB, 4 * MiB, RW), 0);
+    assert_int_equal(fake_setup(&f->fe, f->w, 10, 0, 2 * MiB, 2 * MiB, RD), 0); /* ghost */
+    assert_int_equal(fake_setup(&f->fe, f->w, 11, 4 * MiB, 4 * MiB, 4 * MiB, RW), 0);
     assert_true(dax_policy_attr_dax(f->w, 11, 4 * MiB, true));
 }
 
@@ -79,17 +79,17 @@ static void test_counters(void **state)
     assert_true(st.map_lat_max_ns <= st.map_lat_sum_ns);
     assert_int_equal(st.inodes, 2);
     assert_int_equal(st.admitted_bytes, 4 * MiB);
-    assert_int_equal(dax_inode_get_stats(f.w, 10, &is), 0);
+    assert_int_equal(fake_inode_stats(f.w, 10, &is), 0);
     assert_int_equal(is.maps, 2);
     assert_int_equal(is.upgrades, 1);
     assert_int_equal(is.unmaps, 1);
     assert_int_equal(is.ghost_hits, 1);
     assert_int_equal(is.recent_ghost_hits, 1);
     assert_int_equal(is.bytes_mapped, 2 * MiB);
-    assert_int_equal(dax_inode_get_stats(f.w, 11, &is), 0);
+    assert_int_equal(fake_inode_stats(f.w, 11, &is), 0);
     assert_int_equal(is.extents, 2);
     assert_true(is.dax);
-    assert_int_equal(dax_inode_get_stats(f.w, 12, &is), -ENOENT);
+    assert_int_equal(fake_inode_stats(f.w, 12, &is), -ENOENT);
     fx_free(&f);
 }
 

@@ -489,7 +489,7 @@ static void test_no_escape(void **state)
     struct fuse_attr_out ao;
     for (uint32_t idx = 2; idx <= 8; idx++)
         assert_int_equal(getattr(u, idx, &ao), -ESTALE);
-    assert_int_equal(pt_fs_inode_count(u->fs), 1);
+    assert_int_equal(pt_t_inode_count(u->fs), 1);
     unlink(outside);
     vst_writer_free(&w);
     pt_t_down(u);
@@ -503,7 +503,7 @@ static void expect_refused(struct pt_t *u, struct vst_writer *w, const char *why
     if (ret >= 0 || !strstr(err.msg, why))
         fail_msg("load: %d '%s', expected a refusal saying '%s'", ret, err.msg, why);
     /* Nothing of a refused state is kept. */
-    assert_int_equal(pt_fs_inode_count(u->fs), 1);
+    assert_int_equal(pt_t_inode_count(u->fs), 1);
     vst_writer_free(w);
 }
 
@@ -602,7 +602,7 @@ static void test_fd_mismatch(void **state)
     struct vst_err err = {""};
     assert_true(load(u, &w, &recv, &rep, &err) < 0);
     assert_non_null(strstr(err.msg, "another object"));
-    assert_int_equal(pt_fs_inode_count(u->fs), 1);
+    assert_int_equal(pt_t_inode_count(u->fs), 1);
     vst_fds_free(&recv);
     vst_writer_free(&w);
     pt_t_down(u);
