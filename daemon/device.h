@@ -186,6 +186,9 @@ struct vufsd_dev {
 struct vufsd_dev *vdev_new(const struct vdev_config *c, int *err);
 /* Stops every queue (waiting for in-flight requests), closes all fds, resets the fs. */
 void vdev_free(struct vufsd_dev *dev);
+/* Stops every queue as vdev_free does (parked requests answered EINTR), keeping
+ * the fs and the session: what they hold can still be saved. */
+void vdev_stop(struct vufsd_dev *dev);
 /* NEW -> OWNED (SET_OWNER; repeated SET_OWNER is tolerated); false: back to NEW. */
 void vdev_set_owned(struct vufsd_dev *dev, bool owned);
 /* RESET_OWNER / RESET_DEVICE: queues stopped and reset, fs reset; stays OWNED with

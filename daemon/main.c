@@ -271,8 +271,11 @@ static struct vrs_parts vmain_parts(const struct vmain_ctx *ctx, struct vufsd_de
 
 /*
  * --save-state: the FUSE session and the filesystem, without fds, into the
- * file. The device is quiesced meanwhile (a consistent picture; the guest
- * waits a moment) and, with resume, serves on afterwards.
+ * file. With resume (SIGUSR2) the device is quiesced meanwhile (a consistent
+ * picture; the guest waits a moment; a parked SETLKW is taken back and parks
+ * again after) and serves on. Without (a stop) the queues stop for good
+ * first, so no request is left unanswered outside the file: a parked SETLKW
+ * is answered EINTR, as on any stop.
  */
 static void vmain_save_file(struct vmain_ctx *ctx, struct vufsd_dev *dev, int conn, bool resume)
 {
@@ -281,8 +284,10 @@ static void vmain_save_file(struct vmain_ctx *ctx, struct vufsd_dev *dev, int co
 
     if (ctx->save_dir_fd < 0)
         return;
-    if (dev)
+    if (dev && resume)
         ret = vdev_quiesce(dev);
+    else if (dev)
+        vdev_stop(dev);
     vst_writer_init(&w);
     struct vrs_parts p = vmain_parts(ctx, dev, conn);
     if (ret == 0)

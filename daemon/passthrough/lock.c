@@ -25,7 +25,7 @@
  * At most PT_MAX_WAITERS requests wait; one more gets ENOLCK.
  *
  * Waiter life: PARKED --granted/failed/cancelled--> DETACHED (off the list,
- * under pt_locks.lock) --reply sent, handle put--> freed.
+ * under pt_locks.lock) --handle put, reply sent--> freed.
  */
 #include <fcntl.h>
 #include <stdlib.h>
@@ -329,10 +329,12 @@ static int pt_lock_try(struct pt_waiter *w)
     return -errno;
 }
 
+/* The handle goes first: a client that sees the reply and closes its last
+ * handle at once finds the inode's lock descriptions closed with it. */
 static void pt_waiter_finish(struct pt_waiter *w, int err)
 {
-    fll_reply_err(w->r, err);
     pt_handle_put(w->h);
+    fll_reply_err(w->r, err);
     free(w);
 }
 

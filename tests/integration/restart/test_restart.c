@@ -836,11 +836,24 @@ static void test_save_restore(void **state)
     uint64_t fh = open_file(e, g, O_RDWR);
     assert_int_equal(setlk(e, g, fh, 0xc, F_WRLCK, 0, 3), 0);
     assert_false(host_can_lock(e, "g", 0, 4));
+    /* Another owner waits for that lock. */
+    uint64_t fh2 = open_file(e, g, O_RDWR);
+    struct lk waiter;
+    lk_prep(&waiter, FUSE_SETLKW, g, fh2, 0xd, F_WRLCK, 0, 3);
+    assert_int_equal(vfe_fuse_submit(e->fuse, MAINQ, &waiter.op), 0);
+    vfe_fuse_kick(e->fuse, MAINQ);
+    assert_int_equal(getattr(e, g), 0); /* served after the SETLKW: it is parked */
+    assert_false(waiter.op.done);
 
-    /* The daemon stops (an operator, or before a host update): it saves. */
+    /* The daemon stops (an operator, or before a host update): it saves. The
+     * waiter is answered (EINTR), not left in the ring outside the file. */
     assert_int_equal(kill(d1, SIGTERM), 0);
     assert_int_equal(wait_exit(d1), 0);
     wait_log(e, "state saved to", 10);
+    struct vfe_fuse_op *done[1];
+    assert_int_equal(vfe_fuse_reap(e->fuse, MAINQ, done, 1, 5000), 1);
+    assert_ptr_equal(done[0], &waiter.op);
+    assert_int_equal(waiter.op.error, -EINTR);
     /* The lock went with the process; nobody took it meanwhile. */
     assert_true(host_can_lock(e, "g", 0, 4));
 
@@ -858,7 +871,11 @@ static void test_save_restore(void **state)
     assert_int_equal(setlk(e, g, fh, 0xc, F_UNLCK, 0, 3), 0);
     assert_true(host_can_lock(e, "g", 0, 4));
     assert_int_equal(lookup(e, FUSE_ROOT_ID, "g"), g);
-    wait_log(e, "--restore-state: 1 node id(s), 1 open file(s), 1 lock owner(s) restored", 5);
+    wait_log(e, "--restore-state: 1 node id(s), 2 open file(s), 2 lock owner(s) restored", 5);
+    /* The waiter asks again (a guest's fcntl would fail or be restarted). */
+    assert_int_equal(setlk(e, g, fh2, 0xd, F_WRLCK, 0, 3), 0);
+    assert_int_equal(setlk(e, g, fh2, 0xd, F_UNLCK, 0, 3), 0);
+    assert_int_equal(vfe_fuse_release(e->fuse, g, fh2, 0), 0);
     assert_int_equal(vfe_fuse_release(e->fuse, g, fh, 0), 0);
     vfe_fuse_free(e->fuse);
     e->fuse = NULL;
