@@ -677,6 +677,16 @@ int vopt_parse(int argc, char **argv, struct vufsd_config *cfg, enum vopt_action
     GOptionEntry entries[G_N_ELEMENTS(vopt_entries)];
     g_autoptr(GError) err = NULL;
     g_autoptr(GOptionContext) ctx = g_option_context_new("- vhost-user virtio-fs daemon");
+    g_option_context_set_description(
+        ctx, "Signals (to the pid in SOCKET.pid, which forwards them):\n"
+             "  SIGTERM, SIGINT  stop: finish the requests in flight, exit 0\n"
+             "  SIGHUP           restart, or upgrade to the binary now at vufsd's path, under a\n"
+             "                   running guest: the VMM keeps its connection; node ids, open\n"
+             "                   files, locks and DAX mappings stay (see vufsd(1))\n"
+             "  SIGUSR1          log the DAX window statistics\n"
+             "  SIGUSR2          write --save-state's file now\n"
+             "With --restore-state, objects that cannot be found again answer ESTALE, and\n"
+             "open files whose lock another process took meanwhile answer EIO until closed.\n");
 
     memcpy(entries, vopt_entries, sizeof(entries));
     for (size_t i = 0; entries[i].long_name; i++) {

@@ -122,12 +122,10 @@ static int vrs_save_dax(struct dax_window *dax, struct vst_writer *w)
     vst_section_begin(w, VST_SEC_DAX, 1);
     vst_put_u64(w, vrs_window_size(dax));
     vst_put_u32(w, s.n);
-    uint32_t counted = s.n;
     ret = dax_for_each_mapping(dax, vrs_dax_put, &s);
     /* The device is quiesced: nothing maps between the two passes. */
     if (ret == 0 && s.n != 0)
         ret = -EAGAIN;
-    (void)counted;
     vst_section_end(w);
     return ret;
 }

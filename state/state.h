@@ -76,7 +76,7 @@ enum vst_section {
     VST_SEC_LAST_ = VST_SEC_LISTENER,
 };
 
-/* The parts a state may hold (restart.c: vstate_save/vstate_load). */
+/* The parts a state may hold (daemon/restart.c: vrs_save/vrs_load). */
 enum {
     VST_PART_FUSE = 1u << 0,     /* VST_SEC_FUSE */
     VST_PART_FS = 1u << 1,       /* VST_SEC_FS .. VST_SEC_FS_LOCKS */
