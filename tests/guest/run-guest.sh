@@ -311,6 +311,7 @@ done
 printf '%q ' "${qemu[@]}" > "$rundir/qemu.cmd"
 setsid "${qemu[@]}" > "$rundir/qemu.log" 2>&1 < /dev/null &
 qemu_pid=$!
+echo "$qemu_pid" > "$rundir/qemu.pid" # for a wrapper that must end the run early
 log "guest started: $stack (qemu pid $qemu_pid, backend pid $backend_pid${dev_pids[*]:+, device backends ${dev_pids[*]}}, logs $rundir)"
 if [ $live = 1 ]; then
     : >> "$rundir/output.log"
