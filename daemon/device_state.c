@@ -22,6 +22,7 @@
 #include <errno.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/stat.h>
 #include <unistd.h>
 
 #include "log.h"
@@ -185,6 +186,21 @@ static int vdev_load_regions(struct vufsd_dev *dev, struct vst_reader *r, struct
         if (vdev_take(fds, fdi, &fd) < 0 || fd < 0) {
             vmem_table_unref(t);
             return vst_fail(err, -EBADF, "state: memory region %u: fd %u missing", i, fdi);
+        }
+        /*
+         * The size is the state's word, not the frontend's: a region past the
+         * end of its file would fault (SIGBUS) on the first access, the ring
+         * indices read when the queue starts. (A DAX range whose file the host
+         * truncated since is refused too: the VMM would fault on it as well.)
+         */
+        struct stat st;
+        if (fstat(fd, &st) == 0 && S_ISREG(st.st_mode) &&
+            (d.mmap_offset > (uint64_t)st.st_size ||
+             d.size > (uint64_t)st.st_size - d.mmap_offset)) {
+            close(fd);
+            vmem_table_unref(t);
+            return vst_fail(err, -EINVAL, "state: memory region %u lies past the end of its fd",
+                            i);
         }
         int ret = vmem_table_add(t, &d, fd); /* the same checks as SET_MEM_TABLE */
         close(fd);
