@@ -118,6 +118,11 @@ static void vdev_stop_all(struct vufsd_dev *dev)
         dax_window_reset(dev->c.dax);
 }
 
+void vdev_stop(struct vufsd_dev *dev)
+{
+    vdev_stop_all(dev);
+}
+
 void vdev_reset(struct vufsd_dev *dev)
 {
     vdev_stop_all(dev);

@@ -124,6 +124,12 @@ struct vufsd_queue {
     struct vqt_req **req_cache; /* completed requests kept for reuse (queue.c) */
     unsigned req_cached;
     bool kick_watched;     /* kick_fd is in the thread's ep_fd */
+    /* Heads popped before a restart and not answered (parked SETLKWs): the
+     * thread runs them again before anything else (vdev_quiesce, vdev_state_load).
+     * Written by the message thread while the queue is IDLE. */
+    uint16_t *resume;
+    unsigned nresume;
+    bool was_running;      /* quiesced while RUNNING: vdev_resume starts it again */
 
     pthread_mutex_t lock;
     /* Protected by lock: the used side of ring (used_idx, signalled_*), and: */
@@ -175,6 +181,9 @@ struct vdev_config {
     /* Completes every request the fs parked (a SETLKW waiting for its lock) with
      * EINTR, from the calling thread (pt_fs_cancel_waits); NULL if it never parks. */
     void (*fs_cancel_waits)(void *fs);
+    /* A restart: takes every request the fs parked off its wait unanswered,
+     * handing each to fn (pt_fs_detach_waits); NULL if it never parks. */
+    void (*fs_detach_waits)(void *fs, void (*fn)(void *ctx, struct fll_req *r), void *ctx);
     /* The DAX window, or NULL. Cleared without frontend calls when the device is
      * reset or the frontend leaves (the frontend drops its mappings itself),
      * after the queues stopped and before the fs hears of it. */
@@ -225,6 +234,9 @@ struct vufsd_dev {
 struct vufsd_dev *vdev_new(const struct vdev_config *c, int *err);
 /* Stops every queue (waiting for in-flight requests), closes all fds, resets the fs. */
 void vdev_free(struct vufsd_dev *dev);
+/* Stops every queue as vdev_free does (parked requests answered EINTR), keeping
+ * the fs and the session: what they hold can still be saved. */
+void vdev_stop(struct vufsd_dev *dev);
 /* NEW -> OWNED (SET_OWNER; repeated SET_OWNER is tolerated); false: back to NEW. */
 void vdev_set_owned(struct vufsd_dev *dev, bool owned);
 /* RESET_OWNER / RESET_DEVICE: queues stopped and reset, fs reset; stays OWNED with
@@ -264,6 +276,42 @@ int vdev_recv_all(int fd, void *buf, size_t len);
 int vdev_backend_request(struct vufsd_dev *dev, uint32_t request, const void *payload, size_t size,
                          int fd, uint64_t *reply);
 
+/* ---- device_state.c: restart and the vhost-user part of a saved state ---------------- */
+
+struct vst_writer;
+struct vst_state;
+struct vst_fds;
+struct vst_err;
+
+/*
+ * A restart: every RUNNING queue stops without the frontend asking (its
+ * thread joined, in-flight requests completed; the requests the fs parked
+ * are taken back unanswered and their heads kept in q->resume), keeping its
+ * configuration and eventfds. The device is then still, and its state can be
+ * saved. Message thread only. 0, or -ENOMEM before anything stopped.
+ */
+int vdev_quiesce(struct vufsd_dev *dev);
+/* Starts again the queues vdev_quiesce stopped (a restart that did not happen);
+ * each first runs the requests in q->resume. */
+void vdev_resume(struct vufsd_dev *dev);
+/*
+ * VST_SEC_VHOST: ownership, virtio and protocol features, status, the memory
+ * table, every configured queue (size, ring addresses, position, enable,
+ * eventfds, the heads to run again), the backend channel and conn_fd (the
+ * frontend's connection), the fds added to fds. After vdev_quiesce.
+ */
+int vdev_state_save(struct vufsd_dev *dev, int conn_fd, struct vst_writer *w, struct vst_fds *fds);
+/*
+ * Loads it into a new device (vdev_new, nothing received yet) and starts the
+ * queues that were running: after this the device serves as the old one did.
+ * Untrusted: features within what vufsd offers, every region validated as
+ * SET_MEM_TABLE's, queue indices, sizes, alignment and ring addresses as the
+ * vring messages', heads below the ring size and not repeated, fds present
+ * once. *conn_fd gets the frontend's connection. 0 or -errno with err.
+ */
+int vdev_state_load(struct vufsd_dev *dev, const struct vst_state *st, struct vst_fds *fds,
+                    int *conn_fd, struct vst_err *err);
+
 /* ---- queue.c ----------------------------------------------------------------------- */
 
 void vqt_init(struct vufsd_queue *q, struct vufsd_dev *dev, unsigned index);
@@ -278,6 +326,15 @@ int vqt_start(struct vufsd_queue *q);
  * (fs_cancel_waits, again while a worker may still park one) and waits for its
  * in-flight requests. */
 void vqt_stop(struct vufsd_queue *q);
+/* A restart: stops a RUNNING queue keeping its kick fd; the heads of requests
+ * the fs gives back (vqt_detached) join q->resume. Returns with q IDLE. */
+void vqt_quiesce_begin(struct vufsd_queue *q);
+/* For fs_detach_waits: the request goes back unanswered (its head to resume). */
+void vqt_detached(void *ctx, struct fll_req *r);
+/* Waits up to timeout_ns for the queue's in-flight requests; true when none is left. */
+bool vqt_wait_drained(struct vufsd_queue *q, long timeout_ns);
+/* After the drain: the queue is IDLE at its last avail index. */
+void vqt_quiesce_end(struct vufsd_queue *q);
 /* Wakes the queue's thread (enable flag changed, new memory table). */
 void vqt_wake(struct vufsd_queue *q);
 /* Hands a RUNNING queue's thread the new memory table t (takes the caller's
