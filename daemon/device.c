@@ -102,6 +102,7 @@ void vdev_reset(struct vufsd_dev *dev)
      */
     dev->features = 0;
     dev->status = 0;
+    vdev_log_apply(dev); /* VHOST_F_LOG_ALL went with the features; the log stays mapped */
     vdev_clear_broken(dev);
     fll_session_shutdown(dev->se); /* no request runs: every queue is stopped */
     if (dev->c.fs_reset)
@@ -121,11 +122,35 @@ void vdev_free(struct vufsd_dev *dev)
     if (dev->c.fs_reset)
         dev->c.fs_reset(dev->c.fs);
     vdev_set_backend_fd(dev, -1);
+    vmem_log_free(dev->log); /* no queue holds it: every queue is destroyed */
     vmem_table_unref(dev->mem);
     pthread_mutex_destroy(&dev->mem_lock);
     pthread_cond_destroy(&dev->mem_added);
     pthread_mutex_destroy(&dev->backend_lock);
     free(dev);
+}
+
+void vdev_log_apply(struct vufsd_dev *dev)
+{
+    struct vmem_log *l = vdev_has_feature(dev, VU_F_LOG_ALL) ? dev->log : NULL;
+
+    for (unsigned i = 0; i < VDEV_MAX_QUEUES; i++) {
+        struct vufsd_queue *q = &dev->q[i];
+        pthread_mutex_lock(&q->lock);
+        q->log = l;
+        q->log_used = l && (q->addr_flags & VU_VRING_F_LOG);
+        q->log_used_gpa = q->log_gpa;
+        pthread_mutex_unlock(&q->lock);
+    }
+}
+
+void vdev_set_log(struct vufsd_dev *dev, struct vmem_log *l)
+{
+    struct vmem_log *old = dev->log;
+
+    dev->log = l;
+    vdev_log_apply(dev); /* no queue points at old after this */
+    vmem_log_free(old);
 }
 
 void vdev_set_owned(struct vufsd_dev *dev, bool owned)

@@ -96,6 +96,8 @@ struct vufsd_queue {
     unsigned num; /* 0 = not set */
     bool addr_set;
     uint64_t desc_uva, avail_uva, used_uva;
+    uint32_t addr_flags; /* SET_VRING_ADDR's flags: VU_VRING_F_LOG */
+    uint64_t log_gpa;    /* SET_VRING_ADDR's log_guest_addr: where the used ring is logged */
     uint16_t base; /* SET_VRING_BASE; last_avail_idx when stopped */
     int kick_fd;   /* owned */
     int err_fd;    /* owned; written when the ring breaks */
@@ -128,6 +130,11 @@ struct vufsd_queue {
     int call_fd;            /* owned; -1 = no notifications */
     bool notify_pending;    /* a completion inside the thread's batch deferred its signal */
     pthread_cond_t drained; /* inflight dropped to 0 */
+    /* Dirty page logging (vdev_log_apply): the device's log while VHOST_F_LOG_ALL
+     * is acked, else NULL; completions mark what they wrote in it. */
+    struct vmem_log *log;
+    bool log_used;          /* and the used ring's writes, at log_used_gpa */
+    uint64_t log_used_gpa;
 };
 
 /* What main hands the device. */
@@ -157,6 +164,7 @@ struct vufsd_dev {
     uint8_t status;             /* SET_STATUS */
     uint64_t unknown_logged;    /* bitmap: unknown request ids already logged */
     bool unknown_big_logged;
+    struct vmem_log *log;       /* SET_LOG_BASE's dirty page log, or NULL */
 
     int broken; /* atomic: 0 or 1 */
 
@@ -198,6 +206,16 @@ bool vdev_mem_wait_added(struct vufsd_dev *dev, unsigned since, int timeout_ms);
 void vdev_set_broken(struct vufsd_dev *dev, unsigned queue, const char *why, int err);
 bool vdev_is_broken(const struct vufsd_dev *dev);
 void vdev_clear_broken(struct vufsd_dev *dev);
+/*
+ * Dirty page logging: hands every queue the device's log while VHOST_F_LOG_ALL
+ * is acked (NULL otherwise) and its used-ring logging address, under each
+ * queue's lock, so no completion writes to a log after this returns unless it
+ * is the current one. Message thread.
+ */
+void vdev_log_apply(struct vufsd_dev *dev);
+/* SET_LOG_BASE: makes l the device's log (takes it) and frees the old one once no
+ * queue can reach it. */
+void vdev_set_log(struct vufsd_dev *dev, struct vmem_log *l);
 /* Replaces the backend request channel fd (takes fd; -1 closes it). */
 void vdev_set_backend_fd(struct vufsd_dev *dev, int fd);
 /* Whether a DAX window can be mapped through this frontend: the backend channel

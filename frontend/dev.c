@@ -10,6 +10,8 @@
 #include <assert.h>
 #include <errno.h>
 #include <string.h>
+#include <sys/mman.h>
+#include <unistd.h>
 
 #include <glib.h>
 
@@ -35,6 +37,11 @@ struct vfe_dev {
     uint64_t protocol;
     uint64_t backend_queues;
     uint64_t acked;      /* the last SET_FEATURES value */
+    /* Dirty page log (vfe_dev_log_start): a memfd of log_size bytes, mapped. */
+    int log_fd;
+    uint8_t *log;
+    uint64_t log_size;
+    bool logging;
 };
 
 #define assert_dev_state(d, s) assert((d)->state == (s))
@@ -82,6 +89,7 @@ int vfe_dev_connect(const struct vfe_dev_config *cfg, struct vfe_dev **out)
 {
     struct vfe_dev *d = g_new0(struct vfe_dev, 1);
     d->state = VFE_DEV_NEW;
+    d->log_fd = -1;
     d->cfg = *cfg;
     d->nqueues = 1 + (cfg->request_queues ? cfg->request_queues : 1);
     if (!d->cfg.queue_size)
@@ -293,8 +301,125 @@ int vfe_dev_close_status(struct vfe_dev *d, int *status, bool *on_its_own)
             vfe_vq_free(d->vqs[i]);
     g_free(d->vqs);
     vfe_mem_free(d->mem);
+    if (d->log)
+        munmap(d->log, d->log_size);
+    if (d->log_fd >= 0)
+        close(d->log_fd);
     g_free(d);
     return r;
+}
+
+/* ---- Dirty page logging ------------------------------------------------------ */
+
+#define VFE_LOG_PAGE 4096u
+
+int vfe_dev_log_base_raw(struct vfe_dev *d, int fd, uint64_t size, uint64_t offset,
+                         uint64_t *answer)
+{
+    struct vfe_msg m, rep;
+    vfe_msg_init(&m, VFE_VU_SET_LOG_BASE, 0);
+    memcpy(m.payload.raw, &size, sizeof(size));
+    memcpy(m.payload.raw + 8, &offset, sizeof(offset));
+    m.size = 16;
+    int r = vfe_conn_call(d->conn, &m, &fd, 1, &rep);
+    if (r < 0)
+        return r;
+    *answer = rep.payload.u64;
+    return 0;
+}
+
+/* SET_VRING_ADDR on every ring with the logging flag set or cleared (QEMU's
+ * vhost_dev_set_log does the same on a running device). */
+static int set_rings_log(struct vfe_dev *d, bool on)
+{
+    for (unsigned i = 0; i < d->nqueues; i++) {
+        struct vfe_vu_addr a;
+        uint64_t desc, avail, used;
+        vfe_vq_addr(d->vqs[i], &a);
+        vfe_vq_gpas(d->vqs[i], &desc, &avail, &used);
+        a.flags = on ? VFE_VU_VRING_F_LOG : 0;
+        a.log_guest_addr = used;
+        struct vfe_msg m;
+        vfe_msg_init(&m, VFE_VU_SET_VRING_ADDR, 0);
+        vfe_msg_set_addr(&m, &a);
+        int r = vfe_conn_call(d->conn, &m, NULL, 0, NULL);
+        if (r < 0)
+            return r;
+    }
+    return 0;
+}
+
+int vfe_dev_log_start(struct vfe_dev *d)
+{
+    assert_dev_state(d, VFE_DEV_RUNNING);
+    if (!(d->offered & (1ull << VFE_F_LOG_ALL)) || !(d->protocol & (1ull << VFE_VU_PF_LOG_SHMFD)))
+        return -EOPNOTSUPP;
+    if (!d->log) {
+        /* One bit per page up to the end of the highest region. */
+        uint64_t end = 0;
+        for (unsigned i = 0; i < vfe_mem_nregions(d->mem); i++) {
+            struct vfe_vu_region r;
+            vfe_mem_region(d->mem, i, &r);
+            if (r.guest_phys_addr + r.memory_size > end)
+                end = r.guest_phys_addr + r.memory_size;
+        }
+        uint64_t pages = (end + VFE_LOG_PAGE - 1) / VFE_LOG_PAGE;
+        d->log_size = (pages + 7) / 8;
+        d->log_fd = memfd_create("vfe-log", MFD_CLOEXEC);
+        if (d->log_fd < 0)
+            return -errno;
+        if (ftruncate(d->log_fd, (off_t)d->log_size) < 0)
+            return -errno;
+        void *p = mmap(NULL, d->log_size, PROT_READ | PROT_WRITE, MAP_SHARED, d->log_fd, 0);
+        if (p == MAP_FAILED)
+            return -errno;
+        d->log = p;
+    }
+    uint64_t answer;
+    int r = vfe_dev_log_base_raw(d, d->log_fd, d->log_size, 0, &answer);
+    if (r < 0)
+        return r;
+    if (answer != 0)
+        return -EIO;
+    r = vfe_conn_set_u64(d->conn, VFE_VU_SET_FEATURES, d->acked | (1ull << VFE_F_LOG_ALL));
+    if (r < 0)
+        return r;
+    d->acked |= 1ull << VFE_F_LOG_ALL;
+    d->logging = true;
+    return set_rings_log(d, true);
+}
+
+int vfe_dev_log_stop(struct vfe_dev *d)
+{
+    assert_dev_state(d, VFE_DEV_RUNNING);
+    d->acked &= ~(1ull << VFE_F_LOG_ALL);
+    d->logging = false;
+    int r = vfe_conn_set_u64(d->conn, VFE_VU_SET_FEATURES, d->acked);
+    if (r < 0)
+        return r;
+    return set_rings_log(d, false);
+}
+
+bool vfe_dev_log_test(const struct vfe_dev *d, uint64_t gpa)
+{
+    uint64_t page = gpa / VFE_LOG_PAGE;
+    if (!d->log || page / 8 >= d->log_size)
+        return false;
+    return (__atomic_load_n(&d->log[page / 8], __ATOMIC_ACQUIRE) >> (page % 8)) & 1;
+}
+
+uint64_t vfe_dev_log_count(const struct vfe_dev *d)
+{
+    uint64_t n = 0;
+    for (uint64_t i = 0; d->log && i < d->log_size; i++)
+        n += (uint64_t)__builtin_popcount(__atomic_load_n(&d->log[i], __ATOMIC_ACQUIRE));
+    return n;
+}
+
+void vfe_dev_log_clear(struct vfe_dev *d)
+{
+    for (uint64_t i = 0; d->log && i < d->log_size; i++)
+        __atomic_store_n(&d->log[i], 0, __ATOMIC_RELEASE);
 }
 
 struct vfe_conn *vfe_dev_conn(struct vfe_dev *d)
