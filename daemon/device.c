@@ -42,6 +42,7 @@ struct vufsd_dev *vdev_new(const struct vdev_config *c, int *err)
     }
     for (unsigned i = 0; i < VDEV_MAX_QUEUES; i++)
         vqt_init(&dev->q[i], dev, i);
+    vmig_init(&dev->mig);
 
     struct fll_session_config sc = {
         .ops = c->ops,
@@ -70,6 +71,7 @@ free_session:
 free_queues:
     for (unsigned i = 0; i < VDEV_MAX_QUEUES; i++)
         vqt_destroy(&dev->q[i]);
+    vmig_destroy(&dev->mig);
     vmem_table_unref(dev->mem);
 free_dev:
     pthread_mutex_destroy(&dev->mem_lock);
@@ -90,6 +92,7 @@ static void vdev_stop_all(struct vufsd_dev *dev)
 
 void vdev_reset(struct vufsd_dev *dev)
 {
+    vmig_abort(&dev->mig);
     vdev_stop_all(dev);
     for (unsigned i = 0; i < VDEV_MAX_QUEUES; i++)
         vqt_reset(&dev->q[i]);
@@ -113,6 +116,7 @@ void vdev_free(struct vufsd_dev *dev)
 {
     if (!dev)
         return;
+    vmig_destroy(&dev->mig);
     vdev_stop_all(dev);
     vpool_free(dev->pool); /* idle by now: every queue drained */
     for (unsigned i = 0; i < VDEV_MAX_QUEUES; i++)

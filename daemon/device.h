@@ -146,10 +146,42 @@ struct vdev_config {
     /* Completes every request the fs parked (a SETLKW waiting for its lock) with
      * EINTR, from the calling thread (pt_fs_cancel_waits); NULL if it never parks. */
     void (*fs_cancel_waits)(void *fs);
+    /*
+     * Live migration (migration.c): state_save makes the state of what the guest
+     * holds, without fds (malloc'd into *buf, *len bytes), with every queue
+     * stopped; state_load loads such bytes, untrusted, into the device before
+     * its queues first start. Both NULL: the device offers no migration
+     * (VHOST_USER_PROTOCOL_F_DEVICE_STATE is not offered). 0 or -errno.
+     */
+    int (*state_save)(struct vufsd_dev *dev, uint8_t **buf, size_t *len);
+    int (*state_load)(struct vufsd_dev *dev, const uint8_t *buf, size_t len);
+    void *state_ctx; /* for the two above */
     /* The DAX window, or NULL. Cleared without frontend calls when the device is
      * reset or the frontend leaves (the frontend drops its mappings itself),
      * after the queues stopped and before the fs hears of it. */
     struct dax_window *dax;
+};
+
+/* Largest device state accepted from a frontend (the saved state's own bound). */
+#define VMIG_MAX_STATE ((size_t)1 << 30)
+/* How long CHECK_DEVICE_STATE waits for the transfer thread before it cancels:
+ * QEMU sends it only after it has read or written the whole pipe. */
+#define VMIG_CHECK_WAIT_MS 10000
+
+/* A device state transfer in progress (migration.c has its diagram). */
+struct vmig {
+    enum { VMIG_NONE, VMIG_SAVE, VMIG_LOAD } dir; /* message thread */
+    int fd;          /* the frontend's pipe end; the thread closes it */
+    int cancel_fd;   /* eventfd: the thread gives up */
+    uint8_t *buf;    /* SAVE: the state; LOAD: what was read so far */
+    size_t len, cap, max; /* max: VMIG_MAX_STATE (tests lower it) */
+    int check_wait_ms;    /* VMIG_CHECK_WAIT_MS (tests lower it) */
+    pthread_t thread;
+    bool thread_started;
+    pthread_mutex_t lock;
+    pthread_cond_t cond; /* with lock: done became true */
+    bool done;       /* protected by lock */
+    int result;      /* protected by lock: the thread's 0 or -errno */
 };
 
 struct vufsd_dev {
@@ -165,6 +197,7 @@ struct vufsd_dev {
     uint64_t unknown_logged;    /* bitmap: unknown request ids already logged */
     bool unknown_big_logged;
     struct vmem_log *log;       /* SET_LOG_BASE's dirty page log, or NULL */
+    struct vmig mig;            /* SET_DEVICE_STATE_FD's transfer */
 
     int broken; /* atomic: 0 or 1 */
 
@@ -233,6 +266,24 @@ int vdev_recv_all(int fd, void *buf, size_t len);
  */
 int vdev_backend_request(struct vufsd_dev *dev, uint32_t request, const void *payload, size_t size,
                          int fd, uint64_t *reply);
+
+/* ---- migration.c: the device state transfer ------------------------------------------ */
+
+void vmig_init(struct vmig *m);
+void vmig_destroy(struct vmig *m);
+/* Cancels a transfer in progress (a reset, a new SET_DEVICE_STATE_FD). */
+void vmig_abort(struct vmig *m);
+/* Whether the device can save and load its state (state_save and state_load set). */
+bool vmig_supported(const struct vufsd_dev *dev);
+/*
+ * SET_DEVICE_STATE_FD: direction VU_STATE_DIR_*, phase VU_STATE_PHASE_STOPPED
+ * (the only one), fd a pipe or socket end open the right way. Every queue must
+ * be stopped. Saving makes the state now. Takes fd on success (0); on failure
+ * (-EINVAL, -EBUSY, -EBADF, -EOPNOTSUPP, the save's error) the caller keeps it.
+ */
+int vmig_set_fd(struct vufsd_dev *dev, uint32_t direction, uint32_t phase, int fd);
+/* CHECK_DEVICE_STATE: the transfer's result; loading, the state's (state_load). */
+int vmig_check(struct vufsd_dev *dev);
 
 /* ---- queue.c ----------------------------------------------------------------------- */
 

@@ -116,10 +116,20 @@ static int vu_set_features(struct vufsd_dev *dev, struct vu_msg *m, int *fds, in
     return 0;
 }
 
+/* What this device offers: the configuration's, and the device state
+ * transfer when it can save and load its state. */
+static uint64_t vu_dev_protocol_features(const struct vufsd_dev *dev)
+{
+    uint64_t f = vu_offered_protocol_features(dev->c.cfg);
+    if (vmig_supported(dev))
+        f |= 1ull << VU_PROTOCOL_F_DEVICE_STATE;
+    return f;
+}
+
 static int vu_get_protocol_features(struct vufsd_dev *dev, struct vu_msg *m, int *fds, int nfds,
                                     struct vu_msg *reply)
 {
-    vu_reply_u64(reply, vu_offered_protocol_features(dev->c.cfg));
+    vu_reply_u64(reply, vu_dev_protocol_features(dev));
     return 0;
 }
 
@@ -127,7 +137,7 @@ static int vu_set_protocol_features(struct vufsd_dev *dev, struct vu_msg *m, int
                                     struct vu_msg *reply)
 {
     uint64_t f = m->payload.u64;
-    if (f & ~vu_offered_protocol_features(dev->c.cfg))
+    if (f & ~vu_dev_protocol_features(dev))
         return -EINVAL;
     dev->protocol_features = f;
     return 0;
@@ -307,6 +317,41 @@ static int vu_set_log_fd(struct vufsd_dev *dev, struct vu_msg *m, int *fds, int 
                          struct vu_msg *reply)
 {
     return 0;
+}
+
+/* ---- Device state (live migration) ---------------------------------------------------- */
+
+/*
+ * SET_DEVICE_STATE_FD: the frontend's pipe end for the state (migration.c).
+ * The reply says success (0) or failure in bits 0-7, and always has the
+ * no-fd bit: vufsd uses the frontend's pipe, never one of its own.
+ */
+static int vu_set_device_state_fd(struct vufsd_dev *dev, struct vu_msg *m, int *fds, int nfds,
+                                  struct vu_msg *reply)
+{
+    int ret = -EPROTO;
+
+    if (vdev_has_protocol_feature(dev, VU_PROTOCOL_F_DEVICE_STATE))
+        ret = vmig_set_fd(dev, m->payload.dstate.direction, m->payload.dstate.phase, fds[0]);
+    uint64_t err = ret < 0 ? (uint64_t)-ret & 0xff : 0;
+    if (ret < 0 && !err)
+        err = 1; /* an errno that is 0 in the low byte still fails */
+    if (ret == 0)
+        fds[0] = -1;
+    vu_reply_u64(reply, VU_STATE_REPLY_NOFD | err);
+    return ret;
+}
+
+/* CHECK_DEVICE_STATE: 0 when the state went out whole, or came in and was loaded. */
+static int vu_check_device_state(struct vufsd_dev *dev, struct vu_msg *m, int *fds, int nfds,
+                                 struct vu_msg *reply)
+{
+    int ret = -EPROTO;
+
+    if (vdev_has_protocol_feature(dev, VU_PROTOCOL_F_DEVICE_STATE))
+        ret = vmig_check(dev);
+    vu_reply_u64(reply, ret < 0 ? (uint64_t)-ret : 0);
+    return ret;
 }
 
 /* ---- Vrings ---------------------------------------------------------------------------- */
@@ -538,6 +583,8 @@ static vu_handler *const vu_handlers[VU_REQUEST_MAX] = {
     [VU_SET_STATUS] = vu_set_status,
     [VU_GET_STATUS] = vu_get_status,
     [VU_GET_SHMEM_CONFIG] = vu_get_shmem_config,
+    [VU_SET_DEVICE_STATE_FD] = vu_set_device_state_fd,
+    [VU_CHECK_DEVICE_STATE] = vu_check_device_state,
     [VU_GET_CONFIG] = vu_get_config,
     [VU_SET_CONFIG] = vu_set_config,
 };

@@ -166,3 +166,12 @@ int vu_config_read(const struct vu_config *req, const void *space, size_t space_
     *reply_size = VU_CONFIG_HDR_SIZE + req->size;
     return (int)*reply_size;
 }
+
+int vu_device_state_check(const struct vu_device_state *s)
+{
+    if (s->direction != VU_STATE_DIR_SAVE && s->direction != VU_STATE_DIR_LOAD)
+        return -EINVAL;
+    if (s->phase != VU_STATE_PHASE_STOPPED)
+        return -EINVAL;
+    return 0;
+}

@@ -186,6 +186,12 @@ bool vu_request_has_reply(uint32_t request);
 int vu_msg_check(const struct vu_msg *msg, size_t payload_len, int nfds);
 
 /*
+ * SET_DEVICE_STATE_FD's parameters: a known direction and the one phase the
+ * protocol defines (every ring stopped). 0 or -EINVAL.
+ */
+int vu_device_state_check(const struct vu_device_state *s);
+
+/*
  * GET_CONFIG on a message vu_msg_check accepted: copies [offset, offset+size)
  * of the config space into reply (offset, size, flags echoed) and returns the
  * reply's payload size (VU_CONFIG_HDR_SIZE + size). A window outside the space

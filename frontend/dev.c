@@ -10,6 +10,7 @@
 #include <assert.h>
 #include <errno.h>
 #include <string.h>
+#include <fcntl.h>
 #include <sys/mman.h>
 #include <unistd.h>
 
@@ -462,4 +463,190 @@ uint64_t vfe_dev_protocol_features(const struct vfe_dev *d)
 uint64_t vfe_dev_backend_queues(const struct vfe_dev *d)
 {
     return d->backend_queues;
+}
+
+/* ---- Device state transfer and migration ------------------------------------ */
+
+#define VFE_STATE_NOFD (1ull << 8)
+
+/* SET_DEVICE_STATE_FD with fd; *reply_fd gets the backend's own end, or -1. */
+static int set_state_fd(struct vfe_conn *c, uint32_t direction, int fd, int *reply_fd,
+                        uint64_t *answer)
+{
+    struct vfe_msg m;
+    uint32_t p[2] = {direction, 0 /* phase: stopped */};
+    vfe_msg_init(&m, VFE_VU_SET_DEVICE_STATE_FD, 0);
+    memcpy(m.payload.raw, p, sizeof(p));
+    m.size = sizeof(p);
+    *reply_fd = -1;
+    int r = vfe_conn_send_raw(c, m.request, m.flags, m.size, m.payload.raw, m.size, &fd, 1);
+    if (r < 0)
+        return r;
+    struct vfe_msg rep;
+    int fds[1];
+    unsigned nfds = 1;
+    r = vfe_conn_recv_raw(c, &rep, fds, &nfds, 20000);
+    if (r < 0)
+        return r;
+    r = vfe_msg_check_reply(&rep, VFE_VU_SET_DEVICE_STATE_FD, sizeof(uint64_t));
+    if (r == 0 && (rep.payload.u64 & 0xff))
+        r = -EIO;
+    /* The spec: no fd with an error, and the no-fd bit says whether one came. */
+    if (r == 0 && !(rep.payload.u64 & VFE_STATE_NOFD) != (nfds == 1))
+        r = -EPROTO;
+    if (answer)
+        *answer = r == 0 || r == -EIO || r == -EPROTO ? rep.payload.u64 : 0;
+    if (r == 0 && nfds == 1)
+        *reply_fd = fds[0];
+    else if (nfds == 1)
+        close(fds[0]);
+    return r;
+}
+
+static int check_state(struct vfe_conn *c, uint64_t *answer)
+{
+    struct vfe_msg m, rep;
+    vfe_msg_init(&m, VFE_VU_CHECK_DEVICE_STATE, 0);
+    int r = vfe_conn_call(c, &m, NULL, 0, &rep);
+    if (r < 0)
+        return r;
+    if (answer)
+        *answer = rep.payload.u64;
+    return rep.payload.u64 ? -EIO : 0;
+}
+
+static int state_save_on(struct vfe_conn *c, uint8_t **buf, size_t *len, size_t max,
+                         uint64_t *answer)
+{
+    int p[2], their;
+    *buf = NULL;
+    *len = 0;
+    if (pipe2(p, O_CLOEXEC) < 0)
+        return -errno;
+    int r = set_state_fd(c, 0 /* save */, p[1], &their, answer);
+    close(p[1]);
+    if (r < 0) {
+        close(p[0]);
+        return r;
+    }
+    if (their >= 0) {
+        close(p[0]);
+        p[0] = their;
+    }
+    size_t cap = 65536, n = 0;
+    uint8_t *b = g_malloc(cap);
+    for (;;) {
+        if (n == cap) {
+            if (cap >= max) {
+                r = -EFBIG;
+                break;
+            }
+            cap *= 2;
+            b = g_realloc(b, cap);
+        }
+        ssize_t got = read(p[0], b + n, cap - n);
+        if (got < 0 && errno == EINTR)
+            continue;
+        if (got < 0) {
+            r = -errno;
+            break;
+        }
+        if (got == 0)
+            break;
+        n += (size_t)got;
+    }
+    close(p[0]);
+    int rc = check_state(c, r < 0 ? NULL : answer);
+    if (r == 0)
+        r = rc;
+    if (r < 0) {
+        g_free(b);
+        return r;
+    }
+    *buf = b;
+    *len = n;
+    return 0;
+}
+
+static int state_load_on(struct vfe_conn *c, const uint8_t *buf, size_t len, uint64_t *answer)
+{
+    int p[2], their;
+    if (pipe2(p, O_CLOEXEC) < 0)
+        return -errno;
+    int r = set_state_fd(c, 1 /* load */, p[0], &their, answer);
+    close(p[0]);
+    if (r < 0) {
+        close(p[1]);
+        return r;
+    }
+    if (their >= 0) {
+        close(p[1]);
+        p[1] = their;
+    }
+    size_t off = 0;
+    while (off < len) {
+        ssize_t w = write(p[1], buf + off, len - off);
+        if (w < 0 && errno == EINTR)
+            continue;
+        if (w <= 0) {
+            r = w < 0 ? -errno : -EIO;
+            break;
+        }
+        off += (size_t)w;
+    }
+    close(p[1]);
+    int rc = check_state(c, r < 0 ? NULL : answer);
+    return r < 0 ? r : rc;
+}
+
+int vfe_dev_state_save(struct vfe_dev *d, uint8_t **buf, size_t *len, size_t max,
+                       uint64_t *answer)
+{
+    assert_dev_state(d, VFE_DEV_OWNED);
+    return state_save_on(d->conn, buf, len, max, answer);
+}
+
+int vfe_dev_state_load(struct vfe_dev *d, const uint8_t *buf, size_t len, uint64_t *answer)
+{
+    assert_dev_state(d, VFE_DEV_OWNED);
+    return state_load_on(d->conn, buf, len, answer);
+}
+
+int vfe_dev_migrate(struct vfe_dev *d, const struct vfe_conn_config *to)
+{
+    int r = 0;
+    if (d->state == VFE_DEV_RUNNING)
+        r = vfe_dev_stop(d);
+    if (r < 0)
+        return r;
+    if (!(d->protocol & (1ull << VFE_VU_PF_DEVICE_STATE)))
+        return -EOPNOTSUPP;
+    g_autofree uint8_t *state = NULL;
+    size_t len = 0;
+    r = state_save_on(d->conn, &state, &len, (size_t)1 << 30, NULL);
+    if (r < 0)
+        return r;
+
+    /* The destination: a new connection negotiated as the first was. */
+    struct vfe_conn *old = d->conn;
+    r = vfe_conn_open(to, &d->conn);
+    if (r < 0) {
+        d->conn = old;
+        return r;
+    }
+    uint64_t want_protocol = d->protocol;
+    d->cfg.protocol_features = want_protocol;
+    r = negotiate(d);
+    if (r == 0 && d->protocol != want_protocol)
+        r = -EPROTO; /* the destination offers less than the source did */
+    if (r == 0)
+        r = state_load_on(d->conn, state, len, NULL);
+    if (r < 0) {
+        vfe_conn_close(d->conn);
+        d->conn = old;
+        d->protocol = want_protocol;
+        return r;
+    }
+    vfe_conn_close(old);
+    return vfe_dev_start(d);
 }

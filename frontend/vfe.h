@@ -448,6 +448,29 @@ bool vfe_dev_log_test(const struct vfe_dev *d, uint64_t gpa);
 uint64_t vfe_dev_log_count(const struct vfe_dev *d);
 /* Clears every bit, as the frontend's sync does. */
 void vfe_dev_log_clear(struct vfe_dev *d);
+/*
+ * The device state transfer, QEMU's side (SET_DEVICE_STATE_FD over a pipe,
+ * then CHECK_DEVICE_STATE). The device must be OWNED (stopped), and
+ * VFE_VU_PF_DEVICE_STATE negotiated. save: *buf (g_malloc'd) gets what the
+ * backend wrote until it closed its end, at most max bytes. load: writes len
+ * bytes and closes. -EIO when the backend's answer to either message says
+ * failure (*answer, when not NULL, gets the u64 of the one that failed).
+ * A backend that sends its own pipe end back is used, as QEMU does.
+ */
+int vfe_dev_state_save(struct vfe_dev *d, uint8_t **buf, size_t *len, size_t max,
+                       uint64_t *answer);
+int vfe_dev_state_load(struct vfe_dev *d, const uint8_t *buf, size_t len, uint64_t *answer);
+/*
+ * A live migration of the device to another backend, as QEMU does it with the
+ * guest memory and the rings moving along: stop the rings (the bases kept),
+ * save the state from this backend, connect to the other (to: its connection,
+ * e.g. a new backend_cmd on the same shared directory), negotiate the same
+ * way, load the state into it, hang up on the first, and start the device on
+ * the new connection at the same ring positions. A FUSE client on the device
+ * carries on with its node ids and file handles. On failure the device stays
+ * with the first backend, stopped (-errno).
+ */
+int vfe_dev_migrate(struct vfe_dev *d, const struct vfe_conn_config *to);
 /* Raw: sends SET_LOG_BASE for [offset, offset+size) of fd and returns the
  * backend's u64 answer in *answer (hostile tests: sizes and offsets it must
  * refuse). */
