@@ -17,6 +17,7 @@
 #include "dax.h"
 #include "log.h"
 #include "vu_msg.h"
+#include "vufs_util.h"
 
 struct vufsd_dev *vdev_new(const struct vdev_config *c, int *err)
 {
@@ -217,14 +218,7 @@ unsigned vdev_mem_adds(struct vufsd_dev *dev)
 
 bool vdev_mem_wait_added(struct vufsd_dev *dev, unsigned since, int timeout_ms)
 {
-    struct timespec until;
-    clock_gettime(CLOCK_MONOTONIC, &until);
-    until.tv_sec += timeout_ms / 1000;
-    until.tv_nsec += (long)(timeout_ms % 1000) * 1000000;
-    if (until.tv_nsec >= 1000000000) {
-        until.tv_sec++;
-        until.tv_nsec -= 1000000000;
-    }
+    struct timespec until = vufs_deadline(CLOCK_MONOTONIC, (uint64_t)timeout_ms * 1000000u);
     pthread_mutex_lock(&dev->mem_lock);
     int ret = 0;
     while (dev->mem_adds == since && ret == 0)

@@ -37,6 +37,7 @@
 #include "passthrough.h"
 #include "sandbox.h"
 #include "vhost_user.h"
+#include "vufs_util.h"
 #include "vufsd-config.h"
 
 /* The listening side: socket, pid file, and how to remove both at exit. */
@@ -49,13 +50,6 @@ struct vmain_listener {
     pid_t pid;       /* what the pid file says: the process an operator signals */
     bool bound;      /* we created the socket file (so we remove it) */
 };
-
-static void vmain_close(int *fd)
-{
-    if (*fd >= 0)
-        close(*fd);
-    *fd = -1;
-}
 
 /* Locks PATH.pid; refuses when another live daemon holds it. 0 or -errno. */
 static int vmain_lock_pidfile(struct vmain_listener *l)
@@ -164,15 +158,15 @@ static int vmain_listen_fd(struct vmain_listener *l, int fd)
 
 static void vmain_listener_close(struct vmain_listener *l)
 {
-    vmain_close(&l->fd);
+    vufs_close(&l->fd);
     /* Only what is ours: a daemon refused by the pid file lock removes nothing. */
     if (l->dir_fd >= 0 && l->pid_fd >= 0) {
         if (l->bound)
             unlinkat(l->dir_fd, l->sock_name, 0);
         unlinkat(l->dir_fd, l->pid_name, 0); /* still ours: we hold the lock */
     }
-    vmain_close(&l->pid_fd);
-    vmain_close(&l->dir_fd);
+    vufs_close(&l->pid_fd);
+    vufs_close(&l->dir_fd);
     g_free(l->sock_name);
     g_free(l->pid_name);
 }

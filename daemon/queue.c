@@ -26,6 +26,7 @@
 #include "log.h"
 #include "qpoll.h"
 #include "vu_msg.h"
+#include "vufs_util.h"
 
 struct vqt_req {
     struct fll_req fr;
@@ -73,13 +74,6 @@ static void vqt_set_state(struct vufsd_queue *q, enum vqt_state to)
     q->state = to;
 }
 
-static void vqt_close(int *fd)
-{
-    if (*fd >= 0)
-        close(*fd);
-    *fd = -1;
-}
-
 void vqt_init(struct vufsd_queue *q, struct vufsd_dev *dev, unsigned index)
 {
     memset(q, 0, sizeof(*q));
@@ -91,7 +85,7 @@ void vqt_init(struct vufsd_queue *q, struct vufsd_dev *dev, unsigned index)
     q->ep_fd = epoll_create1(EPOLL_CLOEXEC);
     struct epoll_event ev = {.events = EPOLLIN, .data.u32 = VQT_EV_WAKE};
     if (q->ep_fd >= 0 && epoll_ctl(q->ep_fd, EPOLL_CTL_ADD, q->wake_fd, &ev) < 0)
-        vqt_close(&q->ep_fd); /* the thread then waits with poll() */
+        vufs_close(&q->ep_fd); /* the thread then waits with poll() */
     pthread_mutex_init(&q->lock, NULL);
     pthread_condattr_t ca;
     pthread_condattr_init(&ca);
@@ -109,19 +103,19 @@ void vqt_reset(struct vufsd_queue *q)
     q->log_gpa = 0;
     q->base = 0;
     __atomic_store_n(&q->enabled, false, __ATOMIC_RELEASE);
-    vqt_close(&q->kick_fd);
-    vqt_close(&q->err_fd);
+    vufs_close(&q->kick_fd);
+    vufs_close(&q->err_fd);
     vqt_set_call_fd(q, -1);
 }
 
 void vqt_destroy(struct vufsd_queue *q)
 {
     assert(q->state == VQT_IDLE);
-    vqt_close(&q->kick_fd);
-    vqt_close(&q->err_fd);
-    vqt_close(&q->call_fd);
-    vqt_close(&q->ep_fd);
-    vqt_close(&q->wake_fd);
+    vufs_close(&q->kick_fd);
+    vufs_close(&q->err_fd);
+    vufs_close(&q->call_fd);
+    vufs_close(&q->ep_fd);
+    vufs_close(&q->wake_fd);
     free(q->scratch);
     q->scratch = NULL;
     while (q->req_cached)
@@ -238,7 +232,7 @@ static void vqt_push(struct vufsd_queue *q, uint16_t head, uint32_t len)
 
 static void vqt_complete(struct fll_req *fr, size_t out_len)
 {
-    struct vqt_req *req = (struct vqt_req *)(void *)((char *)fr - offsetof(struct vqt_req, fr));
+    struct vqt_req *req = container_of(fr, struct vqt_req, fr);
     struct vufsd_queue *q = req->q;
 
     assert(out_len <= req->out_total);
@@ -271,7 +265,7 @@ const struct fll_transport vqt_transport = {
 
 void vqt_pool_run(struct vpool_item *item)
 {
-    struct vqt_req *req = (struct vqt_req *)(void *)((char *)item - offsetof(struct vqt_req, item));
+    struct vqt_req *req = container_of(item, struct vqt_req, item);
     fll_session_process(req->fr.se, &req->fr);
 }
 
@@ -466,13 +460,6 @@ static unsigned vqt_batch(struct vufsd_queue *q)
     return done;
 }
 
-static uint64_t vqt_now_ns(void)
-{
-    struct timespec ts;
-    clock_gettime(CLOCK_MONOTONIC, &ts); /* vDSO: no syscall */
-    return (uint64_t)ts.tv_sec * 1000000000u + (uint64_t)ts.tv_nsec;
-}
-
 static inline void vqt_cpu_relax(void)
 {
 #if defined(__x86_64__) || defined(__i386__)
@@ -508,14 +495,14 @@ static enum vqt_poll_end vqt_poll(struct vufsd_queue *q, uint64_t t0, uint32_t w
         }
         if (__atomic_load_n(&q->poked, __ATOMIC_ACQUIRE) || vdev_is_broken(q->dev))
             return VQT_POLL_POKED;
-        uint64_t now = vqt_now_ns();
+        uint64_t now = vufs_now_ns();
         if (now - last >= VQT_POLL_PREEMPTED_NS)
             return VQT_POLL_PREEMPTED;
         if (now - t0 >= window_ns)
             return VQT_POLL_EXPIRED;
         if (now - yielded >= VQT_POLL_YIELD_NS) {
             sched_yield();
-            now = vqt_now_ns();
+            now = vufs_now_ns();
             if (now - last >= VQT_POLL_PREEMPTED_NS)
                 return VQT_POLL_PREEMPTED;
             yielded = now;
@@ -536,7 +523,7 @@ static void vqt_idle(struct vufsd_queue *q)
             vqt_wait(q);
         return; /* else work arrived between the last pop and the avail_event store */
     }
-    uint64_t t0 = vqt_now_ns();
+    uint64_t t0 = vufs_now_ns();
     enum vqt_poll_end end = q->poll_ns ? vqt_poll(q, t0, q->poll_ns) : VQT_POLL_EXPIRED;
     if (end == VQT_POLL_HIT) {
         q->poll_hits++;
@@ -561,7 +548,7 @@ static void vqt_idle(struct vufsd_queue *q)
             return;
         }
     }
-    q->poll_ns = vqt_poll_next(q->poll_ns, q->poll_cap_ns, vqt_now_ns() - t0);
+    q->poll_ns = vqt_poll_next(q->poll_ns, q->poll_cap_ns, vufs_now_ns() - t0);
 }
 
 static void *vqt_thread(void *arg)
@@ -694,13 +681,7 @@ void vqt_stop(struct vufsd_queue *q)
         pthread_mutex_lock(&q->lock);
         if (!q->inflight)
             break;
-        struct timespec until;
-        clock_gettime(CLOCK_MONOTONIC, &until);
-        until.tv_nsec += VQT_CANCEL_RETRY_NS;
-        if (until.tv_nsec >= 1000000000L) {
-            until.tv_sec++;
-            until.tv_nsec -= 1000000000L;
-        }
+        struct timespec until = vufs_deadline(CLOCK_MONOTONIC, VQT_CANCEL_RETRY_NS);
         int r = pthread_cond_timedwait(&q->drained, &q->lock, &until);
         (void)r; /* ETIMEDOUT: cancel again */
     }
@@ -710,7 +691,7 @@ void vqt_stop(struct vufsd_queue *q)
     pthread_mutex_unlock(&q->lock);
 
     q->base = q->ring.last_avail_idx;
-    vqt_close(&q->kick_fd);
+    vufs_close(&q->kick_fd);
     assert(q->inflight == 0);
     vqt_set_state(q, VQT_IDLE);
     vlog_debug("queue %u stopped at avail index %u", q->index, q->base);

@@ -55,6 +55,7 @@
 #include <stdlib.h>
 
 #include "dax.h"
+#include "vufs_util.h"
 
 /*
  * Extents per slot. One is all a Linux guest uses; four leaves room for a
@@ -73,13 +74,6 @@
 #define DAX_RECLAIM_BATCH_DIV 64u
 
 #define DAX_NONE UINT32_MAX
-
-/* Locals freed on scope exit (systemd's _cleanup_free_). */
-static inline void dax_freep(void *p)
-{
-    free(*(void **)p);
-}
-#define _dax_cleanup_free_ __attribute__((cleanup(dax_freep)))
 
 enum { DAX_LIST_NONE, DAX_LIST_FREE, DAX_LIST_LRU };
 
@@ -180,7 +174,6 @@ int dax_extent_add_locked(struct dax_window *w, uint32_t s, struct dax_inode *in
 void dax_extent_del_locked(struct dax_window *w, uint32_t s, unsigned i);
 void dax_slot_release_locked(struct dax_window *w, uint32_t s);
 void dax_slot_wait_idle_locked(struct dax_window *w, uint32_t s);
-uint64_t dax_now_ns(void);
 
 static inline uint32_t dax_ext_id(uint32_t s, unsigned i)
 {

@@ -113,10 +113,10 @@ static int map_piece_locked(struct dax_window *w, uint32_t s, const struct piece
     if (w->epoch != epoch)
         return -ECONNRESET;
     pthread_mutex_unlock(&w->lock);
-    t0 = dax_now_ns();
+    t0 = vufs_now_ns();
     r = w->ops->map(w->ctx, p->ino->key, p->foffset, slot_base(s) + p->off, p->len,
                     p->writable);
-    dt = dax_now_ns() - t0;
+    dt = vufs_now_ns() - t0;
     pthread_mutex_lock(&w->lock);
     if (w->epoch != epoch)
         return -ECONNRESET;

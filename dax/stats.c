@@ -28,7 +28,7 @@ static const char *jbool(bool b)
 int dax_stats_json(struct dax_window *w, FILE *f)
 {
     struct dax_window_stats s;
-    _dax_cleanup_free_ struct dax_inode_stats *ino = NULL;
+    _cleanup_free_ struct dax_inode_stats *ino = NULL;
     size_t n;
     int r = dax_stats_snapshot(w, &s, &ino, &n);
 

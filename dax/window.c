@@ -11,14 +11,6 @@
 
 #include "dax_i.h"
 
-uint64_t dax_now_ns(void)
-{
-    struct timespec ts;
-
-    clock_gettime(CLOCK_MONOTONIC, &ts);
-    return (uint64_t)ts.tv_sec * 1000000000u + (uint64_t)ts.tv_nsec;
-}
-
 /* ---- Lists (free list, LRU), threaded through the slots ---------------------- */
 
 static uint8_t list_id(const struct dax_window *w, const struct dax_list *l)
@@ -213,7 +205,7 @@ void dax_decay_by_time_locked(struct dax_window *w)
 
     if (w->decay_interval_ns == UINT64_MAX)
         return;
-    now = dax_now_ns();
+    now = vufs_now_ns();
     n = (now - w->last_decay_ns) / w->decay_interval_ns;
     if (n == 0)
         return;
@@ -321,7 +313,7 @@ int dax_window_new(const struct dax_config *cfg, const struct dax_ops *ops, void
     w->free_list.head = w->free_list.tail = DAX_NONE;
     w->lru.head = w->lru.tail = DAX_NONE;
     w->decay_interval_ns = cfg->decay_interval_ns ? cfg->decay_interval_ns : 1000000000u;
-    w->last_decay_ns = dax_now_ns();
+    w->last_decay_ns = vufs_now_ns();
     w->period_events = nslots * DAX_POLICY_PERIOD_SLOTS;
     if (w->period_events < 256)
         w->period_events = 256;
@@ -523,7 +515,7 @@ static int cmp_snap(const void *a, const void *b)
 
 int dax_for_each_mapping(struct dax_window *w, dax_mapping_fn fn, void *opaque)
 {
-    _dax_cleanup_free_ struct mapping_snap *snap = NULL;
+    _cleanup_free_ struct mapping_snap *snap = NULL;
     size_t n = 0;
 
     pthread_mutex_lock(&w->lock);

@@ -320,7 +320,7 @@ static void *worker_main(void *arg)
 {
     struct bench_worker *w = arg;
     const struct vfe_bench_config *c = w->cfg;
-    uint64_t deadline = c->duration_ns ? vfe_now_ns() + c->duration_ns : UINT64_MAX;
+    uint64_t deadline = c->duration_ns ? vufs_now_ns() + c->duration_ns : UINT64_MAX;
     for (unsigned i = 0; i < c->depth && w->started < w->quota; i++) {
         int r = submit_one(w, &w->slots[i]);
         if (r < 0) {
@@ -329,7 +329,7 @@ static void *worker_main(void *arg)
         }
     }
     vfe_fuse_kick(w->f, w->queue);
-    uint64_t last_progress = vfe_now_ns();
+    uint64_t last_progress = vufs_now_ns();
     while (!w->err && w->in_flight > 0) {
         int n = vfe_fuse_reap(w->f, w->queue, w->done, c->depth, 1000);
         if (n == -ETIMEDOUT)
@@ -338,7 +338,7 @@ static void *worker_main(void *arg)
             w->err = n;
             break;
         }
-        bool more = w->started < w->quota && vfe_now_ns() < deadline;
+        bool more = w->started < w->quota && vufs_now_ns() < deadline;
         bool submitted = false;
         for (int i = 0; i < n && !w->err; i++) {
             struct bench_slot *s = w->done[i]->user;
@@ -369,8 +369,8 @@ static void *worker_main(void *arg)
         if (submitted)
             vfe_fuse_kick(w->f, w->queue);
         if (n > 0)
-            last_progress = vfe_now_ns();
-        else if (!w->err && vfe_now_ns() - last_progress > VFE_BENCH_STALL_NS)
+            last_progress = vufs_now_ns();
+        else if (!w->err && vufs_now_ns() - last_progress > VFE_BENCH_STALL_NS)
             w->err = -ETIMEDOUT; /* the backend stopped answering */
     }
     return NULL;
@@ -437,7 +437,7 @@ int vfe_bench_run(struct vfe_fuse *f, struct vfe_dev *d, const struct vfe_bench_
         free_workers(mem, ws, nq, cfg->depth);
         return r;
     }
-    uint64_t t0 = vfe_now_ns();
+    uint64_t t0 = vufs_now_ns();
     unsigned started = 0;
     for (; started < nq; started++) {
         r = -pthread_create(&ws[started].thread, NULL, worker_main, &ws[started]);
@@ -446,7 +446,7 @@ int vfe_bench_run(struct vfe_fuse *f, struct vfe_dev *d, const struct vfe_bench_
     }
     for (unsigned q = 0; q < started; q++)
         pthread_join(ws[q].thread, NULL);
-    uint64_t t1 = vfe_now_ns();
+    uint64_t t1 = vufs_now_ns();
     /* A failed worker may leave requests in flight that point at its slots. */
     for (unsigned q = 0; q < nq; q++)
         if (ws[q].err || q >= started)

@@ -29,6 +29,7 @@
 
 #include "bench_vb.h"
 #include "vfe.h"
+#include "vufs_util.h"
 
 #define VB_DAX_MAX_THREADS 256u
 
@@ -68,10 +69,10 @@ static void *dax_thread_main(void *arg)
         unsigned f = a.file;
         uint64_t off = a.off;
         bool wr = a.write;
-        uint64_t t0 = vfe_now_ns();
+        uint64_t t0 = vufs_now_ns();
         ssize_t n = wr ? vfe_daxguest_write(t->g, t->queue, t->files[f], off, t->buf, o->bs)
                        : vfe_daxguest_read(t->g, t->queue, t->files[f], off, t->buf, o->bs);
-        vfe_hist_add(&t->hist, vfe_now_ns() - t0);
+        vfe_hist_add(&t->hist, vufs_now_ns() - t0);
         t->ops++;
         if (n < 0) {
             if (!t->errors++)
@@ -79,7 +80,7 @@ static void *dax_thread_main(void *arg)
         } else {
             t->bytes += (uint64_t)n;
         }
-    } while (vfe_now_ns() < t->deadline);
+    } while (vufs_now_ns() < t->deadline);
     return NULL;
 }
 
@@ -231,7 +232,7 @@ int vb_run_dax(const struct vb_opts *o, const struct vb_backend *be, const char 
     uint64_t rss = 0;
     int sampled = vb_pgrp_sample(pgid, &cpu0, &rss);
     ts = g_new0(struct vb_dax_thread, nthreads);
-    uint64_t t0 = vfe_now_ns();
+    uint64_t t0 = vufs_now_ns();
     uint64_t deadline = t0 + (uint64_t)(o->runtime_s * 1e9);
     unsigned started = 0;
     for (unsigned i = 0; i < nthreads; i++) {
@@ -252,7 +253,7 @@ int vb_run_dax(const struct vb_opts *o, const struct vb_backend *be, const char 
     }
     for (unsigned i = 0; i < started; i++)
         pthread_join(ts[i].t, NULL);
-    uint64_t elapsed = vfe_now_ns() - t0;
+    uint64_t elapsed = vufs_now_ns() - t0;
     if (sampled == 0)
         sampled = vb_pgrp_sample(pgid, &cpu1, &rss);
     run->cpu_s = sampled == 0 ? cpu1 - cpu0 : -1;

@@ -20,6 +20,7 @@
 
 #include "bench_vb.h"
 #include "vfe.h"
+#include "vufs_util.h"
 
 #define VB_HOST_MAX_THREADS 256u
 
@@ -394,13 +395,13 @@ static void *host_main(void *arg)
     /* At least one operation, even when a loaded machine starts the thread
      * after the deadline (a run of 0 IOPS would be meaningless). */
     do {
-        uint64_t t = vfe_now_ns();
+        uint64_t t = vufs_now_ns();
         int r = host_op(w);
-        vfe_hist_add(w->hist, vfe_now_ns() - t);
+        vfe_hist_add(w->hist, vufs_now_ns() - t);
         w->ops++;
         if (r < 0 && !w->errors++)
             w->first_error = r;
-    } while (vfe_now_ns() < w->deadline);
+    } while (vufs_now_ns() < w->deadline);
     return NULL;
 }
 
@@ -436,7 +437,7 @@ int vb_run_host(const struct vb_opts *o, int dirfd, const char *sub, struct vb_r
     struct host_worker *ws = g_new0(struct host_worker, nt);
     struct vfe_bench_result *res = g_new0(struct vfe_bench_result, 1);
     unsigned started = 0;
-    uint64_t t0 = vfe_now_ns();
+    uint64_t t0 = vufs_now_ns();
     uint64_t deadline = t0 + (uint64_t)(o->runtime_s * 1e9);
     for (unsigned i = 0; i < nt && r == 0; i++) {
         struct host_worker *w = &ws[i];
@@ -456,7 +457,7 @@ int vb_run_host(const struct vb_opts *o, int dirfd, const char *sub, struct vb_r
     }
     for (unsigned i = 0; i < started; i++)
         pthread_join(ws[i].thread, NULL);
-    res->elapsed_ns = vfe_now_ns() - t0;
+    res->elapsed_ns = vufs_now_ns() - t0;
     for (unsigned i = 0; i < nt; i++) {
         res->ops += ws[i].ops;
         if (!res->errors && ws[i].errors)

@@ -55,18 +55,11 @@ struct vfe_conn {
     unsigned chan_count; /* atomic */
 };
 
-uint64_t vfe_now_ns(void)
-{
-    struct timespec ts;
-    clock_gettime(CLOCK_MONOTONIC, &ts);
-    return (uint64_t)ts.tv_sec * 1000000000ull + (uint64_t)ts.tv_nsec;
-}
-
 static int64_t deadline_after(int timeout_ms)
 {
     if (timeout_ms < 0)
         return -1;
-    return (int64_t)(vfe_now_ns() / 1000000ull) + timeout_ms;
+    return (int64_t)(vufs_now_ns() / 1000000ull) + timeout_ms;
 }
 
 /* Milliseconds left until deadline (-1 = forever), never negative. */
@@ -74,7 +67,7 @@ static int ms_left(int64_t deadline)
 {
     if (deadline < 0)
         return -1;
-    int64_t left = deadline - (int64_t)(vfe_now_ns() / 1000000ull);
+    int64_t left = deadline - (int64_t)(vufs_now_ns() / 1000000ull);
     if (left < 0)
         return 0;
     return left > INT32_MAX ? INT32_MAX : (int)left;
@@ -279,10 +272,8 @@ static void stop_channel(struct vfe_conn *c)
         pthread_join(c->chan_thread, NULL);
         c->chan_running = false;
     }
-    vfe_closep(&c->chan_fd);
-    c->chan_fd = -1;
-    vfe_closep(&c->chan_stop_fd);
-    c->chan_stop_fd = -1;
+    vufs_close(&c->chan_fd);
+    vufs_close(&c->chan_stop_fd);
 }
 
 void vfe_conn_close(struct vfe_conn *c)
@@ -295,7 +286,7 @@ int vfe_conn_close_status(struct vfe_conn *c, int *status, bool *on_its_own)
     if (!c)
         return -EINVAL;
     stop_channel(c);
-    vfe_closep(&c->fd);
+    vufs_close(&c->fd);
     kill_backend(c);
     if (c->tmpdir) {
         /* Ours alone: the socket and whatever the backend left next to it

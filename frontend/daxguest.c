@@ -72,7 +72,6 @@ static void link_add_tail(struct dg_link *n, struct dg_link *h)
     h->prev = n;
 }
 
-#define DG_CONTAINER(p, type, member) ((type *)((char *)(p)-offsetof(type, member)))
 
 struct dg_range {
     struct dg_link link;            /* free or busy list; protected by g->lock */
@@ -160,7 +159,7 @@ static void kick_locked(struct vfe_daxguest *g, unsigned delay_ms)
     if (g->nr_free >= threshold || g->kicked)
         return;
     g->kicked = true;
-    g->kick_at_ns = vfe_now_ns() + delay_ms * 1000000ull;
+    g->kick_at_ns = vufs_now_ns() + delay_ms * 1000000ull;
     DG_COUNT(g, bg_kicks);
     pthread_cond_signal(&g->kick_wait);
 }
@@ -171,7 +170,7 @@ static struct dg_range *alloc_range(struct vfe_daxguest *g)
     pthread_mutex_lock(&g->lock);
     struct dg_range *r = NULL;
     if (!link_empty(&g->free_list)) {
-        r = DG_CONTAINER(g->free_list.next, struct dg_range, link);
+        r = container_of(g->free_list.next, struct dg_range, link);
         link_del(&r->link);
         g->nr_free--;
     }
@@ -278,7 +277,7 @@ static int reclaim_pass(struct vfe_daxguest *g)
         uint64_t index = 0;
         pthread_mutex_lock(&g->lock);
         for (struct dg_link *l = g->busy_list.next; l != &g->busy_list; l = l->next) {
-            struct dg_range *r = DG_CONTAINER(l, struct dg_range, link);
+            struct dg_range *r = container_of(l, struct dg_range, link);
             if (ref_in_use(r) || r->file->evicting)
                 continue;
             f = r->file;
@@ -309,18 +308,10 @@ static void *worker_main(void *arg)
             pthread_cond_wait(&g->kick_wait, &g->lock);
         if (g->stop)
             break;
-        uint64_t now = vfe_now_ns();
+        uint64_t now = vufs_now_ns();
         if (now < g->kick_at_ns) {
             /* queue_delayed_work: sleep out the delay (the clock is monotonic). */
-            struct timespec ts;
-            clock_gettime(CLOCK_REALTIME, &ts);
-            uint64_t wait = g->kick_at_ns - now;
-            ts.tv_sec += (time_t)(wait / 1000000000ull);
-            ts.tv_nsec += (long)(wait % 1000000000ull);
-            if (ts.tv_nsec >= 1000000000L) {
-                ts.tv_sec++;
-                ts.tv_nsec -= 1000000000L;
-            }
+            struct timespec ts = vufs_deadline(CLOCK_REALTIME, g->kick_at_ns - now);
             pthread_cond_timedwait(&g->kick_wait, &g->lock, &ts);
             continue;
         }
@@ -398,7 +389,7 @@ static struct dg_range *inline_reclaim_lru(struct vfe_daxguest *g, unsigned q, b
     uint64_t index = 0;
     pthread_mutex_lock(&g->lock);
     for (struct dg_link *l = g->busy_list.next; l != &g->busy_list; l = l->next) {
-        r = DG_CONTAINER(l, struct dg_range, link);
+        r = container_of(l, struct dg_range, link);
         if (ref_in_use(r) || r->file->evicting)
             continue;
         f = r->file;
@@ -466,13 +457,7 @@ static int alloc_range_reclaim(struct vfe_daxguest *g, unsigned q, struct vfe_da
         }
         pthread_mutex_lock(&g->lock);
         if (g->nr_free == 0 && !g->stop) {
-            struct timespec ts;
-            clock_gettime(CLOCK_REALTIME, &ts);
-            ts.tv_nsec += 10 * 1000000L;
-            if (ts.tv_nsec >= 1000000000L) {
-                ts.tv_sec++;
-                ts.tv_nsec -= 1000000000L;
-            }
+            struct timespec ts = vufs_deadline(CLOCK_REALTIME, 10 * 1000000u);
             pthread_cond_timedwait(&g->range_wait, &g->lock, &ts);
         }
         bool stop = g->stop;
@@ -848,7 +833,7 @@ void vfe_daxguest_free(struct vfe_daxguest *g)
     if (g->worker_started)
         pthread_join(g->worker, NULL);
     while (!link_empty(&g->files)) {
-        struct vfe_daxguest_file *f = DG_CONTAINER(g->files.next, struct vfe_daxguest_file, files);
+        struct vfe_daxguest_file *f = container_of(g->files.next, struct vfe_daxguest_file, files);
         link_del(&f->files);
         file_free(f);
     }
@@ -880,7 +865,7 @@ static unsigned list_offsets(struct vfe_daxguest *g, struct dg_link *h, uint64_t
     pthread_mutex_lock(&g->lock);
     for (struct dg_link *l = h->next; l != h; l = l->next) {
         if (n < max)
-            m[n] = DG_CONTAINER(l, struct dg_range, link)->moffset;
+            m[n] = container_of(l, struct dg_range, link)->moffset;
         n++;
     }
     pthread_mutex_unlock(&g->lock);

@@ -234,7 +234,7 @@ int vfe_fuse_submit(struct vfe_fuse *f, unsigned qi, struct vfe_fuse_op *op)
     op->done = false;
     op->error = 0;
     op->reply_len = op->out_arg_got = op->data_len = 0;
-    op->t_submit_ns = vfe_now_ns();
+    op->t_submit_ns = vufs_now_ns();
     int r = vfe_vq_add(q->vq, out, nout, in, nin, op->flags & VFE_OP_INDIRECT, s);
     if (r < 0)
         return r == -ENOSPC ? -EAGAIN : r;
@@ -265,7 +265,7 @@ unsigned vfe_fuse_in_flight(const struct vfe_fuse *f, unsigned qi)
 static void parse_reply(struct vfe_fuse_slot *s, struct vfe_fuse_op *op, uint32_t len)
 {
     op->reply_len = len;
-    op->t_done_ns = vfe_now_ns();
+    op->t_done_ns = vufs_now_ns();
     op->done = true;
     if (op->flags & VFE_OP_NO_REPLY) {
         op->error = len == 0 ? 0 : -EPROTO;
@@ -383,7 +383,7 @@ int vfe_fuse_call(struct vfe_fuse *f, unsigned qi, struct vfe_fuse_op *op)
         return r;
     struct vfe_fuse_queue *q = &f->q[qi];
     vfe_vq_kick(q->vq, false);
-    uint64_t deadline = vfe_now_ns() + (uint64_t)f->cfg.timeout_ms * 1000000ull;
+    uint64_t deadline = vufs_now_ns() + (uint64_t)f->cfg.timeout_ms * 1000000ull;
     while (!op->done) {
         r = drain_used(q);
         if (r < 0) {
@@ -392,7 +392,7 @@ int vfe_fuse_call(struct vfe_fuse *f, unsigned qi, struct vfe_fuse_op *op)
         }
         if (op->done)
             break;
-        uint64_t now = vfe_now_ns();
+        uint64_t now = vufs_now_ns();
         if (now >= deadline) {
             abandon(q, op);
             return -ETIMEDOUT;

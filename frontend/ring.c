@@ -176,8 +176,8 @@ void vfe_vq_free(struct vfe_vq *vq)
         vfe_mem_free_block(vq->mem, vq->used_gpa);
     if (vq->ind)
         vfe_mem_free_block(vq->mem, vq->ind_gpa);
-    vfe_closep(&vq->kick_fd);
-    vfe_closep(&vq->call_fd);
+    vufs_close(&vq->kick_fd);
+    vufs_close(&vq->call_fd);
     g_free(vq->next_free);
     g_free(vq->heads);
     g_free(vq);
@@ -407,17 +407,17 @@ static inline void cpu_relax(void)
  */
 static bool halt_poll(struct vfe_vq *vq)
 {
-    uint64_t t0 = vfe_now_ns(), yielded = t0, cnt;
+    uint64_t t0 = vufs_now_ns(), yielded = t0, cnt;
     for (unsigned i = 1; rd16_acquire(&vq->used->idx) == vq->last_used; i++) {
         cpu_relax();
         if (i % 32)
             continue;
-        uint64_t now = vfe_now_ns();
+        uint64_t now = vufs_now_ns();
         if (now - t0 >= vq->halt_poll_ns)
             return false;
         if (now - yielded >= VFE_HALT_POLL_YIELD_NS) {
             sched_yield();
-            yielded = vfe_now_ns();
+            yielded = vufs_now_ns();
             if (yielded - now >= VFE_HALT_POLL_YIELD_NS)
                 return false;
         }
@@ -425,7 +425,7 @@ static bool halt_poll(struct vfe_vq *vq)
     do {
         if (read(vq->call_fd, &cnt, sizeof(cnt)) == sizeof(cnt))
             return true;
-    } while (vfe_now_ns() - t0 < vq->halt_poll_ns);
+    } while (vufs_now_ns() - t0 < vq->halt_poll_ns);
     return false;
 }
 
@@ -513,9 +513,9 @@ void vfe_vq_raw_used_elem(const struct vfe_vq *vq, uint16_t slot, uint32_t *id, 
 int vfe_vq_raw_wait_used(struct vfe_vq *vq, uint16_t from, int timeout_ms)
 {
     uint64_t deadline = timeout_ms < 0 ? UINT64_MAX
-                                       : vfe_now_ns() + (uint64_t)timeout_ms * 1000000ull;
+                                       : vufs_now_ns() + (uint64_t)timeout_ms * 1000000ull;
     while (rd16_acquire(&vq->used->idx) == from) {
-        uint64_t now = vfe_now_ns();
+        uint64_t now = vufs_now_ns();
         if (now >= deadline)
             return -ETIMEDOUT;
         /* Bounded naps: a backend that updates the index without calling

@@ -789,9 +789,6 @@ int vfe_daxguest_open(struct vfe_daxguest *g, struct vfe_daxguest_fuse *df, unsi
  * (nodeid and fh as it had). */
 int vfe_daxguest_close(struct vfe_daxguest_fuse *df, unsigned q, uint64_t nodeid, uint64_t fh);
 
-/* Monotonic nanoseconds (latency timestamps). */
-uint64_t vfe_now_ns(void);
-
 /* ---- Benchmark loop (bench.c) -------------------------------------------------- */
 
 /* Latency histogram: exact below 16 ns, then 16 buckets per power of two

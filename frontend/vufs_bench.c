@@ -44,6 +44,7 @@
 
 #include "bench_vb.h"
 #include "vfe.h"
+#include "vufs_util.h"
 
 #define VB_DEFAULT_META_FILES 10000u
 
@@ -432,7 +433,7 @@ static void *progress_main(void *arg)
         gint64 until = g_get_monotonic_time() + G_TIME_SPAN_SECOND;
         g_cond_wait_until(&p->cond, &p->lock, until);
         if (!p->stop && p->tty && p->t0)
-            fprintf(stderr, "\r%s %.0f s ", p->label, (double)(vfe_now_ns() - p->t0) / 1e9);
+            fprintf(stderr, "\r%s %.0f s ", p->label, (double)(vufs_now_ns() - p->t0) / 1e9);
     }
     g_mutex_unlock(&p->lock);
     return NULL;
@@ -442,7 +443,7 @@ static void progress_set(struct vb_progress *p, const char *label)
 {
     g_mutex_lock(&p->lock);
     g_strlcpy(p->label, label, sizeof(p->label));
-    p->t0 = vfe_now_ns();
+    p->t0 = vufs_now_ns();
     if (p->tty)
         fprintf(stderr, "\r\033[K%s", label);
     g_mutex_unlock(&p->lock);

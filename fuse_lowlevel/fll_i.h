@@ -11,6 +11,7 @@
 #include <stdlib.h>
 
 #include "fll.h"
+#include "vufs_util.h"
 
 /*
  * Session state. Only INIT and DESTROY move it, both under se->init_lock; every
@@ -171,10 +172,5 @@ static inline const struct fll_ops *fll_ops_of(const struct fll_req *r)
             return -EINVAL;                                                                        \
     } while (0)
 
-static inline void fll_freep(void *p)
-{
-    free(*(void **)p);
-}
-#define _fll_cleanup_free_ __attribute__((cleanup(fll_freep)))
 
 #endif

@@ -123,7 +123,7 @@ FLL_DECODER(setxattr)
         return -E2BIG;
     if (in.size != fll_cursor_left(c))
         return -EINVAL;
-    _fll_cleanup_free_ void *value = malloc(in.size ? in.size : 1);
+    _cleanup_free_ void *value = malloc(in.size ? in.size : 1);
     if (value == NULL)
         return -ENOMEM;
     if (!fll_cursor_copy(c, value, in.size))

@@ -159,7 +159,7 @@ static int sb_open_proc_self_fd(void)
 
 static int sb_enter_chroot(const struct sb_config *cfg, int *proc_self_fd)
 {
-    _sb_cleanup_close_ int proc_fd = sb_open_proc_self_fd();
+    _cleanup_close_ int proc_fd = sb_open_proc_self_fd();
     if (proc_fd < 0)
         return proc_fd;
     if (chdir(cfg->shared_dir) < 0)
@@ -170,7 +170,7 @@ static int sb_enter_chroot(const struct sb_config *cfg, int *proc_self_fd)
     if (chdir("/") < 0)
         return -errno;
     if (proc_self_fd)
-        *proc_self_fd = sb_take_fd(&proc_fd);
+        *proc_self_fd = TAKE_FD(proc_fd);
     return 0;
 }
 
@@ -178,7 +178,7 @@ static int sb_enter_namespace(const struct sb_config *cfg, int *proc_self_fd)
 {
     /* The shared directory exactly as the filesystem opened it: same mount (of
      * the original namespace; unshare copies every mount) and same dentry. */
-    _sb_cleanup_close_ int share_fd = open(cfg->shared_dir, O_PATH | O_DIRECTORY | O_CLOEXEC);
+    _cleanup_close_ int share_fd = open(cfg->shared_dir, O_PATH | O_DIRECTORY | O_CLOEXEC);
     if (share_fd < 0)
         return -errno;
 
@@ -194,7 +194,7 @@ static int sb_enter_namespace(const struct sb_config *cfg, int *proc_self_fd)
      * a masked /proc) the inherited one still serves /proc/self/fd. */
     (void)mount("proc", "/proc", "proc", MS_NODEV | MS_NOEXEC | MS_NOSUID, NULL);
 
-    _sb_cleanup_close_ int proc_fd = sb_open_proc_self_fd();
+    _cleanup_close_ int proc_fd = sb_open_proc_self_fd();
     if (proc_fd < 0)
         return proc_fd;
 
@@ -219,7 +219,7 @@ static int sb_enter_namespace(const struct sb_config *cfg, int *proc_self_fd)
         return -errno;
 
     if (proc_self_fd)
-        *proc_self_fd = sb_take_fd(&proc_fd);
+        *proc_self_fd = TAKE_FD(proc_fd);
     return 0;
 }
 

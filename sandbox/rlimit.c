@@ -36,7 +36,7 @@ uint64_t sb_guest_fd_budget(uint64_t nofile)
 /* /proc/sys/fs/nr_open, or 0 when it cannot be read. */
 static uint64_t sb_read_nr_open(void)
 {
-    _sb_cleanup_close_ int fd = open("/proc/sys/fs/nr_open", O_RDONLY | O_CLOEXEC);
+    _cleanup_close_ int fd = open("/proc/sys/fs/nr_open", O_RDONLY | O_CLOEXEC);
     if (fd < 0)
         return 0;
     char buf[32];

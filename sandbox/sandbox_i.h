@@ -8,6 +8,7 @@
 #include <unistd.h>
 
 #include "sandbox.h"
+#include "vufs_util.h"
 
 /* Built with AddressSanitizer / UndefinedBehaviorSanitizer (gcc or clang). */
 #if defined(__SANITIZE_ADDRESS__)
@@ -20,25 +21,6 @@
 #ifndef SB_SANITIZER
 #define SB_SANITIZER 0
 #endif
-
-/* Closes an fd when the local goes out of scope (systemd's _cleanup_close_). */
-static inline void sb_closep(int *fd)
-{
-    if (*fd >= 0) {
-        int saved = errno;
-        close(*fd);
-        errno = saved;
-    }
-}
-#define _sb_cleanup_close_ __attribute__((cleanup(sb_closep)))
-
-/* Takes an fd out of a cleanup variable. */
-static inline int sb_take_fd(int *fd)
-{
-    int r = *fd;
-    *fd = -1;
-    return r;
-}
 
 /* ---- The allowlist (seccomp_list.c) ----------------------------------------------- */
 

@@ -88,7 +88,7 @@ static size_t sb_idmap_text(const struct sb_idmap_line *l, unsigned n, char *buf
 
 static int sb_write_file(const char *path, const char *text, size_t len)
 {
-    _sb_cleanup_close_ int fd = open(path, O_WRONLY | O_CLOEXEC);
+    _cleanup_close_ int fd = open(path, O_WRONLY | O_CLOEXEC);
     if (fd < 0)
         return -errno;
     ssize_t w = write(fd, text, len);
@@ -283,7 +283,7 @@ int sb_enter_user_ns(const char *uid_map, const char *gid_map, const char **msg)
 static bool sb_read_setgroups_denied(void)
 {
     char buf[8] = "";
-    _sb_cleanup_close_ int fd = open("/proc/self/setgroups", O_RDONLY | O_CLOEXEC);
+    _cleanup_close_ int fd = open("/proc/self/setgroups", O_RDONLY | O_CLOEXEC);
     if (fd < 0)
         return false;
     ssize_t n = read(fd, buf, sizeof(buf) - 1);

@@ -67,7 +67,7 @@ int pt_check_name(const char *name)
 
 int pt_reopen(struct pt_fs *fs, const struct pt_inode *i, int flags)
 {
-    char num[16];
+    char num[PT_PROC_PATH_MAX];
     int fd;
 
     /* The type of an inode never changes; its O_PATH fd or handle names one object. */
@@ -79,7 +79,7 @@ int pt_reopen(struct pt_fs *fs, const struct pt_inode *i, int flags)
     }
     if (i->fd < 0)
         return pt_fh_open(i->mnt, &i->fh, flags & ~(O_CREAT | O_EXCL | O_NOCTTY));
-    snprintf(num, sizeof(num), "%d", i->fd);
+    pt_proc_name(num, i->fd);
     fd = openat(fs->proc_self_fd, num, (flags & ~(O_CREAT | O_EXCL | O_NOCTTY)) | O_CLOEXEC);
     return fd < 0 ? -errno : fd;
 }
@@ -143,7 +143,7 @@ int pt_do_lookup_at(struct pt_fs *fs, struct pt_inode *parent, int pfd, const ch
     ret = pt_statx_fd(fd, &st);
     if (ret < 0)
         return ret;
-    ret = pt_inode_intern(fs, pt_take_fd(&fd), &st, true, &i);
+    ret = pt_inode_intern(fs, TAKE_FD(fd), &st, true, &i);
     if (ret < 0)
         return ret;
     return pt_fill_entry(fs, parent, i, &st, out);
@@ -395,7 +395,7 @@ int pt_op_access(struct fll_req *r, uint64_t nodeid, const struct fuse_access_in
     _cleanup_inode_ struct pt_inode *i = NULL;
     _cleanup_ifd_ struct pt_ifd f = PT_IFD_NONE;
     _cleanup_cred_ struct pt_cred cred = { 0 };
-    char num[16];
+    char num[PT_PROC_PATH_MAX];
     int ret = pt_inode_get(fs, nodeid, &i);
 
     if (ret < 0)
@@ -410,7 +410,7 @@ int pt_op_access(struct fll_req *r, uint64_t nodeid, const struct fuse_access_in
     ret = pt_cred_enter(fs, r, &cred);
     if (ret < 0)
         return ret;
-    snprintf(num, sizeof(num), "%d", f.fd);
+    pt_proc_name(num, f.fd);
     if (faccessat(fs->proc_self_fd, num, (int)in->mask, AT_EACCESS) < 0)
         return -errno;
     return 0;

@@ -240,7 +240,7 @@ int pt_op_opendir(struct fll_req *r, uint64_t nodeid, const struct fuse_open_in 
         pt_fd_unreserve(fs);
         return fd;
     }
-    ret = pt_handle_new(fs, i, pt_take_fd(&fd), O_RDONLY | O_DIRECTORY, true, &fh);
+    ret = pt_handle_new(fs, i, TAKE_FD(fd), O_RDONLY | O_DIRECTORY, true, &fh);
     if (ret < 0)
         return ret;
     memset(out, 0, sizeof(*out));

@@ -83,14 +83,14 @@ static int pt_open_inode(struct pt_fs *fs, struct pt_inode *i, int flags, bool k
         if (kill) {
             ret = pt_kill_suidgid(fs, i, fd);
             if (ret < 0) {
-                close(pt_take_fd(&fd));
+                close(TAKE_FD(fd));
                 pt_fd_unreserve(fs);
                 return ret;
             }
         }
         pt_drop_mapped_capability(fs, i, fd);
     }
-    ret = pt_handle_new(fs, i, pt_take_fd(&fd), flags, false, &fh);
+    ret = pt_handle_new(fs, i, TAKE_FD(fd), flags, false, &fh);
     if (ret < 0)
         return ret;
     pt_fill_open(fs, flags, fh, out);
@@ -120,18 +120,18 @@ static int pt_entry_from_fd(struct pt_fs *fs, struct pt_inode *parent, int fd,
                             struct pt_inode **out_inode, struct fuse_entry_out *entry)
 {
     _cleanup_close_ int pfd = -1;
-    char num[16];
+    char num[PT_PROC_PATH_MAX];
     struct statx st;
     int ret;
 
-    snprintf(num, sizeof(num), "%d", fd);
+    pt_proc_name(num, fd);
     pfd = openat(fs->proc_self_fd, num, O_PATH | O_CLOEXEC);
     if (pfd < 0)
         return -errno;
     ret = pt_statx_fd(pfd, &st);
     if (ret < 0)
         return ret;
-    ret = pt_inode_intern(fs, pt_take_fd(&pfd), &st, true, out_inode);
+    ret = pt_inode_intern(fs, TAKE_FD(pfd), &st, true, out_inode);
     if (ret < 0)
         return ret;
     return pt_fill_entry(fs, parent, *out_inode, &st, entry);
@@ -199,7 +199,7 @@ static int pt_create_common(struct fll_req *r, uint64_t parent, const char *name
         ret = pt_statx_fd(pfd, &st);
         if (ret < 0)
             goto unreserve;
-        ret = pt_inode_intern(fs, pt_take_fd(&pfd), &st, true, &i);
+        ret = pt_inode_intern(fs, TAKE_FD(pfd), &st, true, &i);
         if (ret < 0)
             goto unreserve;
         pt_fill_entry(fs, p, i, &st, entry);
@@ -229,7 +229,7 @@ static int pt_create_common(struct fll_req *r, uint64_t parent, const char *name
             goto unreserve;
         }
     }
-    ret = pt_handle_new(fs, i, pt_take_fd(&fd), flags, false, &fh);
+    ret = pt_handle_new(fs, i, TAKE_FD(fd), flags, false, &fh);
     if (ret < 0) {
         pt_inode_forget(fs, entry->nodeid, 1);
         return ret;

@@ -334,7 +334,7 @@ int pt_inode_intern(struct pt_fs *fs, int fd, const struct statx *st, bool count
         i->fh = fh; /* the handle replaces fd, closed below */
         mnt = NULL;
     } else {
-        i->fd = pt_take_fd(&fd);
+        i->fd = TAKE_FD(fd);
     }
     i->type = (uint16_t)type;
     i->dev = dev;

@@ -122,7 +122,7 @@ static int pt_owner_fd(struct pt_handle *h, uint64_t owner)
 {
     struct pt_inode *i = h->ino;
     struct pt_lock_owner *o;
-    char num[16];
+    char num[PT_PROC_PATH_MAX];
     int fd, ret;
 
     pthread_mutex_lock(pt_inode_lock(i));
@@ -138,7 +138,7 @@ static int pt_owner_fd(struct pt_handle *h, uint64_t owner)
         goto unlock;
     }
     o = calloc(1, sizeof(*o));
-    snprintf(num, sizeof(num), "%d", h->fd);
+    pt_proc_name(num, h->fd);
     /* Same file, a new open file description; no O_TRUNC, no O_CREAT. */
     fd = -1;
     if (o && !h->fs->readonly)
@@ -376,13 +376,7 @@ static void *pt_waiter_thread(void *arg)
             backoff = PT_WAIT_MIN_NS;
             continue;
         }
-        struct timespec ts;
-        clock_gettime(CLOCK_MONOTONIC, &ts);
-        ts.tv_nsec += backoff;
-        if (ts.tv_nsec >= 1000000000L) {
-            ts.tv_sec++;
-            ts.tv_nsec -= 1000000000L;
-        }
+        struct timespec ts = vufs_deadline(CLOCK_MONOTONIC, (uint64_t)backoff);
         if (pthread_cond_timedwait(&l->cond, &l->lock, &ts) == 0)
             backoff = PT_WAIT_MIN_NS; /* kicked: something changed */
         else if (backoff < PT_WAIT_MAX_NS)

@@ -41,6 +41,7 @@
 #include <unistd.h>
 
 #include "passthrough.h"
+#include "vufs_util.h"
 
 /* Tables grow in chunks so a slot's address never changes while referenced. */
 #define PT_CHUNK_SHIFT 10u
@@ -665,22 +666,5 @@ int pt_op_setlk(struct fll_req *r, uint64_t nodeid, const struct fuse_lk_in *in,
 int pt_op_interrupt(struct fll_req *r, uint64_t unique);
 /* FLUSH / RELEASE: drops the POSIX locks of one owner / the flock of a handle. */
 void pt_lock_release_owner(struct pt_handle *h, uint64_t owner);
-
-static inline void pt_closep(int *fd)
-{
-    if (*fd >= 0) {
-        int saved = errno;
-        close(*fd);
-        errno = saved;
-    }
-}
-#define _cleanup_close_ __attribute__((cleanup(pt_closep)))
-
-static inline int pt_take_fd(int *fd)
-{
-    int r = *fd;
-    *fd = -1;
-    return r;
-}
 
 #endif

@@ -126,12 +126,6 @@ static int pt_xattr_host_name(struct pt_fs *fs, const char *name, const char **h
     return 0;
 }
 
-static void pt_freep(char **p)
-{
-    free(*p);
-}
-#define _cleanup_free_ __attribute__((cleanup(pt_freep)))
-
 int pt_op_setxattr(struct fll_req *r, uint64_t nodeid, const char *name, const void *value,
                    size_t size, int flags, uint32_t setxattr_flags)
 {

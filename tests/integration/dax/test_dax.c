@@ -30,8 +30,9 @@
 #include <unistd.h>
 #include <cmocka.h>
 
-#include "vfe.h"
 #include "../it_util.h"
+#include "vfe.h"
+#include "vufs_util.h"
 
 #define MiB (1ull << 20)
 #define KiB (1ull << 10)
@@ -622,7 +623,7 @@ static void par_round(struct env *e, struct par_req *r, bool map, const uint64_t
     }
     vfe_fuse_kick(e->fuse, 1);
     vfe_fuse_kick(e->fuse, 2);
-    uint64_t deadline = vfe_now_ns() + 20000000000ull;
+    uint64_t deadline = vufs_now_ns() + 20000000000ull;
     for (unsigned q = 1; q <= 2; q++) {
         unsigned got = 0;
         while (got < NPAR / 2) {
@@ -630,7 +631,7 @@ static void par_round(struct env *e, struct par_req *r, bool map, const uint64_t
             /* 0: a notification for completions an earlier call already took. */
             int n = vfe_fuse_reap(e->fuse, q, done, NPAR, 1000);
             assert_true(n >= 0 || n == -ETIMEDOUT);
-            assert_true(vfe_now_ns() < deadline);
+            assert_true(vufs_now_ns() < deadline);
             if (n < 0)
                 continue;
             for (int k = 0; k < n; k++)

@@ -40,6 +40,7 @@
 #include <glib.h>
 
 #include "vfe.h"
+#include "vufs_util.h"
 
 #define MiB   (1ull << 20)
 #define BLOCK 4096u
@@ -592,8 +593,8 @@ static void stress(const char *vufsd, double seconds, bool legacy)
                 pthread_create(&th[i].t, NULL, guest_main, &th[i]);
             }
             pthread_create(&host, NULL, host_main, s);
-            uint64_t end = vfe_now_ns() + (uint64_t)(seconds * 1e9);
-            while (vfe_now_ns() < end && !__atomic_load_n(&s->stop, __ATOMIC_RELAXED))
+            uint64_t end = vufs_now_ns() + (uint64_t)(seconds * 1e9);
+            while (vufs_now_ns() < end && !__atomic_load_n(&s->stop, __ATOMIC_RELAXED))
                 usleep(100000);
             __atomic_store_n(&s->stop, true, __ATOMIC_RELAXED);
             for (unsigned i = 0; i < S_THREADS; i++)

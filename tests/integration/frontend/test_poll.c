@@ -38,6 +38,7 @@
 #include <glib.h>
 
 #include "vfe.h"
+#include "vufs_util.h"
 
 #define FILE_SIZE (256u * 1024u)
 #define QUEUES 4u
@@ -83,8 +84,8 @@ static void pause_ns(uint64_t ns)
         nanosleep(&ts, NULL);
         return;
     }
-    uint64_t until = vfe_now_ns() + ns;
-    while (vfe_now_ns() < until)
+    uint64_t until = vufs_now_ns() + ns;
+    while (vufs_now_ns() < until)
         ;
 }
 

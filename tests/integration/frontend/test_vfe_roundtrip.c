@@ -28,8 +28,9 @@
 
 #include <glib.h>
 
-#include "vfe.h"
 #include "../it_util.h"
+#include "vfe.h"
+#include "vufs_util.h"
 
 #define BIG_SIZE (1u << 20)
 
@@ -536,7 +537,7 @@ static void test_pipelined_queues(void **state)
         vfe_fuse_kick(f, 1 + q);
     }
     unsigned got = 0;
-    uint64_t deadline = vfe_now_ns() + 60ull * 1000000000ull;
+    uint64_t deadline = vufs_now_ns() + 60ull * 1000000000ull;
     while (got < total) {
         for (unsigned q = 0; q < nq; q++) {
             struct vfe_fuse_op *done[DEPTH];
@@ -552,7 +553,7 @@ static void test_pipelined_queues(void **state)
             }
             got += (unsigned)r;
         }
-        assert_true(vfe_now_ns() < deadline);
+        assert_true(vufs_now_ns() < deadline);
     }
     g_autofree uint8_t *buf = g_malloc(CHUNK);
     for (unsigned i = 0; i < total; i++) {
