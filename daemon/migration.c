@@ -46,6 +46,7 @@
 
 #include "log.h"
 #include "vu_msg.h"
+#include "vufs_util.h"
 
 /* Bytes read per read() while loading. */
 #define VMIG_CHUNK (256u * 1024u)
@@ -100,9 +101,7 @@ static void *vmig_writer(void *arg)
         ret = n < 0 ? -errno : -EIO;
         break;
     }
-    /* Closing is the end of the state for the reader. */
-    close(m->fd);
-    m->fd = -1;
+    vufs_close(&m->fd); /* the end of the state for the reader */
     vmig_finish(m, ret);
     return NULL;
 }
@@ -146,8 +145,7 @@ static void *vmig_reader(void *arg)
         ret = -errno;
         break;
     }
-    close(m->fd);
-    m->fd = -1;
+    vufs_close(&m->fd);
     vmig_finish(m, ret);
     return NULL;
 }
@@ -174,14 +172,7 @@ static int vmig_join(struct vmig *m, bool cancel, int wait_ms)
     if (!m->thread_started)
         return m->result;
     if (!cancel) {
-        struct timespec until;
-        clock_gettime(CLOCK_MONOTONIC, &until);
-        until.tv_sec += wait_ms / 1000;
-        until.tv_nsec += (long)(wait_ms % 1000) * 1000000L;
-        if (until.tv_nsec >= 1000000000L) {
-            until.tv_sec++;
-            until.tv_nsec -= 1000000000L;
-        }
+        struct timespec until = vufs_deadline(CLOCK_MONOTONIC, (uint64_t)wait_ms * 1000000u);
         pthread_mutex_lock(&m->lock);
         while (!m->done && pthread_cond_timedwait(&m->cond, &m->lock, &until) == 0)
             ;
@@ -206,12 +197,8 @@ void vmig_abort(struct vmig *m)
     if (m->dir == VMIG_NONE)
         return;
     vmig_join(m, true, 0);
-    if (m->fd >= 0)
-        close(m->fd);
-    m->fd = -1;
-    if (m->cancel_fd >= 0)
-        close(m->cancel_fd);
-    m->cancel_fd = -1;
+    vufs_close(&m->fd);
+    vufs_close(&m->cancel_fd);
     free(m->buf);
     m->buf = NULL;
     m->len = m->cap = 0;
@@ -319,9 +306,7 @@ int vmig_check(struct vufsd_dev *dev)
             ret = -EBUSY; /* the rings started meanwhile: too late to load */
         } else {
             vlog_info("device state: %zu bytes from the frontend", m->len);
-            ret = dev->c.state_load(dev, m->buf, m->len);
-            if (ret < 0)
-                vlog_err("device state refused: %s", strerror(-ret));
+            ret = dev->c.state_load(dev, m->buf, m->len); /* it logs why it refuses */
         }
     }
     vmig_abort(m);

@@ -612,7 +612,8 @@ int vfe_dev_state_load(struct vfe_dev *d, const uint8_t *buf, size_t len, uint64
     return state_load_on(d->conn, buf, len, answer);
 }
 
-int vfe_dev_migrate(struct vfe_dev *d, const struct vfe_conn_config *to)
+int vfe_dev_migrate(struct vfe_dev *d, const struct vfe_conn_config *to,
+                    void (*between)(void *opaque), void *opaque)
 {
     int r = 0;
     if (d->state == VFE_DEV_RUNNING)
@@ -626,6 +627,8 @@ int vfe_dev_migrate(struct vfe_dev *d, const struct vfe_conn_config *to)
     r = state_save_on(d->conn, &state, &len, (size_t)1 << 30, NULL);
     if (r < 0)
         return r;
+    if (between)
+        between(opaque);
 
     /* The destination: a new connection negotiated as the first was. */
     struct vfe_conn *old = d->conn;

@@ -468,9 +468,12 @@ int vfe_dev_state_load(struct vfe_dev *d, const uint8_t *buf, size_t len, uint64
  * way, load the state into it, hang up on the first, and start the device on
  * the new connection at the same ring positions. A FUSE client on the device
  * carries on with its node ids and file handles. On failure the device stays
- * with the first backend, stopped (-errno).
+ * with the first backend, stopped (-errno). between (if not NULL) runs after the
+ * state left the first backend and before it reaches the second: what the
+ * host does to the share meanwhile.
  */
-int vfe_dev_migrate(struct vfe_dev *d, const struct vfe_conn_config *to);
+int vfe_dev_migrate(struct vfe_dev *d, const struct vfe_conn_config *to,
+                    void (*between)(void *opaque), void *opaque);
 /* Raw: sends SET_LOG_BASE for [offset, offset+size) of fd and returns the
  * backend's u64 answer in *answer (hostile tests: sizes and offsets it must
  * refuse). */

@@ -91,6 +91,9 @@ trap 'log "interrupted"; exit 1' INT TERM HUP
 downtime=- total=- rounds=0 fio_fail=0
 verdict() {
     local v=$1; shift
+    cat "$rundir/output-src.log" "$rundir/output-dst.log" > "$rundir/output.log" 2>/dev/null
+    rounds=$(grep -a -c 'VUFS-MIG-FIO round=' "$rundir/output.log")
+    fio_fail=$(grep -a 'VUFS-MIG-FIO round=' "$rundir/output.log" | grep -c -v ' rc=0 ')
     local line="VUFS-MIGRATION name=$name result=$v downtime_ms=$downtime total_ms=$total fio_rounds=$rounds fio_failures=$fio_fail"
     echo "migrate-host: $v: $* ($(( $(date +%s) - start )) s, logs in $rundir)"
     if [ "$v" = FAIL ]; then
@@ -220,9 +223,6 @@ qmp src quit > /dev/null 2>&1
 
 wait_line dst VUFS-GUEST-RESULT "$dst_qemu"
 while kill -0 "$dst_qemu" 2>/dev/null && [ "$(date +%s)" -lt $((deadline + 30)) ]; do sleep 0.1; done
-cat "$rundir/output-src.log" "$rundir/output-dst.log" > "$rundir/output.log"
-rounds=$(grep -a -c 'VUFS-MIG-FIO round=' "$rundir/output.log")
-fio_fail=$(grep -a 'VUFS-MIG-FIO round=' "$rundir/output.log" | grep -c -v ' rc=0 ')
 rc=$(grep -a -m1 -o 'VUFS-GUEST-RESULT rc=[0-9]*' "$rundir/output-dst.log")
 rc=${rc#*rc=}
 cleanup
