@@ -293,7 +293,6 @@ static int vu_set_log_base(struct vufsd_dev *dev, struct vu_msg *m, int *fds, in
     struct vmem_log *l;
     int ret;
 
-    vu_reply_u64(reply, 1);
     if (!vdev_has_protocol_feature(dev, VU_PROTOCOL_F_LOG_SHMFD))
         return -EPROTO;
     ret = vmem_log_map(fds[0], m->payload.log.mmap_size, m->payload.log.mmap_offset, &l);
@@ -322,6 +321,28 @@ static int vu_set_log_fd(struct vufsd_dev *dev, struct vu_msg *m, int *fds, int 
 /* ---- Device state (live migration) ---------------------------------------------------- */
 
 /*
+ * The u64 that says "failed" for a request whose own reply is a status
+ * (SET_LOG_BASE, SET_DEVICE_STATE_FD, CHECK_DEVICE_STATE: non-zero), also when
+ * the message was refused before its handler ran; 0 for the others (GET_*
+ * carry a value, not a status).
+ */
+static uint64_t vu_status_failed(uint32_t req, int err)
+{
+    uint64_t code = (uint64_t)-err & 0xff;
+    if (!code)
+        code = 1; /* an errno that is 0 in the low byte still fails */
+    switch (req) {
+    case VU_SET_DEVICE_STATE_FD:
+        return VU_STATE_REPLY_NOFD | code; /* never an fd with an error */
+    case VU_SET_LOG_BASE:
+    case VU_CHECK_DEVICE_STATE:
+        return code;
+    default:
+        return 0;
+    }
+}
+
+/*
  * SET_DEVICE_STATE_FD: the frontend's pipe end for the state (migration.c).
  * The reply says success (0) or failure in bits 0-7, and always has the
  * no-fd bit: vufsd uses the frontend's pipe, never one of its own.
@@ -333,12 +354,9 @@ static int vu_set_device_state_fd(struct vufsd_dev *dev, struct vu_msg *m, int *
 
     if (vdev_has_protocol_feature(dev, VU_PROTOCOL_F_DEVICE_STATE))
         ret = vmig_set_fd(dev, m->payload.dstate.direction, m->payload.dstate.phase, fds[0]);
-    uint64_t err = ret < 0 ? (uint64_t)-ret & 0xff : 0;
-    if (ret < 0 && !err)
-        err = 1; /* an errno that is 0 in the low byte still fails */
     if (ret == 0)
         fds[0] = -1;
-    vu_reply_u64(reply, VU_STATE_REPLY_NOFD | err);
+    vu_reply_u64(reply, ret < 0 ? vu_status_failed(VU_SET_DEVICE_STATE_FD, ret) : VU_STATE_REPLY_NOFD);
     return ret;
 }
 
@@ -350,7 +368,7 @@ static int vu_check_device_state(struct vufsd_dev *dev, struct vu_msg *m, int *f
 
     if (vdev_has_protocol_feature(dev, VU_PROTOCOL_F_DEVICE_STATE))
         ret = vmig_check(dev);
-    vu_reply_u64(reply, ret < 0 ? (uint64_t)-ret : 0);
+    vu_reply_u64(reply, ret < 0 ? vu_status_failed(VU_CHECK_DEVICE_STATE, ret) : 0);
     return ret;
 }
 
@@ -737,8 +755,8 @@ static int vu_dispatch(struct vufsd_dev *dev, int conn_fd, struct vu_msg *m, int
                       vdev_has_protocol_feature(dev, VU_PROTOCOL_F_LOG_SHMFD));
     if (own_reply) {
         /* GET_CONFIG says "failed" with no payload; the others need theirs. */
-        if (reply.hdr.size == 0 && req != VU_GET_CONFIG)
-            vu_reply_u64(&reply, 0); /* the frontend waits for a reply of this size */
+        if (reply.hdr.size == 0 && req != VU_GET_CONFIG) /* the frontend waits for a u64 */
+            vu_reply_u64(&reply, ret < 0 ? vu_status_failed(req, ret) : 0);
         return vu_send_reply(conn_fd, m, &reply);
     }
     if ((m->hdr.flags & VU_FLAG_NEED_REPLY) &&

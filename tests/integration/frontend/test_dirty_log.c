@@ -194,6 +194,15 @@ static void test_log_base_hostile(void **state)
                      (unsigned long long)bad[i].offset);
     }
     close(fd);
+    /* No fd at all: malformed, and the answer must still say it failed. */
+    uint64_t lp[2] = {4096, 0};
+    struct vfe_conn *c = vfe_dev_conn(e->dev);
+    assert_int_equal(vfe_conn_send_raw(c, VFE_VU_SET_LOG_BASE, VFE_VU_VERSION, sizeof(lp), lp,
+                                       sizeof(lp), NULL, 0), 0);
+    struct vfe_msg rep;
+    assert_int_equal(vfe_conn_recv_raw(c, &rep, NULL, NULL, 20000), 0);
+    assert_int_equal(vfe_msg_check_reply(&rep, VFE_VU_SET_LOG_BASE, 8), 0);
+    assert_true(rep.payload.u64 != 0);
 
     /* Still logging into the frontend's real log. */
     vfe_dev_log_clear(e->dev);
