@@ -1,7 +1,10 @@
 /* SPDX-License-Identifier: GPL-2.0-or-later */
 /*
  * The daemon's settings, filled by the command line parser (options.c) and read
- * by every part of the daemon. After parsing it is never written again.
+ * by main, which hands each part its own settings (struct pt_config, struct
+ * sb_config, the window's struct dax_config). After parsing it is never written
+ * again. A setting a module defines is that module's enum, read by that
+ * module's parser: one definition per rule.
  */
 #ifndef VUFSD_CONFIG_H
 #define VUFSD_CONFIG_H
@@ -10,37 +13,9 @@
 #include <stdint.h>
 #include <sys/types.h>
 
-enum vufsd_cache {
-    VUFSD_CACHE_AUTO,     /* entry/attr timeout 1 s */
-    VUFSD_CACHE_ALWAYS,   /* 86400 s, keep page cache across opens */
-    VUFSD_CACHE_METADATA, /* attrs cached, data direct */
-    VUFSD_CACHE_NEVER,    /* 0 s, direct I/O */
-};
-
-enum vufsd_sandbox {
-    VUFSD_SANDBOX_NAMESPACE,
-    VUFSD_SANDBOX_CHROOT,
-    VUFSD_SANDBOX_NONE,
-};
-
-enum vufsd_seccomp {
-    VUFSD_SECCOMP_KILL,
-    VUFSD_SECCOMP_LOG,
-    VUFSD_SECCOMP_TRAP,
-    VUFSD_SECCOMP_NONE,
-};
-
-enum vufsd_inode_handles {
-    VUFSD_HANDLES_NEVER,
-    VUFSD_HANDLES_PREFER,
-    VUFSD_HANDLES_MANDATORY,
-};
-
-enum vufsd_dax_policy {
-    VUFSD_DAX_NEVER,
-    VUFSD_DAX_ALWAYS,
-    VUFSD_DAX_AUTO,
-};
+#include "dax.h"
+#include "passthrough.h"
+#include "sandbox.h"
 
 enum vufsd_dax_protocol {
     VUFSD_DAX_PROTO_SHMEM,  /* mainline BACKEND_SHMEM_MAP/UNMAP (ids 9/10) */
@@ -68,7 +43,7 @@ struct vufsd_config {
 
     /* Filesystem */
     char *shared_dir;    /* --shared-dir / -o source= */
-    enum vufsd_cache cache;
+    enum pt_cache cache;
     bool writeback;
     bool readdirplus;    /* cleared by --no-readdirplus */
     bool allow_direct_io;
@@ -84,7 +59,7 @@ struct vufsd_config {
     bool no_posix_lock;
     bool no_flock;
     bool readonly;
-    enum vufsd_inode_handles inode_file_handles;
+    enum pt_inode_handles inode_file_handles;
     char *translate_uid; /* --translate-uid, raw */
     char *translate_gid;
     char *uid_map;       /* --uid-map, raw */
@@ -92,14 +67,14 @@ struct vufsd_config {
 
     /* DAX */
     uint64_t dax_window;           /* bytes; 0 = no DAX */
-    enum vufsd_dax_policy dax_policy;
+    enum dax_policy dax_policy;
     enum vufsd_dax_protocol dax_protocol;
     char *stats_file;
 
     /* Security */
-    enum vufsd_sandbox sandbox;
+    enum sb_mode sandbox;
     bool sandbox_explicit; /* --sandbox (or -o sandbox=) was given */
-    enum vufsd_seccomp seccomp;
+    enum sb_seccomp_action seccomp;
     char *modcaps;       /* --modcaps=+cap:-cap */
     uint64_t rlimit_nofile; /* 0 = default */
     bool unsafe_no_isolation; /* allows --sandbox none with --seccomp none */

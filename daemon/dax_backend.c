@@ -18,6 +18,7 @@
 #include <glib.h>
 
 #include "log.h"
+#include "vu_msg.h"
 
 /* How often --stats-file is rewritten. */
 #define VDAX_STATS_PERIOD_MS 1000
@@ -55,33 +56,18 @@ static int vdax_send(struct vdax *x, uint32_t request, const void *payload, size
     return vdev_backend_request(dev, request, payload, size, fd, NULL);
 }
 
-/* One legacy message: up to 8 entries (the caller never passes more). */
-static int vdax_legacy_send(struct vdax *x, uint32_t request, const struct dax_legacy_entry *e,
-                            unsigned n, int fd)
-{
-    uint8_t buf[DAX_LEGACY_MSG_SIZE];
-    int taken = dax_wire_legacy_encode(buf, e, n);
-    if (taken < 0)
-        return taken;
-    if ((unsigned)taken != n)
-        return -EINVAL;
-    return vdax_send(x, request, buf, sizeof(buf), fd);
-}
-
 static int vdax_map_fd(struct vdax *x, int fd, uint64_t foffset, uint64_t moffset, uint64_t len,
                        bool writable)
 {
     if (x->legacy) {
-        struct dax_legacy_entry e = {
-            .fd_offset = foffset, .c_offset = moffset, .len = len,
-            .flags = DAX_LEGACY_FLAG_R | (writable ? DAX_LEGACY_FLAG_W : 0)};
-        return vdax_legacy_send(x, DAX_VHOST_USER_SLAVE_FS_MAP, &e, 1, fd);
+        struct vu_fs_map m = {
+            .fd_offset[0] = foffset, .c_offset[0] = moffset, .len[0] = len,
+            .flags[0] = VU_FS_MAP_R | (writable ? VU_FS_MAP_W : 0)};
+        return vdax_send(x, VU_BACKEND_FS_MAP, &m, sizeof(m), fd);
     }
-    uint8_t buf[DAX_SHMEM_MSG_SIZE];
-    struct dax_shmem_msg m = {.shmid = 0, .fd_offset = foffset, .shm_offset = moffset,
-                              .len = len, .flags = writable ? DAX_SHMEM_FLAG_RW : 0};
-    dax_wire_shmem_encode(buf, &m);
-    return vdax_send(x, DAX_VHOST_USER_BACKEND_SHMEM_MAP, buf, sizeof(buf), fd);
+    struct vu_shmem_map m = {.shmid = 0, .fd_offset = foffset, .shm_offset = moffset, .len = len,
+                             .flags = writable ? VU_SHMEM_MAP_F_RW : 0};
+    return vdax_send(x, VU_BACKEND_SHMEM_MAP, &m, sizeof(m), fd);
 }
 
 /*
@@ -165,24 +151,24 @@ static int vdax_unmap(void *ctx, uint64_t moffset, uint64_t len)
 {
     struct vdax *x = ctx;
     if (x->legacy) {
-        struct dax_legacy_entry e = {.c_offset = moffset, .len = len};
-        return vdax_legacy_send(x, DAX_VHOST_USER_SLAVE_FS_UNMAP, &e, 1, -1);
+        struct vu_fs_map m = {.c_offset[0] = moffset, .len[0] = len};
+        return vdax_send(x, VU_BACKEND_FS_UNMAP, &m, sizeof(m), -1);
     }
-    uint8_t buf[DAX_SHMEM_MSG_SIZE];
-    struct dax_shmem_msg m = {.shm_offset = moffset, .len = len};
-    dax_wire_shmem_encode(buf, &m);
-    return vdax_send(x, DAX_VHOST_USER_BACKEND_SHMEM_UNMAP, buf, sizeof(buf), -1);
+    struct vu_shmem_map m = {.shm_offset = moffset, .len = len};
+    return vdax_send(x, VU_BACKEND_SHMEM_UNMAP, &m, sizeof(m), -1);
 }
 
 /* Legacy only: up to 8 unmaps in one message. */
 static int vdax_unmap_batch(void *ctx, const struct fuse_removemapping_one *r, unsigned n)
 {
-    struct dax_legacy_entry e[DAX_LEGACY_ENTRIES] = {0};
-    if (n > DAX_LEGACY_ENTRIES)
+    struct vu_fs_map m = {0};
+    if (n > VU_FS_MAP_ENTRIES)
         return -EINVAL;
-    for (unsigned i = 0; i < n; i++)
-        e[i] = (struct dax_legacy_entry){.c_offset = r[i].moffset, .len = r[i].len};
-    return vdax_legacy_send(ctx, DAX_VHOST_USER_SLAVE_FS_UNMAP, e, n, -1);
+    for (unsigned i = 0; i < n; i++) {
+        m.c_offset[i] = r[i].moffset;
+        m.len[i] = r[i].len;
+    }
+    return vdax_send(ctx, VU_BACKEND_FS_UNMAP, &m, sizeof(m), -1);
 }
 
 static const struct dax_ops vdax_shmem_ops = {
@@ -206,19 +192,6 @@ static bool vdax_usable(void *ctx)
 
 /* ---- Life cycle ----------------------------------------------------------------------- */
 
-static enum dax_policy vdax_policy(enum vufsd_dax_policy p)
-{
-    switch (p) {
-    case VUFSD_DAX_NEVER:
-        return DAX_POLICY_NEVER;
-    case VUFSD_DAX_ALWAYS:
-        return DAX_POLICY_ALWAYS;
-    case VUFSD_DAX_AUTO:
-    default:
-        return DAX_POLICY_AUTO;
-    }
-}
-
 int vdax_new(const struct vufsd_config *cfg, struct pt_fs *fs, struct vdax **out)
 {
     struct vdax *x = calloc(1, sizeof(*x));
@@ -228,7 +201,7 @@ int vdax_new(const struct vufsd_config *cfg, struct pt_fs *fs, struct vdax **out
     struct dax_config dc = {
         .window_size = cfg->dax_window,
         .page_size = page > 0 ? (uint64_t)page : 4096,
-        .policy = vdax_policy(cfg->dax_policy),
+        .policy = cfg->dax_policy,
     };
     x->legacy = cfg->dax_protocol == VUFSD_DAX_PROTO_LEGACY;
     pthread_mutex_init(&x->map_lock, NULL);

@@ -296,17 +296,6 @@ static int vmain_serve(const struct vufsd_config *cfg, int listen_fd, struct pt_
 
 static struct sb_config vmain_sb_config(const struct vufsd_config *cfg)
 {
-    static const enum sb_mode modes[] = {
-        [VUFSD_SANDBOX_NAMESPACE] = SB_MODE_NAMESPACE,
-        [VUFSD_SANDBOX_CHROOT] = SB_MODE_CHROOT,
-        [VUFSD_SANDBOX_NONE] = SB_MODE_NONE,
-    };
-    static const enum sb_seccomp_action actions[] = {
-        [VUFSD_SECCOMP_KILL] = SB_SECCOMP_KILL,
-        [VUFSD_SECCOMP_LOG] = SB_SECCOMP_LOG,
-        [VUFSD_SECCOMP_TRAP] = SB_SECCOMP_TRAP,
-        [VUFSD_SECCOMP_NONE] = SB_SECCOMP_NONE,
-    };
     unsigned features = SB_FEAT_LOCKS;
     if (cfg->xattr || cfg->posix_acl || cfg->security_label)
         features |= SB_FEAT_XATTR;
@@ -314,18 +303,44 @@ static struct sb_config vmain_sb_config(const struct vufsd_config *cfg)
         features |= SB_FEAT_SYSLOG;
     if (cfg->mountpoint)
         features |= SB_FEAT_DEVFUSE;
-    if (cfg->inode_file_handles != VUFSD_HANDLES_NEVER)
+    if (cfg->inode_file_handles != PT_HANDLES_NEVER)
         features |= SB_FEAT_FILE_HANDLES;
     if (cfg->dax_window)
         features |= SB_FEAT_DAX;
     return (struct sb_config){
-        .mode = modes[cfg->sandbox],
+        .mode = cfg->sandbox,
         .shared_dir = cfg->shared_dir,
-        .seccomp = actions[cfg->seccomp],
+        .seccomp = cfg->seccomp,
         .features = features,
         .modcaps = cfg->modcaps,
         .rlimit_nofile = cfg->rlimit_nofile,
         .unsafe_no_isolation = cfg->unsafe_no_isolation,
+    };
+}
+
+/* The passthrough's settings; its fd budget is cut from the limit in force. */
+static struct pt_config vmain_pt_config(const struct vufsd_config *cfg, uint64_t nofile)
+{
+    return (struct pt_config){
+        .shared_dir = cfg->shared_dir,
+        .cache = cfg->cache,
+        .writeback = cfg->writeback,
+        .readdirplus = cfg->readdirplus,
+        .allow_direct_io = cfg->allow_direct_io,
+        .allow_mmap = cfg->allow_mmap,
+        .xattr = cfg->xattr,
+        .xattrmap = cfg->xattrmap,
+        .posix_acl = cfg->posix_acl,
+        .security_label = cfg->security_label,
+        .killpriv_v2 = cfg->killpriv_v2,
+        .announce_submounts = cfg->announce_submounts,
+        .no_posix_lock = cfg->no_posix_lock,
+        .no_flock = cfg->no_flock,
+        .readonly = cfg->readonly,
+        .inode_file_handles = cfg->inode_file_handles,
+        .translate_uid = cfg->translate_uid,
+        .translate_gid = cfg->translate_gid,
+        .rlimit_nofile = nofile,
     };
 }
 
@@ -496,17 +511,18 @@ int main(int argc, char **argv)
         goto out;
     }
     char ids_err[256] = "";
-    if (pt_fs_check_ids(&cfg, ids_err, sizeof(ids_err)) < 0) {
+    struct pt_config ptc = vmain_pt_config(&cfg, 0);
+    if (pt_fs_check_ids(&ptc, ids_err, sizeof(ids_err)) < 0) {
         vlog_err("--translate-uid/--translate-gid: %s", ids_err);
         goto out;
     }
     /* --uid-map/--gid-map: a user namespace, and the namespace sandbox inside it. */
     if (cfg.uid_map || cfg.gid_map) {
-        if (cfg.sandbox_explicit && cfg.sandbox != VUFSD_SANDBOX_NAMESPACE) {
+        if (cfg.sandbox_explicit && cfg.sandbox != SB_MODE_NAMESPACE) {
             vlog_err("--uid-map/--gid-map need --sandbox namespace");
             goto out;
         }
-        cfg.sandbox = VUFSD_SANDBOX_NAMESPACE;
+        cfg.sandbox = SB_MODE_NAMESPACE;
         const char *why_ns = NULL;
         int ret = sb_enter_user_ns(cfg.uid_map, cfg.gid_map, &why_ns);
         if (ret < 0) {
@@ -572,8 +588,10 @@ int main(int argc, char **argv)
         vlog_err("cannot set RLIMIT_NOFILE: %s", strerror(-err));
         goto out;
     }
-    struct pt_fs *fs = pt_fs_new(&cfg, &err);
-    if (!fs) {
+    struct pt_fs *fs = NULL;
+    ptc = vmain_pt_config(&cfg, nofile);
+    err = pt_fs_new(&ptc, &fs);
+    if (err < 0) {
         vlog_err("cannot serve %s: %s", cfg.shared_dir, strerror(-err));
         goto out;
     }

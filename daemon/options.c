@@ -23,37 +23,19 @@ struct vopt_enum {
     int value;
 };
 
+/* The daemon's own enums; the modules' are read by their parsers (vopt_parsers). */
 static const struct vopt_enum vopt_cache_names[] = {
-    {"auto", VUFSD_CACHE_AUTO},
-    {"always", VUFSD_CACHE_ALWAYS},
-    {"metadata", VUFSD_CACHE_METADATA},
-    {"never", VUFSD_CACHE_NEVER},
-    {"none", VUFSD_CACHE_NEVER}, /* the legacy daemon's name for never */
-    {NULL, 0},
-};
-static const struct vopt_enum vopt_sandbox_names[] = {
-    {"namespace", VUFSD_SANDBOX_NAMESPACE},
-    {"chroot", VUFSD_SANDBOX_CHROOT},
-    {"none", VUFSD_SANDBOX_NONE},
-    {NULL, 0},
-};
-static const struct vopt_enum vopt_seccomp_names[] = {
-    {"kill", VUFSD_SECCOMP_KILL},
-    {"log", VUFSD_SECCOMP_LOG},
-    {"trap", VUFSD_SECCOMP_TRAP},
-    {"none", VUFSD_SECCOMP_NONE},
+    {"auto", PT_CACHE_AUTO},
+    {"always", PT_CACHE_ALWAYS},
+    {"metadata", PT_CACHE_METADATA},
+    {"never", PT_CACHE_NEVER},
+    {"none", PT_CACHE_NEVER}, /* the legacy daemon's name for never */
     {NULL, 0},
 };
 static const struct vopt_enum vopt_handles_names[] = {
-    {"never", VUFSD_HANDLES_NEVER},
-    {"prefer", VUFSD_HANDLES_PREFER},
-    {"mandatory", VUFSD_HANDLES_MANDATORY},
-    {NULL, 0},
-};
-static const struct vopt_enum vopt_dax_policy_names[] = {
-    {"never", VUFSD_DAX_NEVER},
-    {"always", VUFSD_DAX_ALWAYS},
-    {"auto", VUFSD_DAX_AUTO},
+    {"never", PT_HANDLES_NEVER},
+    {"prefer", PT_HANDLES_PREFER},
+    {"mandatory", PT_HANDLES_MANDATORY},
     {NULL, 0},
 };
 static const struct vopt_enum vopt_dax_protocol_names[] = {
@@ -66,6 +48,44 @@ static const struct vopt_enum vopt_log_names[] = {
     {"debug", VUFSD_LOG_DEBUG}, {"trace", VUFSD_LOG_DEBUG}, {NULL, 0},
 };
 
+/*
+ * A module's enum, read by the module's own parser. The names for an error
+ * message come from its name function, which calls a value it does not know "?".
+ */
+struct vopt_parser {
+    int (*parse)(const char *s, void *out);
+    const char *(*name)(int value);
+};
+
+static int vopt_sb_mode_parse(const char *s, void *out)
+{
+    return sb_mode_parse(s, out);
+}
+static const char *vopt_sb_mode_name(int v)
+{
+    return sb_mode_name((enum sb_mode)v);
+}
+static int vopt_sb_seccomp_parse(const char *s, void *out)
+{
+    return sb_seccomp_action_parse(s, out);
+}
+static const char *vopt_sb_seccomp_name(int v)
+{
+    return sb_seccomp_action_name((enum sb_seccomp_action)v);
+}
+static int vopt_dax_policy_parse(const char *s, void *out)
+{
+    return dax_policy_parse(s, out);
+}
+static const char *vopt_dax_policy_name(int v)
+{
+    return dax_policy_name((enum dax_policy)v);
+}
+
+static const struct vopt_parser vopt_sandbox = {vopt_sb_mode_parse, vopt_sb_mode_name};
+static const struct vopt_parser vopt_seccomp = {vopt_sb_seccomp_parse, vopt_sb_seccomp_name};
+static const struct vopt_parser vopt_dax_policy = {vopt_dax_policy_parse, vopt_dax_policy_name};
+
 enum vopt_kind {
     VOPT_STR,    /* char * field, replaced */
     VOPT_STRS,   /* char * field, repeatable: values joined with spaces */
@@ -75,6 +95,7 @@ enum vopt_kind {
     VOPT_U64,    /* uint64_t field, decimal */
     VOPT_FD,     /* int field, a file descriptor number */
     VOPT_ENUM,   /* enum field, one of .names */
+    VOPT_MODULE, /* enum field of a module, read by .parser */
     VOPT_SIZE,   /* uint64_t field, with K/M/G suffixes, a page multiple */
     VOPT_ACCEPT, /* a switch that asks for what vufsd always does; no field */
 };
@@ -83,7 +104,7 @@ struct vopt_row {
     const char *name; /* long option or legacy key, without dashes */
     enum vopt_kind kind;
     size_t off;
-    const struct vopt_enum *names;
+    const void *names; /* VOPT_ENUM: struct vopt_enum[]; VOPT_MODULE: struct vopt_parser */
     unsigned long max;
     bool legacy_only; /* only reachable through -o */
 };
@@ -114,8 +135,8 @@ static const struct vopt_row vopt_table[] = {
     {"thread-pool-size", VOPT_UINT, F(thread_pool_size), NULL, 1024},
     {"poll-us", VOPT_UINT, F(poll_us), NULL, 1000000},
     {"rlimit-nofile", VOPT_U64, F(rlimit_nofile)},
-    {"sandbox", VOPT_ENUM, F(sandbox), vopt_sandbox_names},
-    {"seccomp", VOPT_ENUM, F(seccomp), vopt_seccomp_names},
+    {"sandbox", VOPT_MODULE, F(sandbox), &vopt_sandbox},
+    {"seccomp", VOPT_MODULE, F(seccomp), &vopt_seccomp},
     {"modcaps", VOPT_STR, F(modcaps)},
     {"translate-uid", VOPT_STRS, F(translate_uid)},
     {"translate-gid", VOPT_STRS, F(translate_gid)},
@@ -126,7 +147,7 @@ static const struct vopt_row vopt_table[] = {
     {"reconnect", VOPT_TRUE, F(reconnect)},
     {"mount", VOPT_STR, F(mountpoint)},
     {"dax-window", VOPT_SIZE, F(dax_window)},
-    {"dax-policy", VOPT_ENUM, F(dax_policy), vopt_dax_policy_names},
+    {"dax-policy", VOPT_MODULE, F(dax_policy), &vopt_dax_policy},
     {"dax-protocol", VOPT_ENUM, F(dax_protocol), vopt_dax_protocol_names},
     {"stats-file", VOPT_STR, F(stats_file)},
     {"unsafe-no-isolation", VOPT_TRUE, F(unsafe_no_isolation)},
@@ -337,8 +358,6 @@ static int vopt_apply(const struct vopt_row *row, const char *value, struct vufs
         for (const struct vopt_enum *e = row->names; e->name; e++) {
             if (strcmp(e->name, value) == 0) {
                 *(int *)base = e->value;
-                if (row->off == offsetof(struct vufsd_config, sandbox))
-                    cfg->sandbox_explicit = true;
                 return 0;
             }
         }
@@ -350,6 +369,19 @@ static int vopt_apply(const struct vopt_row *row, const char *value, struct vufs
                 g_strdup_printf("option '%s': '%s' is not one of %s", row->name, value, s->str);
         }
         return -EINVAL;
+    case VOPT_MODULE: {
+        const struct vopt_parser *p = row->names;
+        if (p->parse(value, base) == 0) {
+            if (row->off == offsetof(struct vufsd_config, sandbox))
+                cfg->sandbox_explicit = true;
+            return 0;
+        }
+        g_autoptr(GString) s = g_string_new(NULL);
+        for (int v = 0; strcmp(p->name(v), "?") != 0; v++)
+            g_string_append_printf(s, "%s%s", s->len ? "|" : "", p->name(v));
+        *errmsg = g_strdup_printf("option '%s': '%s' is not one of %s", row->name, value, s->str);
+        return -EINVAL;
+    }
     default:
         break;
     }
@@ -396,14 +428,14 @@ void vopt_config_init(struct vufsd_config *cfg)
 {
     memset(cfg, 0, sizeof(*cfg));
     cfg->listen_fd = -1;
-    cfg->cache = VUFSD_CACHE_AUTO;
+    cfg->cache = PT_CACHE_AUTO;
     cfg->num_request_queues = 1;
     cfg->readdirplus = true;
-    cfg->inode_file_handles = VUFSD_HANDLES_NEVER;
-    cfg->dax_policy = VUFSD_DAX_AUTO;
+    cfg->inode_file_handles = PT_HANDLES_NEVER;
+    cfg->dax_policy = DAX_POLICY_AUTO;
     cfg->dax_protocol = VUFSD_DAX_PROTO_SHMEM;
-    cfg->sandbox = VUFSD_SANDBOX_NAMESPACE;
-    cfg->seccomp = VUFSD_SECCOMP_KILL;
+    cfg->sandbox = SB_MODE_NAMESPACE;
+    cfg->seccomp = SB_SECCOMP_KILL;
     cfg->log_level = VUFSD_LOG_INFO;
 }
 
@@ -447,7 +479,7 @@ static gboolean vopt_cb(const gchar *option_name, const gchar *value, gpointer d
         st->cfg->log_level = VUFSD_LOG_DEBUG;
         return TRUE;
     } else if (strcmp(name, "inode-file-handles") == 0 && !value) {
-        st->cfg->inode_file_handles = VUFSD_HANDLES_PREFER; /* bare switch, as Rust's */
+        st->cfg->inode_file_handles = PT_HANDLES_PREFER; /* bare switch, as Rust's */
         return TRUE;
     } else {
         const struct vopt_row *row = vopt_find(name, false);
@@ -573,14 +605,14 @@ static int vopt_validate(const struct vufsd_config *cfg, char **errmsg)
         *errmsg = g_strdup("--reconnect makes no sense with --mount");
         return -EINVAL;
     }
-    if (cfg->mountpoint && cfg->sandbox != VUFSD_SANDBOX_NONE) {
+    if (cfg->mountpoint && cfg->sandbox != SB_MODE_NONE) {
         /* Only reached with an explicit --sandbox: vopt_parse defaults it to none. */
         *errmsg = g_strdup("--mount works only with --sandbox none: the mount must be made, and "
                            "later removed, in the host's mount namespace, which needs "
                            "CAP_SYS_ADMIN there (seccomp still applies)");
         return -EINVAL;
     }
-    if (cfg->sandbox == VUFSD_SANDBOX_NONE && cfg->seccomp == VUFSD_SECCOMP_NONE &&
+    if (cfg->sandbox == SB_MODE_NONE && cfg->seccomp == SB_SECCOMP_NONE &&
         !cfg->unsafe_no_isolation) {
         *errmsg = g_strdup("--sandbox none with --seccomp none leaves the host unprotected "
                            "against the guest; add --unsafe-no-isolation to really do that");
@@ -668,7 +700,7 @@ int vopt_parse(int argc, char **argv, struct vufsd_config *cfg, enum vopt_action
     }
     /* --mount: the mount lives in the host's namespace (see vopt_validate). */
     if (cfg->mountpoint && !cfg->sandbox_explicit)
-        cfg->sandbox = VUFSD_SANDBOX_NONE;
+        cfg->sandbox = SB_MODE_NONE;
     int ret = vopt_validate(cfg, errmsg);
     if (ret < 0)
         return ret;

@@ -524,10 +524,14 @@ static int vu_get_shmem_config(struct vufsd_dev *dev, struct vu_msg *m, int *fds
                                struct vu_msg *reply)
 {
     bool on = vu_shmem_window(dev->c.cfg) && vdev_has_protocol_feature(dev, VU_PROTOCOL_F_SHMEM);
-    uint64_t size = on ? dev->c.cfg->dax_window : 0;
+    struct vu_shmem_config *c = &reply->payload.shmem_config;
 
-    dax_wire_shmem_config_encode(reply->payload.raw, &size, on ? 1 : 0);
-    reply->hdr.size = DAX_SHMEM_CONFIG_SIZE;
+    memset(c, 0, sizeof(*c));
+    if (on) {
+        c->nregions = 1;
+        c->memory_sizes[0] = dev->c.cfg->dax_window;
+    }
+    reply->hdr.size = sizeof(*c);
     return on ? 0 : -EOPNOTSUPP;
 }
 

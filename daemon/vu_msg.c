@@ -2,7 +2,17 @@
 #include "vu_msg.h"
 
 #include <errno.h>
+#include <stddef.h>
 #include <string.h>
+
+/* The layouts the specifications give, byte for byte. */
+_Static_assert(sizeof(struct vu_shmem_config) == 2056, "GET_SHMEM_CONFIG reply");
+_Static_assert(offsetof(struct vu_shmem_config, memory_sizes) == 8, "GET_SHMEM_CONFIG reply");
+_Static_assert(sizeof(struct vu_shmem_map) == 40, "BACKEND_SHMEM_MAP");
+_Static_assert(offsetof(struct vu_shmem_map, fd_offset) == 8, "BACKEND_SHMEM_MAP");
+_Static_assert(offsetof(struct vu_shmem_map, flags) == 32, "BACKEND_SHMEM_MAP");
+_Static_assert(sizeof(struct vu_fs_map) == 256, "SLAVE_FS_MAP");
+_Static_assert(offsetof(struct vu_fs_map, flags) == 192, "SLAVE_FS_MAP");
 
 /* How a request's payload size is checked. */
 enum vu_size_rule {

@@ -4,6 +4,14 @@
  * and a pure validator that checks a message's header, payload size and fd
  * count before anything reads the payload. No I/O here: tests and fuzzers call
  * vu_msg_check() on buffers directly.
+ *
+ * Every vhost-user request id, feature bit and payload layout the daemon uses is
+ * defined here and nowhere else in the daemon, the DAX window's map and unmap
+ * requests included (dax/ knows windows and slots, not messages). The in-tree
+ * frontend (frontend/vfe.h) keeps its own copy on purpose: it is an independent
+ * peer, so a misreading of the specification on one side shows as a failure
+ * against the other. Payload structs are in the host's byte order, as the rest
+ * of this file: vufsd runs on little-endian hosts, as vhost-user's byte order is.
  */
 #ifndef VUFSD_VU_MSG_H
 #define VUFSD_VU_MSG_H
@@ -45,6 +53,16 @@ enum vu_request {
     VU_CHECK_DEVICE_STATE = 43,
     VU_GET_SHMEM_CONFIG = 44,
     VU_REQUEST_MAX = 64, /* ids at or above are unknown */
+};
+
+/* Back-end -> front-end requests, on the backend request channel: the DAX
+ * window's maps, in the mainline protocol and in the virtio-fs branch's (ids 6
+ * and 7 mean other things in mainline: --dax-protocol legacy only). */
+enum vu_backend_request {
+    VU_BACKEND_FS_MAP = 6,       /* SLAVE_FS_MAP (legacy), fd attached */
+    VU_BACKEND_FS_UNMAP = 7,     /* SLAVE_FS_UNMAP (legacy) */
+    VU_BACKEND_SHMEM_MAP = 9,    /* fd attached */
+    VU_BACKEND_SHMEM_UNMAP = 10,
 };
 
 /* Header flags. */
@@ -156,6 +174,41 @@ struct vu_fs_config {
     uint32_t num_request_queues; /* little-endian */
 } __attribute__((packed));
 
+/* GET_SHMEM_CONFIG reply: the sizes of the backend's shared memory regions
+ * (region 0 is the DAX window). 2056 bytes. */
+#define VU_SHMEM_MAX_REGIONS 256u
+struct vu_shmem_config {
+    uint32_t nregions;
+    uint32_t padding;
+    uint64_t memory_sizes[VU_SHMEM_MAX_REGIONS];
+};
+
+/* BACKEND_SHMEM_MAP / BACKEND_SHMEM_UNMAP: one range of region shmid. 40 bytes. */
+#define VU_SHMEM_MAP_F_RW 1u /* map writable (QEMU 11.1 maps read-write whatever it says) */
+struct vu_shmem_map {
+    uint8_t shmid;
+    uint8_t padding[7];
+    uint64_t fd_offset;
+    uint64_t shm_offset;
+    uint64_t len;
+    uint64_t flags;
+};
+
+/*
+ * SLAVE_FS_MAP / SLAVE_FS_UNMAP (the virtio-fs branch): up to 8 ranges as
+ * parallel arrays; an entry with len 0 is unused (skipped), an UNMAP entry with
+ * len ~0 means the whole window. The reply is a u64, 0 = success. 256 bytes.
+ */
+#define VU_FS_MAP_ENTRIES 8u
+#define VU_FS_MAP_R 1u
+#define VU_FS_MAP_W 2u
+struct vu_fs_map {
+    uint64_t fd_offset[VU_FS_MAP_ENTRIES];
+    uint64_t c_offset[VU_FS_MAP_ENTRIES]; /* window offset */
+    uint64_t len[VU_FS_MAP_ENTRIES];
+    uint64_t flags[VU_FS_MAP_ENTRIES];    /* VU_FS_MAP_R | VU_FS_MAP_W */
+};
+
 struct vu_msg {
     struct vu_msg_hdr hdr;
     union {
@@ -167,6 +220,7 @@ struct vu_msg {
         struct vu_config config;
         struct vu_log log;
         struct vu_device_state dstate;
+        struct vu_shmem_config shmem_config;
         uint8_t raw[VU_MAX_PAYLOAD];
     } payload;
 };

@@ -4,9 +4,9 @@
  *
  * Keeps the table of what the frontend has mapped into the DAX window (virtio
  * shared memory region 0), turns the guest's FUSE_SETUPMAPPING/REMOVEMAPPING into
- * exact map/unmap calls the frontend accepts, keeps recency and thrash statistics,
- * decides per file whether DAX pays (FUSE_ATTR_DAX), can place mappings itself with
- * LRU reclaim, and encodes the two frontend wire protocols.
+ * exact map/unmap calls the frontend accepts, keeps activity and thrash statistics,
+ * and decides per file whether DAX pays (FUSE_ATTR_DAX). Where mappings go is the
+ * guest's choice; the frontend's wire formats are the daemon's.
  *
  * It uses no other vufsd module and no glib. The frontend is reached only through
  * struct dax_ops, provided by the daemon (or by a unit test's fake frontend).
@@ -88,10 +88,9 @@ int dax_window_new(const struct dax_config *cfg, const struct dax_ops *ops, void
 /* The caller guarantees no other thread uses the window. Calls no callback. */
 void dax_window_free(struct dax_window *w);
 
-uint64_t dax_window_size(const struct dax_window *w);
 /* log2 of the page size: FUSE_INIT's map_alignment (12 for 4 KiB pages). */
 unsigned dax_window_map_alignment(const struct dax_window *w);
-unsigned dax_window_nslots(const struct dax_window *w);
+enum dax_policy dax_window_policy(const struct dax_window *w);
 
 /*
  * Frontend reset, FUSE_DESTROY or disconnect: forget every mapping without calling
@@ -151,21 +150,6 @@ int dax_remove_inode(struct dax_window *w, uint64_t key);
  */
 int dax_inode_forget(struct dax_window *w, uint64_t key);
 
-/* ---- Placement by the manager (the emulated recency-aware guest) ------------- */
-
-/*
- * Find or make a whole-slot mapping of the 2 MiB range of 'key' containing foffset,
- * writable if asked (upgrading a read-only one). Takes a free slot, else reclaims
- * the least recently used unpinned slots, up to a batch at a time. The slot comes
- * back PINNED: *moffset is its window offset; call dax_unpin() when done with it.
- * -ENOSPC when every slot is pinned, or a callback error.
- */
-int dax_place(struct dax_window *w, uint64_t key, uint64_t foffset, bool writable,
-              uint64_t *moffset);
-/* Pins taken here or by dax_place() keep a mapped slot from reclaim. */
-int dax_pin(struct dax_window *w, uint64_t moffset);   /* -EINVAL, -ENOENT (not mapped) */
-int dax_unpin(struct dax_window *w, uint64_t moffset); /* -EINVAL (not pinned) */
-
 /* ---- Statistics ------------------------------------------------------------------- */
 
 struct dax_inode_stats {
@@ -190,7 +174,7 @@ struct dax_window_stats {
     uint64_t slots_used;    /* occupancy: slots with at least one mapping or busy */
     uint64_t extents;
     uint64_t bytes_mapped;
-    uint64_t maps, upgrades, noops, unmaps, remaps, reclaims, ghost_hits;
+    uint64_t maps, upgrades, noops, unmaps, remaps, ghost_hits;
     uint64_t map_errors, unmap_errors;
     uint64_t map_lat_count, map_lat_sum_ns, map_lat_max_ns; /* around ops->map */
     uint64_t recent_maps, recent_ghost_hits;
@@ -201,7 +185,6 @@ struct dax_window_stats {
 };
 
 void dax_window_get_stats(struct dax_window *w, struct dax_window_stats *st);
-int dax_inode_get_stats(struct dax_window *w, uint64_t key, struct dax_inode_stats *st);
 
 /* One JSON object {"window": {...}, "inodes": [...]}, newline-terminated. 0/-errno. */
 int dax_stats_json(struct dax_window *w, FILE *f);
@@ -245,65 +228,5 @@ bool dax_policy_attr_dax(struct dax_window *w, uint64_t key, uint64_t file_size,
 const char *dax_policy_name(enum dax_policy p);
 /* "never" | "always" | "auto" -> 0 and *out, else -EINVAL. */
 int dax_policy_parse(const char *s, enum dax_policy *out);
-
-/* ---- Wire formats of the two frontend protocols (wire.c) ---------------------- */
-/*
- * All integers little-endian (vhost-user is little-endian). These encode payloads
- * only; the 12-byte vhost-user header, NEED_REPLY and the SCM_RIGHTS fd belong to
- * the daemon. Layouts are spelled out in docs/dax.md.
- */
-#define DAX_VHOST_USER_PROTOCOL_F_SHMEM 22u
-#define DAX_VHOST_USER_GET_SHMEM_CONFIG 44u       /* front -> back */
-#define DAX_VHOST_USER_BACKEND_SHMEM_MAP 9u       /* back -> front, fd attached */
-#define DAX_VHOST_USER_BACKEND_SHMEM_UNMAP 10u
-#define DAX_VHOST_USER_SLAVE_FS_MAP 6u            /* legacy, fd attached */
-#define DAX_VHOST_USER_SLAVE_FS_UNMAP 7u          /* legacy */
-
-#define DAX_SHMEM_MAX_REGIONS 256u
-#define DAX_SHMEM_CONFIG_SIZE (8u + 8u * DAX_SHMEM_MAX_REGIONS) /* 2056 */
-#define DAX_SHMEM_MSG_SIZE 40u
-#define DAX_SHMEM_FLAG_RW UINT64_C(1)
-
-#define DAX_LEGACY_ENTRIES 8u
-#define DAX_LEGACY_MSG_SIZE (4u * 8u * DAX_LEGACY_ENTRIES) /* 256 */
-#define DAX_LEGACY_FLAG_R UINT64_C(1)
-#define DAX_LEGACY_FLAG_W UINT64_C(2)
-#define DAX_LEGACY_UNMAP_ALL UINT64_MAX /* len of an UNMAP entry: the whole window */
-
-struct dax_shmem_msg {
-    uint8_t shmid;
-    uint64_t fd_offset;
-    uint64_t shm_offset;
-    uint64_t len;
-    uint64_t flags;
-};
-
-struct dax_legacy_entry {
-    uint64_t fd_offset;
-    uint64_t c_offset;  /* window offset */
-    uint64_t len;
-    uint64_t flags;     /* DAX_LEGACY_FLAG_* */
-};
-
-/* GET_SHMEM_CONFIG reply: nregions regions, sizes[i] for shmid i. -EINVAL if > 256. */
-int dax_wire_shmem_config_encode(uint8_t out[DAX_SHMEM_CONFIG_SIZE], const uint64_t *sizes,
-                                 unsigned nregions);
-void dax_wire_shmem_encode(uint8_t out[DAX_SHMEM_MSG_SIZE], const struct dax_shmem_msg *m);
-/* -EINVAL: short, padding not zero, or unknown flags. */
-int dax_wire_shmem_decode(const uint8_t *buf, size_t len, struct dax_shmem_msg *m);
-
-/*
- * Encode up to DAX_LEGACY_ENTRIES entries (unused slots zero, which the frontend
- * skips). Returns how many were taken (the caller sends the rest in the next
- * message), or -EINVAL for an entry with len 0 (it would be skipped silently) or
- * unknown flags.
- */
-int dax_wire_legacy_encode(uint8_t out[DAX_LEGACY_MSG_SIZE], const struct dax_legacy_entry *e,
-                           unsigned n);
-/* Decode the non-empty entries into e[8]; returns their count. -EINVAL: short. */
-int dax_wire_legacy_decode(const uint8_t *buf, size_t len,
-                           struct dax_legacy_entry e[DAX_LEGACY_ENTRIES]);
-/* A legacy frontend's 8-byte reply: 0 = success, anything else (often 1) = -EIO. */
-int dax_wire_legacy_reply(uint64_t value);
 
 #endif

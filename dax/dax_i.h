@@ -10,7 +10,7 @@
  *     +------+ <--------------- +---------+ <----------------- +--------+
  *       ^  ^    failed, 0 extents            setup over a mapped   |  ^
  *       |  |                                 slot claims           |  |
- *       |  |     all extents gone  +-----------+  remove/reclaim/  |  |
+ *       |  |     all extents gone  +-----------+  remove/evict     |  |
  *       |  +---------------------- | UNMAPPING | <-----------------+  |
  *       |                          +-----------+   evict claims       |
  *       |                                |  survivors remain          |
@@ -19,12 +19,11 @@
  *       +---------------------------------------------- their owner)
  *
  * FREE and MAPPED are idle; MAPPING and UNMAPPING are busy: exactly one thread owns
- * the slot and calls the frontend for it without the window lock. Lists:
- *   on the free list  <=> FREE (and then no extents)
- *   on the LRU list   <=> at least one extent (MAPPED, or busy with extents left:
- *                         a busy slot keeps its LRU place; reclaim skips it)
- *   MAPPED             => at least one extent
- * Asserted by slot_set_state() and slot_check() in debug builds.
+ * the slot and calls the frontend for it without the window lock.
+ *   FREE   => no extents
+ *   MAPPED => at least one extent
+ * Asserted by dax_slot_set_state_locked() and dax_slot_check_locked() in debug
+ * builds.
  *
  * A slot holds up to DAX_SLOT_MAX_EXTENTS extents: page-aligned, non-overlapping
  * pieces of the slot, each exactly one frontend mapping. The Linux guest only ever
@@ -33,13 +32,12 @@
  * slot boundary.
  *
  * Locking:
- *   1. w->lock protects everything below: slots (state, extents, pins, list links),
- *      the inode table, the ghost list, the statistics, w->epoch.
+ *   1. w->lock protects everything below: slots (state, extents), the inode
+ *      table, the ghost list, the statistics, w->epoch.
  *   2. The frontend callbacks run without w->lock, by the owner of a busy slot.
  *   3. A thread that needs a busy slot waits on w->cond (broadcast whenever a slot
  *      becomes idle). A thread never waits for a slot while it owns another, so
- *      there is no lock order between slots and no deadlock; reclaim only claims
- *      idle slots and never waits while holding them.
+ *      there is no lock order between slots and no deadlock.
  *   4. dax_window_reset() bumps w->epoch; an owner that finds the epoch changed
  *      before or after a callback drops its work (the frontend it talked to is
  *      gone). The daemon resets after its queue threads stopped, as vhost-user
@@ -64,18 +62,7 @@
  */
 #define DAX_SLOT_MAX_EXTENTS 4u
 
-/*
- * Reclaim by dax_place() frees up to this many LRU victims per round trip: one
- * legacy message carries 8 unmaps. Capped at nslots / 64 so a small window does not
- * throw away a large share of its contents at once (the victims are the least
- * recently used, the ones LRU would evict next anyway).
- */
-#define DAX_RECLAIM_BATCH_MAX DAX_UNMAP_BATCH
-#define DAX_RECLAIM_BATCH_DIV 64u
-
 #define DAX_NONE UINT32_MAX
-
-enum { DAX_LIST_NONE, DAX_LIST_FREE, DAX_LIST_LRU };
 
 enum dax_slot_state {
     DAX_SLOT_FREE,
@@ -97,10 +84,7 @@ struct dax_extent {
 
 struct dax_slot {
     enum dax_slot_state state;
-    uint32_t pins;           /* dax_pin/dax_place references; reclaim skips > 0 */
     uint64_t claim_epoch;    /* w->epoch when the owner claimed it (busy states) */
-    uint8_t list;            /* DAX_LIST_NONE / _FREE / _LRU */
-    uint32_t prev, next;     /* links of that list */
     uint32_t nextents;
     struct dax_extent ext[DAX_SLOT_MAX_EXTENTS];
 };
@@ -112,11 +96,6 @@ struct dax_inode {
     uint32_t refs;           /* operations in progress; forget waits for 0 */
     uint64_t decay_epoch;    /* w->decay_epoch when recent_* were last decayed */
     struct dax_inode_stats st;
-};
-
-struct dax_list {
-    uint32_t head, tail;     /* head = most recent (LRU) */
-    uint32_t count;
 };
 
 struct dax_ghost {
@@ -138,8 +117,7 @@ struct dax_window {
     uint64_t epoch;          /* bumped by reset */
 
     struct dax_slot *slots;
-    struct dax_list free_list;
-    struct dax_list lru;     /* MAPPED slots, head = most recently mapped */
+    uint32_t nfree;          /* slots in FREE */
     uint32_t busy;           /* slots in MAPPING/UNMAPPING */
 
     struct dax_inode **ino_hash;
@@ -161,8 +139,6 @@ struct dax_window {
 /* window.c */
 void dax_slot_set_state_locked(struct dax_window *w, uint32_t s, enum dax_slot_state to);
 void dax_slot_check_locked(const struct dax_window *w, uint32_t s);
-void dax_list_remove_locked(struct dax_window *w, struct dax_list *l, uint32_t s);
-void dax_list_push_head_locked(struct dax_window *w, struct dax_list *l, uint32_t s);
 struct dax_inode *dax_inode_find_locked(struct dax_window *w, uint64_t key);
 struct dax_inode *dax_inode_get_locked(struct dax_window *w, uint64_t key);
 void dax_inode_decay_locked(struct dax_window *w, struct dax_inode *ino);

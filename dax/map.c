@@ -1,7 +1,7 @@
 /* SPDX-License-Identifier: GPL-2.0-or-later */
 /*
- * The guest's SETUPMAPPING/REMOVEMAPPING, inode removal and placement with LRU
- * reclaim, as exact frontend map/unmap calls.
+ * The guest's SETUPMAPPING/REMOVEMAPPING and inode removal, as exact frontend
+ * map/unmap calls.
  *
  * Every change of a slot follows one pattern (see dax_i.h, "Locking"):
  *   1. under w->lock: wait until the slot is idle, plan the change, check it fits,
@@ -10,8 +10,8 @@
  *      -ECONNRESET if a reset happened meanwhile, else record the result in the
  *      table so the table always equals what the frontend holds;
  *   3. release the slot (MAPPED or FREE) and wake waiters.
- * Plans never change another slot, so a thread owns at most one slot while it
- * waits, except reclaim, which claims only idle slots and never waits.
+ * Plans never change another slot, so a thread owns at most one slot, and
+ * never waits for another slot while it owns one.
  */
 #include <errno.h>
 #include <string.h>
@@ -39,14 +39,6 @@ struct piece {
 static uint64_t slot_base(uint32_t s)
 {
     return (uint64_t)s << DAX_RANGE_SHIFT;
-}
-
-static void lru_touch_locked(struct dax_window *w, uint32_t s)
-{
-    if (w->slots[s].list == DAX_LIST_LRU && w->lru.head != s) {
-        dax_list_remove_locked(w, &w->lru, s);
-        dax_list_push_head_locked(w, &w->lru, s);
-    }
 }
 
 /*
@@ -157,11 +149,10 @@ static void count_new_map_locked(struct dax_window *w, struct dax_inode *ino, ui
 
 /*
  * Make [off, off + len) of slot s show nw (or nothing when nw is NULL), keeping
- * the parts of old mappings outside the range. With pin, the slot is pinned on
- * success. Lock held on entry and exit.
+ * the parts of old mappings outside the range. Lock held on entry and exit.
  */
 static int slot_change_locked(struct dax_window *w, uint32_t s, uint32_t off, uint32_t len,
-                              const struct piece *nw, bool pin)
+                              const struct piece *nw)
 {
     struct dax_slot *sl = &w->slots[s];
     struct victim v[DAX_SLOT_MAX_EXTENTS];
@@ -187,9 +178,6 @@ static int slot_change_locked(struct dax_window *w, uint32_t s, uint32_t off, ui
             if (e->writable || !nw->writable) {
                 /* Identical, rights suffice: nothing for the frontend to do. */
                 w->st.noops++;
-                lru_touch_locked(w, s);
-                if (pin)
-                    sl->pins++;
                 return 0;
             }
             upgrade = true;
@@ -233,12 +221,8 @@ static int slot_change_locked(struct dax_window *w, uint32_t s, uint32_t off, ui
     }
     if (r == 0 && nw) {
         r = map_piece_locked(w, s, nw, epoch);
-        if (r == 0) {
+        if (r == 0)
             count_new_map_locked(w, nw->ino, nw->foffset, upgrade);
-            lru_touch_locked(w, s);
-            if (pin)
-                sl->pins++;
-        }
     }
     for (unsigned j = 0; j < ns; j++)
         surv[j].ino->refs--;
@@ -267,7 +251,7 @@ int dax_setupmapping(struct dax_window *w, uint64_t key, uint64_t foffset, uint6
         uint32_t plen = (uint32_t)(len < DAX_RANGE_SIZE - off ? len : DAX_RANGE_SIZE - off);
         struct piece p = { ino, foffset, off, plen, (flags & FUSE_SETUPMAPPING_FLAG_WRITE) != 0 };
 
-        r = slot_change_locked(w, s, off, plen, &p, false);
+        r = slot_change_locked(w, s, off, plen, &p);
         moffset += plen;
         foffset += plen;
         len -= plen;
@@ -293,7 +277,7 @@ int dax_removemapping(struct dax_window *w, const struct fuse_removemapping_one 
             uint32_t off = (uint32_t)(moffset & (DAX_RANGE_SIZE - 1));
             uint32_t plen = (uint32_t)(len < DAX_RANGE_SIZE - off ? len : DAX_RANGE_SIZE - off);
 
-            r = slot_change_locked(w, s, off, plen, NULL, false);
+            r = slot_change_locked(w, s, off, plen, NULL);
             moffset += plen;
             len -= plen;
         }
@@ -347,136 +331,6 @@ int dax_remove_inode(struct dax_window *w, uint64_t key)
     }
     ino->refs--;
 out_unlock:
-    pthread_mutex_unlock(&w->lock);
-    return r;
-}
-
-/* ---- Placement ------------------------------------------------------------------------ */
-
-/* A free slot wholly inside the window (the last slot may be cut short). */
-static uint32_t free_full_slot_locked(struct dax_window *w)
-{
-    for (uint32_t s = w->free_list.head; s != DAX_NONE; s = w->slots[s].next)
-        if (slot_base(s) + DAX_RANGE_SIZE <= w->size)
-            return s;
-    return DAX_NONE;
-}
-
-static unsigned reclaim_batch(const struct dax_window *w)
-{
-    unsigned b = w->nslots / DAX_RECLAIM_BATCH_DIV;
-
-    return b < 1 ? 1 : b > DAX_RECLAIM_BATCH_MAX ? DAX_RECLAIM_BATCH_MAX : b;
-}
-
-/*
- * Unmap the least recently used idle, unpinned slots (a batch). 0 when some were
- * freed, -EAGAIN when all candidates are busy (wait and retry), -ENOSPC when every
- * mapped slot is pinned, or a callback error.
- */
-static int reclaim_locked(struct dax_window *w)
-{
-    struct victim v[DAX_RECLAIM_BATCH_MAX * DAX_SLOT_MAX_EXTENTS];
-    uint32_t claimed[DAX_RECLAIM_BATCH_MAX];
-    unsigned nc = 0, nv = 0, done = 0, want = reclaim_batch(w);
-    bool busy_seen = w->busy > 0;
-    uint64_t epoch = w->epoch;
-    int r;
-
-    for (uint32_t s = w->lru.tail; s != DAX_NONE && nc < want; s = w->slots[s].prev) {
-        struct dax_slot *sl = &w->slots[s];
-
-        if (dax_slot_busy(sl)) {
-            busy_seen = true;
-            continue;
-        }
-        if (sl->pins)
-            continue;
-        claimed[nc++] = s;
-        for (unsigned i = 0; i < DAX_SLOT_MAX_EXTENTS; i++)
-            if (sl->ext[i].ino)
-                v[nv++] = (struct victim){
-                    .s = s, .i = i, .moffset = slot_base(s) + sl->ext[i].off,
-                    .len = sl->ext[i].len, .key = sl->ext[i].ino->key,
-                    .ridx = sl->ext[i].foffset >> DAX_RANGE_SHIFT, .ghost = true,
-                };
-    }
-    if (nc == 0)
-        return busy_seen ? -EAGAIN : -ENOSPC;
-    for (unsigned j = 0; j < nc; j++)
-        dax_slot_set_state_locked(w, claimed[j], DAX_SLOT_UNMAPPING);
-    r = unmap_victims_locked(w, v, nv, epoch, &done);
-    if (r == 0)
-        w->st.reclaims += nc;
-    for (unsigned j = 0; j < nc; j++)
-        dax_slot_release_locked(w, claimed[j]);
-    return r;
-}
-
-static struct dax_extent *find_placed_locked(struct dax_window *w, struct dax_inode *ino,
-                                             uint64_t frange, uint32_t *slot)
-{
-    for (uint32_t id = ino->ext_head; id != DAX_NONE;) {
-        uint32_t s = id / DAX_SLOT_MAX_EXTENTS;
-        struct dax_extent *e = &w->slots[s].ext[id % DAX_SLOT_MAX_EXTENTS];
-
-        if (e->foffset == frange && e->off == 0 && e->len == DAX_RANGE_SIZE) {
-            *slot = s;
-            return e;
-        }
-        id = e->ino_next;
-    }
-    return NULL;
-}
-
-int dax_place(struct dax_window *w, uint64_t key, uint64_t foffset, bool writable,
-              uint64_t *moffset)
-{
-    uint64_t frange = foffset & ~(DAX_RANGE_SIZE - 1);
-    struct dax_inode *ino;
-    uint32_t s = DAX_NONE;
-    int r;
-
-    if (frange > (uint64_t)INT64_MAX - DAX_RANGE_SIZE)
-        return -EOVERFLOW;
-    pthread_mutex_lock(&w->lock);
-    ino = dax_inode_get_locked(w, key);
-    if (!ino) {
-        pthread_mutex_unlock(&w->lock);
-        return -ENOMEM;
-    }
-    ino->refs++;
-    for (;;) {
-        struct piece p = { ino, frange, 0, (uint32_t)DAX_RANGE_SIZE, writable };
-        struct dax_extent *e;
-
-        e = find_placed_locked(w, ino, frange, &s);
-        if (e && dax_slot_busy(&w->slots[s])) {
-            dax_slot_wait_idle_locked(w, s);
-            continue;
-        }
-        if (e) {
-            /* A hit, or the read->write upgrade in place. */
-            p.writable = writable || e->writable;
-            r = slot_change_locked(w, s, 0, (uint32_t)DAX_RANGE_SIZE, &p, true);
-            break;
-        }
-        s = free_full_slot_locked(w);
-        if (s != DAX_NONE) {
-            r = slot_change_locked(w, s, 0, (uint32_t)DAX_RANGE_SIZE, &p, true);
-            break;
-        }
-        r = reclaim_locked(w);
-        if (r == -EAGAIN) {
-            pthread_cond_wait(&w->cond, &w->lock);
-            continue;
-        }
-        if (r < 0)
-            break;
-    }
-    if (r == 0)
-        *moffset = slot_base(s);
-    ino->refs--;
     pthread_mutex_unlock(&w->lock);
     return r;
 }

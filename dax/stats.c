@@ -5,7 +5,7 @@
  *
  * {"window": {"size":..,"range_size":..,"nslots":..,"slots_used":..,"occupancy":..,
  *             "extents":..,"bytes_mapped":..,"maps":..,"upgrades":..,"noops":..,
- *             "unmaps":..,"remaps":..,"reclaims":..,"ghost_hits":..,"ghost_entries":..,
+ *             "unmaps":..,"remaps":..,"ghost_hits":..,"ghost_entries":..,
  *             "map_errors":..,"unmap_errors":..,"recent_maps":..,"recent_ghost_hits":..,
  *             "admitted_bytes":..,"inodes":..,"policy":"auto",
  *             "map_latency_ns": {"count":..,"sum":..,"max":..,"avg":..}},
@@ -39,14 +39,14 @@ int dax_stats_json(struct dax_window *w, FILE *f)
             ",\"slots_used\":%" PRIu64 ",\"occupancy\":%.4f,\"extents\":%" PRIu64
             ",\"bytes_mapped\":%" PRIu64 ",\"maps\":%" PRIu64 ",\"upgrades\":%" PRIu64
             ",\"noops\":%" PRIu64 ",\"unmaps\":%" PRIu64 ",\"remaps\":%" PRIu64
-            ",\"reclaims\":%" PRIu64 ",\"ghost_hits\":%" PRIu64 ",\"ghost_entries\":%" PRIu64
+            ",\"ghost_hits\":%" PRIu64 ",\"ghost_entries\":%" PRIu64
             ",\"map_errors\":%" PRIu64 ",\"unmap_errors\":%" PRIu64 ",\"recent_maps\":%" PRIu64
             ",\"recent_ghost_hits\":%" PRIu64 ",\"admitted_bytes\":%" PRIu64
             ",\"inodes\":%" PRIu64 ",\"policy\":\"%s\",\"map_latency_ns\":{\"count\":%" PRIu64
             ",\"sum\":%" PRIu64 ",\"max\":%" PRIu64 ",\"avg\":%" PRIu64 "}},\"inodes\":[",
             s.window_size, DAX_RANGE_SIZE, s.nslots, s.slots_used,
             s.nslots ? (double)s.slots_used / (double)s.nslots : 0.0, s.extents,
-            s.bytes_mapped, s.maps, s.upgrades, s.noops, s.unmaps, s.remaps, s.reclaims,
+            s.bytes_mapped, s.maps, s.upgrades, s.noops, s.unmaps, s.remaps,
             s.ghost_hits, s.ghost_entries, s.map_errors, s.unmap_errors, s.recent_maps,
             s.recent_ghost_hits, s.admitted_bytes, s.inodes, dax_policy_name(s.policy),
             s.map_lat_count, s.map_lat_sum_ns, s.map_lat_max_ns,

@@ -1,7 +1,7 @@
 /* SPDX-License-Identifier: GPL-2.0-or-later */
 /*
- * The window object: slot table, slot states and lists, the per-inode index,
- * reset, pins and the statistics snapshot. See dax_i.h for the state diagram
+ * The window object: slot table and slot states, the per-inode index, reset
+ * and the statistics snapshot. See dax_i.h for the state diagram
  * and the locking rules.
  */
 #include <errno.h>
@@ -10,47 +10,6 @@
 #include <time.h>
 
 #include "dax_i.h"
-
-/* ---- Lists (free list, LRU), threaded through the slots ---------------------- */
-
-static uint8_t list_id(const struct dax_window *w, const struct dax_list *l)
-{
-    return l == &w->free_list ? DAX_LIST_FREE : DAX_LIST_LRU;
-}
-
-void dax_list_remove_locked(struct dax_window *w, struct dax_list *l, uint32_t s)
-{
-    struct dax_slot *sl = &w->slots[s];
-
-    assert(sl->list == list_id(w, l));
-    if (sl->prev != DAX_NONE)
-        w->slots[sl->prev].next = sl->next;
-    else
-        l->head = sl->next;
-    if (sl->next != DAX_NONE)
-        w->slots[sl->next].prev = sl->prev;
-    else
-        l->tail = sl->prev;
-    sl->prev = sl->next = DAX_NONE;
-    sl->list = DAX_LIST_NONE;
-    l->count--;
-}
-
-void dax_list_push_head_locked(struct dax_window *w, struct dax_list *l, uint32_t s)
-{
-    struct dax_slot *sl = &w->slots[s];
-
-    assert(sl->list == DAX_LIST_NONE);
-    sl->prev = DAX_NONE;
-    sl->next = l->head;
-    if (l->head != DAX_NONE)
-        w->slots[l->head].prev = s;
-    else
-        l->tail = s;
-    l->head = s;
-    sl->list = list_id(w, l);
-    l->count++;
-}
 
 /* ---- Slot states ------------------------------------------------------------------ */
 
@@ -76,8 +35,6 @@ void dax_slot_check_locked(const struct dax_window *w, uint32_t s)
 
     (void)sl;
     assert(s < w->nslots);
-    assert((sl->list == DAX_LIST_FREE) == (sl->state == DAX_SLOT_FREE));
-    assert((sl->list == DAX_LIST_LRU) == (sl->nextents > 0));
     assert(sl->state != DAX_SLOT_FREE || sl->nextents == 0);
     assert(sl->state != DAX_SLOT_MAPPED || sl->nextents > 0);
     assert(sl->nextents <= DAX_SLOT_MAX_EXTENTS);
@@ -91,12 +48,12 @@ void dax_slot_set_state_locked(struct dax_window *w, uint32_t s, enum dax_slot_s
     assert(transition_ok(from, to));
     (void)transition_ok;
     if (from == DAX_SLOT_FREE)
-        dax_list_remove_locked(w, &w->free_list, s);
+        w->nfree--;
     if (from == DAX_SLOT_MAPPING || from == DAX_SLOT_UNMAPPING)
         w->busy--;
     sl->state = to;
     if (to == DAX_SLOT_FREE)
-        dax_list_push_head_locked(w, &w->free_list, s);
+        w->nfree++;
     if (to == DAX_SLOT_MAPPING || to == DAX_SLOT_UNMAPPING) {
         w->busy++;
         sl->claim_epoch = w->epoch;
@@ -243,8 +200,7 @@ int dax_extent_add_locked(struct dax_window *w, uint32_t s, struct dax_inode *in
     ino->st.bytes_mapped += len;
     w->st.extents++;
     w->st.bytes_mapped += len;
-    if (sl->nextents++ == 0)
-        dax_list_push_head_locked(w, &w->lru, s);
+    sl->nextents++;
     return 0;
 }
 
@@ -271,8 +227,7 @@ void dax_extent_del_locked(struct dax_window *w, uint32_t s, unsigned i)
     w->st.extents--;
     w->st.bytes_mapped -= e->len;
     memset(e, 0, sizeof(*e));
-    if (--sl->nextents == 0)
-        dax_list_remove_locked(w, &w->lru, s);
+    sl->nextents--;
 }
 
 /* ---- Life cycle ------------------------------------------------------------------------- */
@@ -310,8 +265,6 @@ int dax_window_new(const struct dax_config *cfg, const struct dax_ops *ops, void
     w->page_size = page;
     w->policy = cfg->policy;
     w->nslots = (uint32_t)nslots;
-    w->free_list.head = w->free_list.tail = DAX_NONE;
-    w->lru.head = w->lru.tail = DAX_NONE;
     w->decay_interval_ns = cfg->decay_interval_ns ? cfg->decay_interval_ns : 1000000000u;
     w->last_decay_ns = vufs_now_ns();
     w->period_events = nslots * DAX_POLICY_PERIOD_SLOTS;
@@ -330,12 +283,9 @@ int dax_window_new(const struct dax_config *cfg, const struct dax_ops *ops, void
                                               : (unsigned)(nslots < 64 ? 64 : nslots));
     if (r < 0)
         goto out_free;
-    /* Push in reverse so slot 0 is at the head of the free list. */
-    for (uint32_t s = w->nslots; s-- > 0;) {
-        w->slots[s].prev = w->slots[s].next = DAX_NONE;
+    for (uint32_t s = 0; s < w->nslots; s++)
         w->slots[s].state = DAX_SLOT_FREE;
-        dax_list_push_head_locked(w, &w->free_list, s);
-    }
+    w->nfree = w->nslots;
     pthread_mutex_init(&w->lock, NULL);
     pthread_cond_init(&w->cond, NULL);
     *out = w;
@@ -368,19 +318,14 @@ void dax_window_free(struct dax_window *w)
     free(w);
 }
 
-uint64_t dax_window_size(const struct dax_window *w)
-{
-    return w->size;
-}
-
 unsigned dax_window_map_alignment(const struct dax_window *w)
 {
     return (unsigned)__builtin_ctzll(w->page_size);
 }
 
-unsigned dax_window_nslots(const struct dax_window *w)
+enum dax_policy dax_window_policy(const struct dax_window *w)
 {
-    return w->nslots;
+    return w->policy;
 }
 
 void dax_window_reset(struct dax_window *w)
@@ -401,50 +346,6 @@ void dax_window_reset(struct dax_window *w)
     pthread_mutex_unlock(&w->lock);
 }
 
-/* ---- Pins ------------------------------------------------------------------------------------ */
-
-static int slot_of(const struct dax_window *w, uint64_t moffset, uint32_t *s)
-{
-    if (moffset >= w->size)
-        return -EINVAL;
-    *s = (uint32_t)(moffset >> DAX_RANGE_SHIFT);
-    return 0;
-}
-
-int dax_pin(struct dax_window *w, uint64_t moffset)
-{
-    uint32_t s;
-    int r = slot_of(w, moffset, &s);
-
-    if (r < 0)
-        return r;
-    pthread_mutex_lock(&w->lock);
-    if (w->slots[s].nextents == 0)
-        r = -ENOENT;
-    else if (w->slots[s].pins == UINT32_MAX)
-        r = -EOVERFLOW;
-    else
-        w->slots[s].pins++;
-    pthread_mutex_unlock(&w->lock);
-    return r;
-}
-
-int dax_unpin(struct dax_window *w, uint64_t moffset)
-{
-    uint32_t s;
-    int r = slot_of(w, moffset, &s);
-
-    if (r < 0)
-        return r;
-    pthread_mutex_lock(&w->lock);
-    if (w->slots[s].pins == 0)
-        r = -EINVAL;
-    else
-        w->slots[s].pins--;
-    pthread_mutex_unlock(&w->lock);
-    return r;
-}
-
 /* ---- Introspection --------------------------------------------------------------------------- */
 
 static void window_stats_locked(struct dax_window *w, struct dax_window_stats *st)
@@ -452,7 +353,7 @@ static void window_stats_locked(struct dax_window *w, struct dax_window_stats *s
     *st = w->st;
     st->window_size = w->size;
     st->nslots = w->nslots;
-    st->slots_used = w->nslots - w->free_list.count;
+    st->slots_used = w->nslots - w->nfree;
     st->ghost_entries = w->ghost_live;
     st->inodes = w->ninodes;
     st->policy = w->policy;
@@ -463,22 +364,6 @@ void dax_window_get_stats(struct dax_window *w, struct dax_window_stats *st)
     pthread_mutex_lock(&w->lock);
     window_stats_locked(w, st);
     pthread_mutex_unlock(&w->lock);
-}
-
-int dax_inode_get_stats(struct dax_window *w, uint64_t key, struct dax_inode_stats *st)
-{
-    struct dax_inode *ino;
-    int r = -ENOENT;
-
-    pthread_mutex_lock(&w->lock);
-    ino = dax_inode_find_locked(w, key);
-    if (ino) {
-        dax_inode_decay_locked(w, ino);
-        *st = ino->st;
-        r = 0;
-    }
-    pthread_mutex_unlock(&w->lock);
-    return r;
 }
 
 int dax_inode_forget(struct dax_window *w, uint64_t key)

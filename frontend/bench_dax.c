@@ -46,6 +46,77 @@ static uint64_t box_handle(void *opaque, const struct vfe_msg *m, const int *fds
     return x ? vfe_dax_handle(x, m, fds, nfds) : 1;
 }
 
+/*
+ * The guest's side of the map miss path: each SETUPMAPPING timed from the
+ * request to its reply, around the emulated guest's own FUSE operations.
+ */
+struct vb_dax_timed {
+    struct vfe_daxguest_fuse *df;
+    uint64_t setup_ns, setups; /* atomic */
+};
+
+static int timed_setupmapping(void *opaque, unsigned q, uint64_t nodeid, uint64_t foffset,
+                              uint64_t len, uint64_t flags, uint64_t moffset)
+{
+    struct vb_dax_timed *t = opaque;
+    uint64_t t0 = vufs_now_ns();
+    int r = vfe_daxguest_fuse_ops.setupmapping(t->df, q, nodeid, foffset, len, flags, moffset);
+    __atomic_add_fetch(&t->setup_ns, vufs_now_ns() - t0, __ATOMIC_RELAXED);
+    __atomic_add_fetch(&t->setups, 1, __ATOMIC_RELAXED);
+    return r;
+}
+
+static int timed_removemapping(void *opaque, unsigned q, uint64_t nodeid,
+                               const struct fuse_removemapping_one *e, uint32_t count)
+{
+    struct vb_dax_timed *t = opaque;
+    return vfe_daxguest_fuse_ops.removemapping(t->df, q, nodeid, e, count);
+}
+
+static ssize_t timed_read(void *opaque, unsigned q, uint64_t nodeid, uint64_t fh, uint64_t off,
+                          void *buf, uint32_t len)
+{
+    struct vb_dax_timed *t = opaque;
+    return vfe_daxguest_fuse_ops.read(t->df, q, nodeid, fh, off, buf, len);
+}
+
+static ssize_t timed_write(void *opaque, unsigned q, uint64_t nodeid, uint64_t fh, uint64_t off,
+                           const void *buf, uint32_t len)
+{
+    struct vb_dax_timed *t = opaque;
+    return vfe_daxguest_fuse_ops.write(t->df, q, nodeid, fh, off, buf, len);
+}
+
+static const struct vfe_daxguest_ops timed_ops = {
+    .setupmapping = timed_setupmapping,
+    .removemapping = timed_removemapping,
+    .read = timed_read,
+    .write = timed_write,
+};
+
+/*
+ * The backend's map calls as its window statistics count them, from the
+ * statistics file it wrote as it left (vufsd's --stats-file): false when there
+ * is none or it says nothing of map latency.
+ */
+static bool read_map_latency(const char *path, struct vb_run *run)
+{
+    g_autofree char *text = NULL;
+    if (!g_file_get_contents(path, &text, NULL, NULL))
+        return false;
+    const char *p = strstr(text, "\"map_latency_ns\":{\"count\":");
+    if (!p)
+        return false;
+    uint64_t count, sum, max;
+    if (sscanf(p, "\"map_latency_ns\":{\"count\":%" SCNu64 ",\"sum\":%" SCNu64
+                  ",\"max\":%" SCNu64, &count, &sum, &max) != 3)
+        return false;
+    run->dax_map_count = count;
+    run->dax_map_ns = sum;
+    run->dax_map_max_ns = max;
+    return true;
+}
+
 struct vb_dax_thread {
     const struct vb_opts *o;
     struct vfe_daxguest *g;
@@ -102,7 +173,12 @@ int vb_run_dax(const struct vb_opts *o, const struct vb_backend *be, const char 
     unsigned nthreads = o->queues * o->depth;
     if (nthreads > VB_DAX_MAX_THREADS)
         nthreads = VB_DAX_MAX_THREADS;
-    g_autofree char *cmd = vb_backend_cmd(o, be);
+    /* Where the backend leaves its window statistics, if its command asks. */
+    static unsigned stats_seq;
+    g_autofree char *stats = g_strdup_printf("%s/vufs-bench-%d-%u.stats.json", g_get_tmp_dir(),
+                                             (int)getpid(), stats_seq++);
+    g_autofree char *cmd = vb_backend_cmd(o, be, stats);
+    struct vb_dax_timed timed = {0};
     struct vb_dax_box box = {0};
     uint64_t pf = (1ull << VFE_VU_PF_MQ) | (1ull << VFE_VU_PF_REPLY_ACK) |
                   (1ull << VFE_VU_PF_BACKEND_REQ) | (1ull << VFE_VU_PF_BACKEND_SEND_FD);
@@ -202,9 +278,10 @@ int vb_run_dax(const struct vb_opts *o, const struct vb_backend *be, const char 
         .window = x ? vfe_dax_window(x) : NULL,
         .window_size = wsize,
         .bg_queue = queues,
-        .ops = &vfe_daxguest_fuse_ops,
-        .opaque = df,
+        .ops = &timed_ops,
+        .opaque = &timed,
     };
+    timed.df = df;
     r = vfe_daxguest_new(&gc, &g);
     if (r < 0) {
         dax_why(run, r, "%s", "the guest DAX client");
@@ -306,7 +383,12 @@ out:
     if (fuse)
         vfe_fuse_free(fuse);
     if (dev)
-        vfe_dev_close(dev);
+        vfe_dev_close(dev); /* the backend has left: its statistics file is final */
     vfe_dax_free(x);
+    run->dax_setup_ns = timed.setup_ns;
+    run->dax_setup_count = timed.setups;
+    if (strstr(be->cmd, "{stats_file}"))
+        read_map_latency(stats, run);
+    unlink(stats);
     return r;
 }

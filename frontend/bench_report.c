@@ -73,6 +73,30 @@ static void summarise(const struct vb_series *s, struct summary *out)
     }
 }
 
+/* Pooled over the runs: sum(ns) / sum(count), in microseconds; -1 with no count. */
+static double pooled_us(const struct vb_series *s, size_t ns_field, size_t count_field)
+{
+    uint64_t ns = 0, n = 0;
+    for (unsigned i = 0; i < s->nruns; i++) {
+        ns += *(const uint64_t *)((const char *)&s->runs[i] + ns_field);
+        n += *(const uint64_t *)((const char *)&s->runs[i] + count_field);
+    }
+    return n ? (double)ns / (double)n / 1000.0 : -1;
+}
+
+static uint64_t max_u64(const struct vb_series *s, size_t field)
+{
+    uint64_t m = 0;
+    for (unsigned i = 0; i < s->nruns; i++) {
+        uint64_t v = *(const uint64_t *)((const char *)&s->runs[i] + field);
+        m = v > m ? v : m;
+    }
+    return m;
+}
+
+#define SETUP_US(s) pooled_us(s, offsetof(struct vb_run, dax_setup_ns), offsetof(struct vb_run, dax_setup_count))
+#define MAP_US(s) pooled_us(s, offsetof(struct vb_run, dax_map_ns), offsetof(struct vb_run, dax_map_count))
+
 void vb_report(const struct vb_opts *o, const struct vb_series *s, FILE *to,
                const char *workload)
 {
@@ -107,6 +131,14 @@ void vb_report(const struct vb_opts *o, const struct vb_series *s, FILE *to,
         if (m.errors)
             fprintf(to, "%-12s %" PRIu64 " requests failed (the first: %s)\n", "", m.errors,
                     g_strerror(-m.first_error));
+        double setup = SETUP_US(&s[b]), map = MAP_US(&s[b]);
+        if (o->dax_window && setup >= 0)
+            fprintf(to, "%-12s map misses: SETUPMAPPING round trip %.1f us avg", "", setup);
+        if (o->dax_window && setup >= 0 && map >= 0)
+            fprintf(to, "; the backend's map call %.1f us avg, %.1f max",
+                    map, (double)max_u64(&s[b], offsetof(struct vb_run, dax_map_max_ns)) / 1000.0);
+        if (o->dax_window && setup >= 0)
+            fputc('\n', to);
     }
 }
 
@@ -198,6 +230,12 @@ void vb_report_json_objects(const struct vb_opts *o, const struct vb_series *s, 
                 json_num(to, "dax_reclaims_worker",
                          mean_u64(&s[b], offsetof(struct vb_run, dax_bg)), true);
                 json_num(to, "dax_waits", mean_u64(&s[b], offsetof(struct vb_run, dax_waits)),
+                         true);
+                /* The map miss path, pooled over the runs (-1: not measured). */
+                json_num(to, "dax_setup_rtt_us", SETUP_US(&s[b]), true);
+                json_num(to, "dax_map_us", MAP_US(&s[b]), true);
+                json_num(to, "dax_map_max_us",
+                         (double)max_u64(&s[b], offsetof(struct vb_run, dax_map_max_ns)) / 1000.0,
                          true);
             }
         }

@@ -98,12 +98,14 @@ void vb_set_halt_poll(const struct vb_opts *o, struct vfe_dev *dev, unsigned nq)
         vfe_vq_set_halt_poll(vfe_dev_vq(dev, i), (uint64_t)o->halt_poll_us * 1000u);
 }
 
-char *vb_backend_cmd(const struct vb_opts *o, const struct vb_backend *be)
+char *vb_backend_cmd(const struct vb_opts *o, const struct vb_backend *be, const char *stats_file)
 {
     GString *s = g_string_new(be->cmd);
     g_autofree char *w = g_strdup_printf("%" PRIu64, o->dax_window);
     replace_all(s, "{dax_window}", w);
     replace_all(s, "{dax_policy}", o->dax_window ? o->dax_policy : "never");
+    if (stats_file)
+        replace_all(s, "{stats_file}", stats_file);
     return g_string_free(s, FALSE);
 }
 
@@ -124,7 +126,7 @@ static int session_connect(const struct vb_opts *o, const struct vb_backend *be,
     unsigned qs = 128;
     while (qs < 3 * depth && qs < VFE_VQ_MAX_SIZE)
         qs *= 2;
-    g_autofree char *cmd = vb_backend_cmd(o, be);
+    g_autofree char *cmd = vb_backend_cmd(o, be, NULL);
     struct vfe_dev_config cfg = {
         .conn = { .backend_cmd = cmd, .dir = o->dir, .backend_log = log,
                   .timeout_ms = 30000 },

@@ -81,6 +81,11 @@ struct vb_run {
     unsigned dax_files;     /* data files with FUSE_ATTR_DAX */
     uint64_t dax_setups, dax_upgrades, dax_removes, dax_hits, dax_plain, dax_rejects;
     uint64_t dax_waits, dax_inline, dax_bg;
+    /* The map miss path: the guest's SETUPMAPPING round trips (request to
+     * reply), and the backend's own map calls as its window statistics count
+     * them (a backend command with {stats_file}; count 0 otherwise). */
+    uint64_t dax_setup_ns, dax_setup_count;
+    uint64_t dax_map_ns, dax_map_count, dax_map_max_ns;
 };
 
 struct vb_series {
@@ -112,9 +117,10 @@ int vb_run_backend(const struct vb_opts *o, const struct vb_backend *be, const c
 /* A run through the emulated guest DAX client (o->dax_window set). */
 int vb_run_dax(const struct vb_opts *o, const struct vb_backend *be, const char *log,
                struct vb_run *run);
-/* The backend's command with {dax_window} (bytes; 0 without DAX) and
- * {dax_policy} (never without DAX) filled in (g_free). */
-char *vb_backend_cmd(const struct vb_opts *o, const struct vb_backend *be);
+/* The backend's command with {dax_window} (bytes; 0 without DAX),
+ * {dax_policy} (never without DAX) and, given one, {stats_file} filled in
+ * (g_free). */
+char *vb_backend_cmd(const struct vb_opts *o, const struct vb_backend *be, const char *stats_file);
 /* Queues 0..nq of dev halt-poll as --halt-poll-us says. */
 void vb_set_halt_poll(const struct vb_opts *o, struct vfe_dev *dev, unsigned nq);
 struct vfe_bench_result;

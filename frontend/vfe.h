@@ -36,6 +36,13 @@
 
 /* ---- vhost-user messages (msg.c) ------------------------------------------- */
 
+/*
+ * The frontend's own copy of the vhost-user ids, feature bits and layouts, on
+ * purpose: it is an independent peer of the daemon (whose copy is
+ * daemon/vu_msg.h) and shares no code with it, so that a misreading of the
+ * specification on either side shows as a failure against the other rather
+ * than agreeing with itself.
+ */
 enum vfe_vu_request {
     VFE_VU_GET_FEATURES = 1,
     VFE_VU_SET_FEATURES = 2,

@@ -115,7 +115,10 @@ static void usage(FILE *to)
         "--backend host (no command): pread/pwrite on the host files directly.\n"
         "With --dax-window the runs go through an emulated guest DAX client; every\n"
         "combination of the DAX lists is run, interleaved; {dax_window} and {dax_policy}\n"
-        "in a backend command are replaced by the variant's window (bytes) and policy.\n"
+        "in a backend command are replaced by the variant's window (bytes) and policy,\n"
+        "{stats_file} by a file the backend leaves its window statistics in (vufsd's\n"
+        "--stats-file): the report adds the backend's map call latency from it to the\n"
+        "guest's SETUPMAPPING round trip.\n"
         "--halt-poll-us: how long the guest side looks for a completion's notification\n"
         "before it sleeps, as a halted vCPU does under KVM (its halt_poll_ns, 200 us on\n"
         "x86); default 200, 0 sleeps at once.\n");

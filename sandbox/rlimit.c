@@ -1,10 +1,10 @@
 /* SPDX-License-Identifier: GPL-2.0-or-later */
 /*
  * RLIMIT_NOFILE. The passthrough holds an fd per inode the guest looked up, so the
- * default limit is raised as far as the system allows (capped at a million), and
- * the guest only gets a budget below it: a guest that never sends FORGET runs
- * into EMFILE for its own lookups while the daemon keeps fds for its sockets,
- * eventfds and memory regions (CVE-2020-10717).
+ * default limit is raised as far as the system allows (capped at a million). The
+ * guest's budget below it is the daemon's rule, not this module's: a guest that
+ * never sends FORGET runs into EMFILE for its own lookups while the daemon keeps
+ * fds for its sockets, eventfds and memory regions (CVE-2020-10717).
  */
 #include <errno.h>
 #include <fcntl.h>
@@ -23,14 +23,6 @@ uint64_t sb_rlimit_default(uint64_t requested, uint64_t nr_open)
     if (nr_open == 0 || nr_open > SB_NOFILE_CAP)
         return SB_NOFILE_CAP;
     return nr_open;
-}
-
-uint64_t sb_guest_fd_budget(uint64_t nofile)
-{
-    /* The daemon keeps SB_FD_RESERVE fds; under a small limit (below four
-     * reserves) it keeps a quarter, so the guest still gets most of them. */
-    uint64_t reserve = nofile < 4 * (uint64_t)SB_FD_RESERVE ? nofile / 4 : SB_FD_RESERVE;
-    return nofile - reserve;
 }
 
 /* /proc/sys/fs/nr_open, or 0 when it cannot be read. */

@@ -116,13 +116,6 @@ uint64_t sb_rlimit_default(uint64_t requested, uint64_t nr_open);
  */
 int sb_apply_rlimit(const struct sb_config *cfg, uint64_t *applied);
 
-/*
- * How many fds the guest may make the daemon hold: the limit minus a reserve
- * the daemon keeps for itself (sockets, eventfds, memory regions, logs).
- */
-uint64_t sb_guest_fd_budget(uint64_t nofile);
-#define SB_FD_RESERVE 256
-
 /* ---- User namespace (--uid-map / --gid-map) ----------------------------------------- */
 
 /* One range of a uid_map or gid_map: [inside, inside+count) = host [outside, ...). */

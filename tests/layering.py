@@ -34,11 +34,12 @@ RULES = {
     "dax": ([LEAF], ["common"]),
     "sandbox": ([LEAF], ["common"]),
     "frontend": ([LEAF], ["common"]),
-    "daemon": ([LEAF, "fuse_lowlevel/fll.h", "dax/dax.h", "sandbox/sandbox.h"],
-               ["common", "fuse_lowlevel", "dax", "sandbox"]),
+    "daemon/passthrough": ([LEAF, "fuse_lowlevel/fll.h", "dax/dax.h"],
+                           ["common", "fuse_lowlevel", "dax"]),
+    "daemon": ([LEAF, "fuse_lowlevel/fll.h", "dax/dax.h", "sandbox/sandbox.h",
+                "daemon/passthrough/passthrough.h"],
+               ["common", "fuse_lowlevel", "dax", "sandbox", "daemon/passthrough"]),
 }
-# Headers of a module that other parts of the same module may not include.
-PRIVATE_INSIDE = {}
 # Generated into the build directory of the module that owns it.
 GENERATED = {"vufsd-config.h": "daemon"}
 
@@ -110,8 +111,6 @@ def forbidden(m, src, target):
         owner = target.split("/")[1]
         return None if m == owner or m.startswith(owner + "/") else "generated for " + owner
     for t in target.split(" or "):
-        if t in PRIVATE_INSIDE.get(m, []):
-            return "private to " + os.path.dirname(t)
         if module_of(t) == m:
             continue
         allowed, _ = RULES[m]

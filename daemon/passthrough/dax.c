@@ -129,7 +129,8 @@ void pt_dax_forget_all(struct pt_fs *fs)
 void pt_dax_init(struct pt_fs *fs, struct fll_conn *conn)
 {
     bool on = pt_dax_on(fs);
-    bool attr = on && (conn->capable & FUSE_HAS_INODE_DAX) && !fs->dax_policy_never;
+    bool attr = on && (conn->capable & FUSE_HAS_INODE_DAX) &&
+                dax_window_policy(fs->dax) != DAX_POLICY_NEVER;
 
     if (on && (conn->capable & FUSE_MAP_ALIGNMENT))
         conn->map_alignment = (uint16_t)dax_window_map_alignment(fs->dax);

@@ -245,7 +245,7 @@ int pt_op_opendir(struct fll_req *r, uint64_t nodeid, const struct fuse_open_in 
         return ret;
     memset(out, 0, sizeof(*out));
     out->fh = fh;
-    if (fs->cache == VUFSD_CACHE_ALWAYS)
+    if (fs->cache == PT_CACHE_ALWAYS)
         out->open_flags |= FOPEN_CACHE_DIR | FOPEN_KEEP_CACHE;
     return 0;
 }

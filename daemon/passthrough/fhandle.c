@@ -368,15 +368,3 @@ int pt_inode_fd(struct pt_fs *fs, struct pt_inode *i, struct pt_ifd *out)
         close(evicted);
     return 0;
 }
-
-void pt_fs_fd_cache_stats(const struct pt_fs *fs, uint64_t *hits, uint64_t *misses,
-                          unsigned *cached)
-{
-    struct pt_fdc *c = (struct pt_fdc *)&fs->fdc;
-
-    pthread_mutex_lock(&c->lock);
-    *hits = c->hits;
-    *misses = c->misses;
-    *cached = c->count;
-    pthread_mutex_unlock(&c->lock);
-}

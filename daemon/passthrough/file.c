@@ -46,14 +46,14 @@ static void pt_fill_open(struct pt_fs *fs, int flags, uint64_t fh, struct fuse_o
     memset(out, 0, sizeof(*out));
     out->fh = fh;
     switch (fs->cache) {
-    case VUFSD_CACHE_NEVER:
-    case VUFSD_CACHE_METADATA:
+    case PT_CACHE_NEVER:
+    case PT_CACHE_METADATA:
         out->open_flags |= FOPEN_DIRECT_IO;
         break;
-    case VUFSD_CACHE_ALWAYS:
+    case PT_CACHE_ALWAYS:
         out->open_flags |= FOPEN_KEEP_CACHE;
         break;
-    case VUFSD_CACHE_AUTO:
+    case PT_CACHE_AUTO:
         break;
     }
     if (fs->allow_direct_io && (flags & O_DIRECT))

@@ -35,6 +35,7 @@ void pt_fd_unreserve(struct pt_fs *fs)
     atomic_fetch_sub(&fs->fds, 1);
 }
 
+/* The one fd budget rule (passthrough.h). */
 static long pt_budget_for(uint64_t nofile)
 {
     long n = (long)(nofile > (uint64_t)LONG_MAX / 2 ? (uint64_t)LONG_MAX / 2 : nofile);
@@ -43,38 +44,28 @@ static long pt_budget_for(uint64_t nofile)
     return budget < 8 ? 8 : budget;
 }
 
-void pt_fs_set_fd_budget(struct pt_fs *fs, long fds)
-{
-    atomic_store(&fs->fd_budget, fds);
-}
-
 long pt_fs_fd_budget(const struct pt_fs *fs)
 {
     return atomic_load(&((struct pt_fs *)fs)->fd_budget);
 }
 
-long pt_fs_fds_in_use(const struct pt_fs *fs)
-{
-    return atomic_load(&((struct pt_fs *)fs)->fds);
-}
-
 /* ---- Creation ------------------------------------------------------------------ */
 
-static double pt_cache_timeout(enum vufsd_cache c)
+static double pt_cache_timeout(enum pt_cache c)
 {
     switch (c) {
-    case VUFSD_CACHE_ALWAYS:
-    case VUFSD_CACHE_METADATA:
+    case PT_CACHE_ALWAYS:
+    case PT_CACHE_METADATA:
         return 86400.0;
-    case VUFSD_CACHE_NEVER:
+    case PT_CACHE_NEVER:
         return 0.0;
-    case VUFSD_CACHE_AUTO:
+    case PT_CACHE_AUTO:
     default:
         return 1.0;
     }
 }
 
-static int pt_fs_setup_xattr(struct pt_fs *fs, const struct vufsd_config *cfg)
+static int pt_fs_setup_xattr(struct pt_fs *fs, const struct pt_config *cfg)
 {
     char err[128] = "";
     char *mapped = NULL;
@@ -105,15 +96,15 @@ static int pt_fs_setup_xattr(struct pt_fs *fs, const struct vufsd_config *cfg)
  * on a filesystem without handles fails with mandatory, and serves with O_PATH
  * fds with prefer.
  */
-static int pt_fs_setup_handles(struct pt_fs *fs, enum vufsd_inode_handles mode)
+static int pt_fs_setup_handles(struct pt_fs *fs, enum pt_inode_handles mode)
 {
     int ret;
 
-    if (mode == VUFSD_HANDLES_NEVER)
+    if (mode == PT_HANDLES_NEVER)
         return 0;
     ret = pt_fh_make(fs, fs->root->fd, S_IFDIR, fs->root->mnt_id, &fs->root_fh, &fs->root_mnt);
     if (ret < 0)
-        return mode == VUFSD_HANDLES_MANDATORY ? ret : 0;
+        return mode == PT_HANDLES_MANDATORY ? ret : 0;
     fs->handles = mode;
     return 0;
 }
@@ -123,23 +114,18 @@ int pt_fs_check_handles(struct pt_fs *fs, bool *fell_back)
     int fd;
 
     *fell_back = false;
-    if (fs->handles == VUFSD_HANDLES_NEVER)
+    if (fs->handles == PT_HANDLES_NEVER)
         return 0;
     fd = pt_fh_open(fs->root_mnt, &fs->root_fh, O_PATH);
     if (fd >= 0) {
         close(fd);
         return 0;
     }
-    if (fs->handles == VUFSD_HANDLES_MANDATORY)
+    if (fs->handles == PT_HANDLES_MANDATORY)
         return fd;
-    fs->handles = VUFSD_HANDLES_NEVER;
+    fs->handles = PT_HANDLES_NEVER;
     *fell_back = true;
     return 0;
-}
-
-enum vufsd_inode_handles pt_fs_handles(const struct pt_fs *fs)
-{
-    return fs->handles;
 }
 
 /*
@@ -158,7 +144,7 @@ static bool pt_setgroups_denied(void)
     return n >= 4 && strncmp(buf, "deny", 4) == 0;
 }
 
-struct pt_fs *pt_fs_new(const struct vufsd_config *cfg, int *err)
+int pt_fs_new(const struct pt_config *cfg, struct pt_fs **out)
 {
     struct pt_fs *fs;
     struct statx st;
@@ -166,16 +152,12 @@ struct pt_fs *pt_fs_new(const struct vufsd_config *cfg, int *err)
     uint64_t nofile;
     int fd, ret;
 
-    *err = 0;
-    if (!cfg->shared_dir) {
-        *err = -EINVAL;
-        return NULL;
-    }
+    *out = NULL;
+    if (!cfg->shared_dir)
+        return -EINVAL;
     fs = calloc(1, sizeof(*fs));
-    if (!fs) {
-        *err = -ENOMEM;
-        return NULL;
-    }
+    if (!fs)
+        return -ENOMEM;
     fs->proc_self_fd = -1;
     pthread_mutex_init(&fs->cwd_lock, NULL);
     for (unsigned k = 0; k < PT_INODE_LOCK_STRIPES; k++)
@@ -202,7 +184,6 @@ struct pt_fs *pt_fs_new(const struct vufsd_config *cfg, int *err)
     fs->no_posix_lock = cfg->no_posix_lock;
     fs->no_flock = cfg->no_flock;
     fs->readonly = cfg->readonly;
-    fs->dax_policy_never = cfg->dax_policy == VUFSD_DAX_NEVER;
     fs->security_label = cfg->security_label;
     if (cfg->translate_uid)
         ret = pt_idmap_parse(&fs->uidmap, cfg->translate_uid, NULL, 0);
@@ -254,12 +235,12 @@ struct pt_fs *pt_fs_new(const struct vufsd_config *cfg, int *err)
     }
     /* Modes arrive with the client's umask already applied (or to apply here). */
     umask(0);
-    return fs;
+    *out = fs;
+    return 0;
 
 fail:
-    *err = ret;
     pt_fs_free(fs);
-    return NULL;
+    return ret;
 }
 
 void pt_fs_free(struct pt_fs *fs)

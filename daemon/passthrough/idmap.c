@@ -245,7 +245,7 @@ void pt_attr_to_guest(const struct pt_fs *fs, struct fuse_attr *a)
     a->gid = pt_idmap_to_guest(&fs->gidmap, a->gid);
 }
 
-int pt_fs_check_ids(const struct vufsd_config *cfg, char *err, size_t errlen)
+int pt_fs_check_ids(const struct pt_config *cfg, char *err, size_t errlen)
 {
     struct pt_idmap m = {0};
     int ret = 0;

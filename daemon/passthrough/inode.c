@@ -298,10 +298,10 @@ int pt_inode_intern(struct pt_fs *fs, int fd, const struct statx *st, bool count
     int ret;
 
     *out = NULL;
-    if (fs->handles != VUFSD_HANDLES_NEVER) {
+    if (fs->handles != PT_HANDLES_NEVER) {
         /* Made before the lookup: a system call, never under the table lock. */
         ret = pt_fh_make(fs, fd, type, st->stx_mnt_id, &fh, &mnt);
-        if (ret < 0 && fs->handles == VUFSD_HANDLES_MANDATORY) {
+        if (ret < 0 && fs->handles == PT_HANDLES_MANDATORY) {
             close(fd);
             return ret;
         }
@@ -430,15 +430,4 @@ void pt_itab_destroy(struct pt_fs *fs)
     free(t->buckets);
     t->buckets = NULL;
     pthread_mutex_destroy(&t->lock);
-}
-
-size_t pt_fs_inode_count(const struct pt_fs *fs)
-{
-    struct pt_itab *t = (struct pt_itab *)&fs->itab;
-    size_t n;
-
-    pthread_mutex_lock(&t->lock);
-    n = t->count;
-    pthread_mutex_unlock(&t->lock);
-    return n;
 }

@@ -1,23 +1,66 @@
 /* SPDX-License-Identifier: GPL-2.0-or-later */
 /*
  * The passthrough filesystem: serves the shared directory through struct fll_ops.
- * Private to daemon/ (prefix pt_).
+ * Part of daemon/ (prefix pt_), built as a library of its own that uses
+ * fuse_lowlevel/ and dax/ only: it knows its settings (struct pt_config), never
+ * the command line's.
  */
 #ifndef VUFSD_PASSTHROUGH_H
 #define VUFSD_PASSTHROUGH_H
 
-#include "config.h"
+#include <stdbool.h>
+#include <stddef.h>
+#include <stdint.h>
+
 #include "fll.h"
+
+/* How long the guest may cache entries and attributes, and its page cache. */
+enum pt_cache {
+    PT_CACHE_AUTO,     /* entry/attr timeout 1 s */
+    PT_CACHE_ALWAYS,   /* 86400 s, keep page cache across opens */
+    PT_CACHE_METADATA, /* attrs cached, data direct */
+    PT_CACHE_NEVER,    /* 0 s, direct I/O */
+};
+
+/* What a known inode keeps (--inode-file-handles). */
+enum pt_inode_handles {
+    PT_HANDLES_NEVER,     /* an O_PATH fd */
+    PT_HANDLES_PREFER,    /* a file handle where the filesystem makes one, else the fd */
+    PT_HANDLES_MANDATORY, /* a file handle, or the lookup fails */
+};
+
+struct pt_config {
+    const char *shared_dir;
+    enum pt_cache cache;
+    bool writeback;
+    bool readdirplus;
+    bool allow_direct_io;
+    bool allow_mmap;
+    bool xattr;
+    const char *xattrmap;   /* --xattrmap rules, or NULL (implies xattr) */
+    bool posix_acl;         /* needs xattr */
+    bool security_label;
+    bool killpriv_v2;
+    bool announce_submounts;
+    bool no_posix_lock;     /* the guest keeps POSIX locks local */
+    bool no_flock;          /* the guest keeps flock locks local */
+    bool readonly;
+    enum pt_inode_handles inode_file_handles;
+    const char *translate_uid; /* space-separated --translate-uid rules, or NULL */
+    const char *translate_gid;
+    /* The RLIMIT_NOFILE the fd budget is cut from; 0 = the limit in force. */
+    uint64_t rlimit_nofile;
+};
 
 struct pt_fs;
 
 /*
  * Opens the shared directory (cfg->shared_dir) and prepares the inode and handle
- * tables. Called before the sandbox is entered, so the directory is resolved on
- * the host; after pivot_root the fs keeps working through its fds.
- * Returns NULL and sets *err to a negative errno on failure.
+ * tables: 0 and *out, or a negative errno (*out NULL). Called before the sandbox
+ * is entered, so the directory is resolved on the host; after pivot_root the fs
+ * keeps working through its fds. cfg is not kept.
  */
-struct pt_fs *pt_fs_new(const struct vufsd_config *cfg, int *err);
+int pt_fs_new(const struct pt_config *cfg, struct pt_fs **out);
 void pt_fs_free(struct pt_fs *fs);
 
 /* The operations table to hand to fll_session_new() with fs as userdata. */
@@ -43,14 +86,14 @@ void pt_fs_reset(struct pt_fs *fs);
 void pt_fs_cancel_waits(struct pt_fs *fs);
 
 /*
- * The fd budget: inode O_PATH fds, open handles and lock descriptions the fs
- * may hold (with file handles also the mount fds and the fd cache). pt_fs_new sets it from cfg->rlimit_nofile (or RLIMIT_NOFILE) minus
- * 64 + 5 % headroom for the daemon itself; past it, LOOKUP, OPEN, CREATE...
- * fail with EMFILE while everything already open keeps working.
+ * The fd budget (CVE-2020-10717): inode O_PATH fds, open handles and lock
+ * descriptions the fs may hold (with file handles also the mount fds and the
+ * fd cache). The one rule: cfg->rlimit_nofile minus 64 + 5 % headroom for the
+ * daemon itself (its sockets, eventfds, memory regions, logs), at least 8;
+ * past it, LOOKUP, OPEN, CREATE... fail with EMFILE while everything already
+ * open keeps working.
  */
-void pt_fs_set_fd_budget(struct pt_fs *fs, long fds);
 long pt_fs_fd_budget(const struct pt_fs *fs);
-long pt_fs_fds_in_use(const struct pt_fs *fs);
 
 /*
  * --inode-file-handles prefer|mandatory: known inodes keep a file handle instead
@@ -62,20 +105,12 @@ long pt_fs_fds_in_use(const struct pt_fs *fs);
  * (*fell_back). Call it before serving.
  */
 int pt_fs_check_handles(struct pt_fs *fs, bool *fell_back);
-/* The setting in force (NEVER after a fallback). */
-enum vufsd_inode_handles pt_fs_handles(const struct pt_fs *fs);
-/*
- * The cache of O_PATH fds opened from handles: operations that found an
- * inode's fd there, operations that had to open one, fds it holds now.
- */
-void pt_fs_fd_cache_stats(const struct pt_fs *fs, uint64_t *hits, uint64_t *misses,
-                          unsigned *cached);
 
 /*
- * Checks the --translate-uid / --translate-gid rules (idmap.c): 0, or -EINVAL
+ * Checks cfg's --translate-uid / --translate-gid rules (idmap.c): 0, or -EINVAL
  * with a sentence naming the bad rule in err.
  */
-int pt_fs_check_ids(const struct vufsd_config *cfg, char *err, size_t errlen);
+int pt_fs_check_ids(const struct pt_config *cfg, char *err, size_t errlen);
 
 /*
  * Bad --translate-uid/gid rules are -EINVAL. --xattrmap implies --xattr;
@@ -108,8 +143,5 @@ void pt_fs_set_dax(struct pt_fs *fs, struct dax_window *w, bool (*usable)(void *
  * --readonly share), -errno.
  */
 int pt_fs_dax_open(struct pt_fs *fs, uint64_t nodeid, bool writable);
-
-/* Number of inodes currently known (for statistics and the RSS target). */
-size_t pt_fs_inode_count(const struct pt_fs *fs);
 
 #endif

@@ -462,12 +462,12 @@ struct pt_fs {
     int proc_self_fd;         /* O_PATH of /proc/self/fd, opened before the sandbox */
     struct pt_inode *root;    /* permanently referenced */
     /* --inode-file-handles; written by pt_fs_new and pt_fs_check_handles, before serving */
-    enum vufsd_inode_handles handles;
+    enum pt_inode_handles handles;
     struct pt_fh root_fh;      /* with handles: the root's, for pt_fs_check_handles */
     struct pt_mount *root_mnt; /* with handles: the share's mount, referenced */
 
     /* Settings, immutable after pt_fs_new */
-    enum vufsd_cache cache;
+    enum pt_cache cache;
     bool writeback_opt;
     bool readdirplus;
     bool allow_direct_io;
@@ -497,7 +497,6 @@ struct pt_fs {
     struct dax_window *dax;
     bool (*dax_usable)(void *ctx);
     void *dax_ctx;
-    bool dax_policy_never;     /* --dax-policy never: FUSE_HAS_INODE_DAX not asked for */
     bool dax_qemu_rules;       /* the frontend maps as QEMU 11.1 (pt_fs_set_dax) */
     _Atomic bool dax_attr;     /* negotiated FUSE_HAS_INODE_DAX: FUSE_ATTR_DAX per file */
 

@@ -12,9 +12,10 @@
  *   then operations until the input ends, each an opcode byte (mod 8):
  *     0 SETUPMAPPING  key u8, foffset, len, moffset, flags  (each value: see fz_val)
  *     1 REMOVEMAPPING count u16 (up to 300), then count x (moffset, len)
- *     2 remove_inode key   3 inode_forget key   4 place key foffset writable + unpin
- *     5 reset              6 wire decoders on the next 64 bytes
- *     7 pin/unpin moffset
+ *     2 remove_inode key   3 inode_forget key
+ *     4 a Linux guest's SETUPMAPPING: key, file range u8, slot u8, writable u8
+ *     5 reset              6 policy answer: key, file size, regular u8
+ *     7 statistics dump
  * Values come as a mode byte then either a raw u64 (odd mode: hostile extremes
  * included) or a small page multiple (even mode), so both rejection and
  * acceptance paths are reached.
@@ -117,8 +118,8 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
             if (flags & 0x80)
                 flags = fz_u64(&in);
             if (dax_setup_check(w, moffset, len, foffset, flags) == 0) {
-                FZ_REQUIRE(len > 0 && moffset < dax_window_size(w) &&
-                           len <= dax_window_size(w) - moffset);
+                FZ_REQUIRE(len > 0 && moffset < slots * DAX_RANGE_SIZE &&
+                           len <= slots * DAX_RANGE_SIZE - moffset);
                 (void)dax_setupmapping(w, key, foffset, len, moffset, flags);
             }
             break;
@@ -143,13 +144,12 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
             break;
         case 4: {
             uint64_t key = fz_u8(&in);
-            uint64_t foffset = fz_val(&in, page);
-            bool writable = fz_u8(&in) & 1;
-            uint64_t moffset = UINT64_MAX;
-            if (dax_place(w, key, foffset, writable, &moffset) == 0) {
-                FZ_REQUIRE(moffset < dax_window_size(w));
-                FZ_REQUIRE(dax_unpin(w, moffset) == 0);
-            }
+            uint64_t foffset = (uint64_t)fz_u8(&in) * DAX_RANGE_SIZE;
+            uint64_t moffset = (uint64_t)(fz_u8(&in) % slots) * DAX_RANGE_SIZE;
+            uint64_t flags = FUSE_SETUPMAPPING_FLAG_READ |
+                             (fz_u8(&in) & 1 ? FUSE_SETUPMAPPING_FLAG_WRITE : 0);
+            FZ_REQUIRE(dax_setup_check(w, moffset, DAX_RANGE_SIZE, foffset, flags) == 0);
+            (void)dax_setupmapping(w, key, foffset, DAX_RANGE_SIZE, moffset, flags);
             break;
         }
         case 5:
@@ -160,19 +160,15 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
             fe.fail_pct = fail[(w0 >> 4) & 3];
             break;
         case 6: {
-            uint8_t buf[DAX_LEGACY_MSG_SIZE];
-            size_t n = fz_fill(&in, buf, 64);
-            struct dax_shmem_msg m;
-            (void)dax_wire_shmem_decode(buf, n, &m);
-            struct dax_legacy_entry e[DAX_LEGACY_ENTRIES];
-            (void)dax_wire_legacy_decode(buf, n, e);
-            (void)dax_wire_legacy_reply(fz_u64(&in));
+            uint64_t key = fz_u8(&in);
+            uint64_t size = fz_val(&in, page);
+            (void)dax_policy_attr_dax(w, key, size, fz_u8(&in) & 1);
             break;
         }
         case 7: {
-            uint64_t moffset = fz_val(&in, page);
-            if (dax_pin(w, moffset) == 0)
-                FZ_REQUIRE(dax_unpin(w, moffset) == 0);
+            FILE *f = fopen("/dev/null", "w");
+            FZ_REQUIRE(f && dax_stats_json(w, f) == 0);
+            fclose(f);
             break;
         }
         }

@@ -40,10 +40,8 @@
 #include <unistd.h>
 #include <linux/mount.h>
 
-#include "config.h"
 #include "fll.h"
 #include "fuzz_input.h"
-#include "options.h"
 #include "passthrough.h"
 #include "pt_i.h"
 
@@ -52,7 +50,7 @@
 
 static char fz_share[64];
 static dev_t fz_share_dev;
-static struct vufsd_config fz_cfg;
+static struct pt_config fz_cfg;
 
 /* ---- A transport that records the one completion -------------------------------- */
 
@@ -134,10 +132,7 @@ int LLVMFuzzerInitialize(int *argc, char ***argv)
         exit(1);
     }
 
-    vopt_config_init(&fz_cfg);
-    fz_cfg.shared_dir = fz_share;
-    fz_cfg.xattr = true;
-    fz_cfg.readdirplus = true;
+    fz_cfg = (struct pt_config){.shared_dir = fz_share, .xattr = true, .readdirplus = true};
     return 0;
 }
 
@@ -257,9 +252,8 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
         abort();
 
     fz_make_share();
-    int err = 0;
-    struct pt_fs *fs = pt_fs_new(&fz_cfg, &err);
-    FZ_REQUIRE(fs != NULL);
+    struct pt_fs *fs = NULL;
+    FZ_REQUIRE(pt_fs_new(&fz_cfg, &fs) == 0);
     struct fll_session_config scfg = {
         .ops = pt_fs_ops(),
         .fs = fs,

@@ -104,7 +104,9 @@ def main():
 
         # vufsd with a window: {dax_window}/{dax_policy} reach it, the guest
         # maps through the frontend's window, and under "never" nothing is.
-        dcmd = vcmd + " --dax-window {dax_window} --dax-policy {dax_policy}"
+        # {stats_file}: the map miss path's latency, from the guest's side and
+        # from the window's statistics the daemon leaves behind.
+        dcmd = vcmd + " --dax-window {dax_window} --dax-policy {dax_policy} --stats-file {stats_file}"
         for workload in ("randread", "randwrite"):
             p = run(bench, ["--backend", f"vufsd={dcmd}", "--dir", d, "--workload", workload,
                             "--size", "4M", "--files", "2", "--runtime", "0.3", "--repeat", "1",
@@ -117,8 +119,11 @@ def main():
                 assert o["dax_window_offered"] == o["dax_window"], o
                 if o["dax_policy"] == "never":
                     assert o["dax_files"] == 0 and o["dax_setups"] == 0, o
+                    assert o["dax_setup_rtt_us"] == -1 and o["dax_map_us"] == -1, o
                 else:
                     assert o["dax_files"] == 2 and o["dax_setups"] > 0, o
+                    assert o["dax_setup_rtt_us"] >= o["dax_map_us"] > 0, o
+                    assert o["dax_map_max_us"] >= o["dax_map_us"], o
                     if o["dax_window"] == 4 << 20:   # 2 ranges for 4 of data
                         assert o["dax_removes"] > 0, o
                     else:                            # everything fits

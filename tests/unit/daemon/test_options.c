@@ -59,11 +59,11 @@ static void test_defaults(void **state)
     assert_string_equal(p->cfg.shared_dir, "/srv");
     assert_string_equal(p->cfg.socket_path, "/tmp/s");
     assert_int_equal(p->cfg.listen_fd, -1);
-    assert_int_equal(p->cfg.cache, VUFSD_CACHE_AUTO);
+    assert_int_equal(p->cfg.cache, PT_CACHE_AUTO);
     assert_true(p->cfg.readdirplus);
     assert_false(p->cfg.xattr);
-    assert_int_equal(p->cfg.sandbox, VUFSD_SANDBOX_NAMESPACE);
-    assert_int_equal(p->cfg.seccomp, VUFSD_SECCOMP_KILL);
+    assert_int_equal(p->cfg.sandbox, SB_MODE_NAMESPACE);
+    assert_int_equal(p->cfg.seccomp, SB_SECCOMP_KILL);
     assert_int_equal(p->cfg.thread_pool_size, 0);
     assert_int_equal(p->cfg.log_level, VUFSD_LOG_INFO);
     assert_null(vopt_unsupported(&p->cfg));
@@ -81,7 +81,7 @@ static void test_long_options(void **state)
              "--dax-policy always --dax-protocol legacy");
     assert_int_equal(p->ret, 0);
     assert_int_equal(p->cfg.listen_fd, 5);
-    assert_int_equal(p->cfg.cache, VUFSD_CACHE_NEVER);
+    assert_int_equal(p->cfg.cache, PT_CACHE_NEVER);
     assert_true(p->cfg.writeback);
     assert_false(p->cfg.readdirplus);
     assert_true(p->cfg.allow_direct_io);
@@ -92,11 +92,11 @@ static void test_long_options(void **state)
     assert_true(p->cfg.killpriv_v2);
     assert_true(p->cfg.announce_submounts);
     assert_true(p->cfg.readonly);
-    assert_int_equal(p->cfg.inode_file_handles, VUFSD_HANDLES_MANDATORY);
+    assert_int_equal(p->cfg.inode_file_handles, PT_HANDLES_MANDATORY);
     assert_int_equal(p->cfg.thread_pool_size, 4);
     assert_int_equal(p->cfg.rlimit_nofile, 4096);
-    assert_int_equal(p->cfg.sandbox, VUFSD_SANDBOX_CHROOT);
-    assert_int_equal(p->cfg.seccomp, VUFSD_SECCOMP_LOG);
+    assert_int_equal(p->cfg.sandbox, SB_MODE_CHROOT);
+    assert_int_equal(p->cfg.seccomp, SB_SECCOMP_LOG);
     assert_string_equal(p->cfg.modcaps, "+sys_admin:-mknod");
     assert_string_equal(p->cfg.translate_uid, "map:1000:0:1");
     assert_string_equal(p->cfg.uid_map, ":0:1000:1:");
@@ -106,7 +106,7 @@ static void test_long_options(void **state)
     assert_string_equal(p->cfg.tag, "myfs");
     assert_string_equal(p->cfg.xattrmap, ":ok:all:::");
     assert_true(p->cfg.reconnect);
-    assert_int_equal(p->cfg.dax_policy, VUFSD_DAX_ALWAYS);
+    assert_int_equal(p->cfg.dax_policy, DAX_POLICY_ALWAYS);
     assert_int_equal(p->cfg.dax_protocol, VUFSD_DAX_PROTO_LEGACY);
 
     /* The id options repeat, as in the Rust daemon; the values are kept in order. */
@@ -130,7 +130,7 @@ static void test_long_options(void **state)
 
     parse(p, "--shared-dir /srv --socket-path /s --inode-file-handles");
     assert_int_equal(p->ret, 0);
-    assert_int_equal(p->cfg.inode_file_handles, VUFSD_HANDLES_PREFER);
+    assert_int_equal(p->cfg.inode_file_handles, PT_HANDLES_PREFER);
 }
 
 static void test_legacy_o(void **state)
@@ -141,11 +141,11 @@ static void test_legacy_o(void **state)
              "-o xattrmap=:map\\,x::user.virtiofs.:");
     assert_int_equal(p->ret, 0);
     assert_string_equal(p->cfg.shared_dir, "/srv");
-    assert_int_equal(p->cfg.cache, VUFSD_CACHE_NEVER);
+    assert_int_equal(p->cfg.cache, PT_CACHE_NEVER);
     assert_false(p->cfg.readdirplus);
     assert_true(p->cfg.xattr);
     assert_true(p->cfg.writeback);
-    assert_int_equal(p->cfg.sandbox, VUFSD_SANDBOX_CHROOT);
+    assert_int_equal(p->cfg.sandbox, SB_MODE_CHROOT);
     assert_int_equal(p->cfg.log_level, VUFSD_LOG_WARN);
     assert_true(p->cfg.killpriv_v2);
     assert_string_equal(p->cfg.xattrmap, ":map,x::user.virtiofs.:");
@@ -207,6 +207,50 @@ static void test_bad_input(void **state)
     parse(p, "--shared-dir /srv --socket-path /s --sandbox none --seccomp none "
              "--unsafe-no-isolation");
     assert_int_equal(p->ret, 0);
+}
+
+/*
+ * The sandbox's and the window's settings are their modules' enums, read by
+ * their parsers: every name the module gives is accepted and lands as that
+ * value, and a bad one is refused with the module's names listed.
+ */
+static void test_module_enums(void **state)
+{
+    struct parsed *p = *state;
+    g_autofree char *line = NULL;
+
+    for (int m = SB_MODE_NAMESPACE; m <= SB_MODE_NONE; m++) {
+        g_free(line);
+        line = g_strdup_printf("--shared-dir /srv --socket-path /s --sandbox %s --seccomp kill",
+                               sb_mode_name((enum sb_mode)m));
+        parse(p, line);
+        assert_int_equal(p->ret, 0);
+        assert_int_equal(p->cfg.sandbox, m);
+        assert_true(p->cfg.sandbox_explicit);
+    }
+    for (int a = SB_SECCOMP_KILL; a <= SB_SECCOMP_NONE; a++) {
+        g_free(line);
+        line = g_strdup_printf("--shared-dir /srv --socket-path /s -o seccomp=%s",
+                               sb_seccomp_action_name((enum sb_seccomp_action)a));
+        parse(p, line);
+        assert_int_equal(p->ret, 0);
+        assert_int_equal(p->cfg.seccomp, a);
+    }
+    for (int d = DAX_POLICY_NEVER; d <= DAX_POLICY_AUTO; d++) {
+        g_free(line);
+        line = g_strdup_printf("--shared-dir /srv --socket-path /s --dax-policy %s",
+                               dax_policy_name((enum dax_policy)d));
+        parse(p, line);
+        assert_int_equal(p->ret, 0);
+        assert_int_equal(p->cfg.dax_policy, d);
+    }
+    parse(p, "--shared-dir /srv --socket-path /s --sandbox jail");
+    assert_int_equal(p->ret, -EINVAL);
+    assert_string_equal(p->err, "option 'sandbox': 'jail' is not one of namespace|chroot|none");
+    parse(p, "--shared-dir /srv --socket-path /s --seccomp maybe");
+    assert_string_equal(p->err, "option 'seccomp': 'maybe' is not one of kill|log|trap|none");
+    parse(p, "--shared-dir /srv --socket-path /s --dax-policy often");
+    assert_string_equal(p->err, "option 'dax-policy': 'often' is not one of never|always|auto");
 }
 
 static void test_actions(void **state)
@@ -293,9 +337,9 @@ static void test_mount_sandbox(void **state)
     struct parsed *p = *state;
     parse(p, "--shared-dir /srv --mount /mnt");
     assert_int_equal(p->ret, 0);
-    assert_int_equal(p->cfg.sandbox, VUFSD_SANDBOX_NONE);
+    assert_int_equal(p->cfg.sandbox, SB_MODE_NONE);
     assert_false(p->cfg.sandbox_explicit);
-    assert_int_equal(p->cfg.seccomp, VUFSD_SECCOMP_KILL); /* seccomp stays on */
+    assert_int_equal(p->cfg.seccomp, SB_SECCOMP_KILL); /* seccomp stays on */
     parse(p, "--shared-dir /srv --mount /mnt --sandbox none");
     assert_int_equal(p->ret, 0);
     assert_true(p->cfg.sandbox_explicit);
@@ -308,7 +352,7 @@ static void test_mount_sandbox(void **state)
     assert_int_equal(p->ret, -EINVAL);
     /* Without --mount the default stays the namespace sandbox. */
     parse(p, "--shared-dir /srv --socket-path /tmp/s");
-    assert_int_equal(p->cfg.sandbox, VUFSD_SANDBOX_NAMESPACE);
+    assert_int_equal(p->cfg.sandbox, SB_MODE_NAMESPACE);
     assert_false(p->cfg.sandbox_explicit);
 }
 
@@ -319,7 +363,7 @@ int main(void)
     const struct CMUnitTest tests[] = {
         T(test_defaults),  T(test_long_options), T(test_legacy_o),
         T(test_bad_input), T(test_actions),      T(test_sizes_and_unsupported),
-        T(test_mount_sandbox),
+        T(test_mount_sandbox), T(test_module_enums),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }

@@ -6,6 +6,7 @@
 #include <string.h>
 #include <unistd.h>
 
+#include "dax_i.h"
 #include "fake_frontend.h"
 
 uint64_t fake_rand(uint64_t *s)
@@ -275,4 +276,23 @@ int fake_matches_table(struct fake_fe *fe, struct dax_window *w)
     if (dax_for_each_mapping(w, cmp_one, &c) < 0)
         return -1;
     return c.bad || c.seen != fake_count(fe) ? -1 : 0;
+}
+
+int fake_inode_stats(struct dax_window *w, uint64_t key, struct dax_inode_stats *st)
+{
+    struct dax_window_stats ws;
+    struct dax_inode_stats *all = NULL;
+    size_t n = 0;
+    int r = dax_stats_snapshot(w, &ws, &all, &n);
+
+    if (r < 0)
+        return r;
+    r = -ENOENT;
+    for (size_t i = 0; i < n; i++)
+        if (all[i].key == key) {
+            *st = all[i];
+            r = 0;
+        }
+    free(all);
+    return r;
 }

@@ -57,4 +57,8 @@ uint64_t fake_rand(uint64_t *state);
 /* Compares dax_for_each_mapping() with the fake's mappings; 0 = identical. */
 int fake_matches_table(struct fake_fe *fe, struct dax_window *w);
 
+/* The statistics of file key as the JSON dump has them (recent_* decayed):
+ * 0, or -ENOENT when the window keeps no record of it. */
+int fake_inode_stats(struct dax_window *w, uint64_t key, struct dax_inode_stats *st);
+
 #endif

@@ -156,18 +156,6 @@ static void test_remove_hostile(void **state)
     free(e);
 }
 
-static void test_place_hostile(void **state)
-{
-    struct fx *f = *state;
-    uint64_t mo;
-
-    assert_int_equal(dax_place(f->w, 1, UINT64_MAX, false, &mo), -EOVERFLOW);
-    assert_int_equal(dax_pin(f->w, WIN), -EINVAL);
-    assert_int_equal(dax_unpin(f->w, UINT64_MAX), -EINVAL);
-    assert_int_equal(dax_unpin(f->w, 0), -EINVAL);
-    assert_int_equal(f->fe.violations, 0);
-}
-
 /* A value a hostile guest might send: boundaries, near-misses, or noise. */
 static uint64_t hostile(uint64_t *rng)
 {
@@ -240,7 +228,6 @@ int main(void)
         cmocka_unit_test_setup_teardown(test_setup_file_overflow, setup, teardown),
         cmocka_unit_test_setup_teardown(test_setup_flags, setup, teardown),
         cmocka_unit_test_setup_teardown(test_remove_hostile, setup, teardown),
-        cmocka_unit_test_setup_teardown(test_place_hostile, setup, teardown),
         cmocka_unit_test_setup_teardown(test_random_garbage, setup, teardown),
     };
 

@@ -1,11 +1,11 @@
 /* SPDX-License-Identifier: GPL-2.0-or-later */
 /*
  * Several queue threads at once: random SETUPMAPPING/REMOVEMAPPING (whole slots and
- * sub-slot extents), placements with pins, inode removals, statistics dumps and the
- * odd device reset, on a small window, with a frontend whose calls sleep so that
- * requests really overlap. The fake frontend fails the test on any overlapping map,
- * inexact unmap or two calls in flight on one slot; at the end the table must equal
- * the frontend and every slot must be idle and unpinned.
+ * sub-slot extents, and the whole ranges a Linux guest maps), inode removals,
+ * statistics dumps and the odd device reset, on a small window, with a frontend
+ * whose calls sleep so that requests really overlap. The fake frontend fails the
+ * test on any overlapping map, inexact unmap or two calls in flight on one slot;
+ * at the end the table must equal the frontend and every slot must be idle.
  */
 #include <errno.h>
 #include <pthread.h>
@@ -100,15 +100,12 @@ static void *work(void *arg)
 
             rc_ok(k, dax_removemapping(sh->w, e, 1 + (unsigned)rnd(k, 2)));
         } else if (x < 90) {
-            uint64_t at;
-            int r = dax_place(sh->w, key, rnd(k, 32) * DAX_RANGE_SIZE, rnd(k, 2), &at);
+            /* what a Linux guest sends: one whole 2 MiB range of a file */
+            uint64_t flags = FUSE_SETUPMAPPING_FLAG_READ |
+                             (rnd(k, 2) ? FUSE_SETUPMAPPING_FLAG_WRITE : 0);
 
-            if (rc_ok(k, r) && r == 0) {
-                if (at % DAX_RANGE_SIZE || at >= WIN)
-                    k->bad++;
-                if (dax_unpin(sh->w, at) != 0)
-                    k->bad++;
-            }
+            rc_ok(k, dax_setupmapping(sh->w, key, rnd(k, 32) * DAX_RANGE_SIZE, DAX_RANGE_SIZE,
+                                      rnd(k, NSLOTS) * DAX_RANGE_SIZE, flags));
         } else if (x < 96) {
             rc_ok(k, dax_remove_inode(sh->w, key));
         } else if (x < 99) {
@@ -162,13 +159,12 @@ static void run(bool with_reset, bool batch)
     assert_int_equal(fake_matches_table(&sh.fe, sh.w), 0);
     for (uint32_t s = 0; s < sh.w->nslots; s++) {
         assert_false(dax_slot_busy(&sh.w->slots[s]));
-        assert_int_equal(sh.w->slots[s].pins, 0);
         dax_slot_check_locked(sh.w, s);
     }
     dax_window_get_stats(sh.w, &st);
     assert_int_equal(st.extents, fake_count(&sh.fe));
     assert_true(st.maps > 100);
-    assert_true(st.reclaims > 0);
+    assert_true(st.unmaps > 0 && st.remaps > 0);
     dax_window_free(sh.w);
     fake_fini(&sh.fe);
 }

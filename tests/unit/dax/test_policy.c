@@ -241,10 +241,10 @@ static void test_wrapper_admission(void **state)
     assert_true(dax_policy_attr_dax(f.w, 1, 3 * MiB, true));
     dax_window_get_stats(f.w, &st);
     assert_int_equal(st.admitted_bytes, 8 * MiB);
-    assert_int_equal(dax_inode_get_stats(f.w, 1, &is), 0);
+    assert_int_equal(fake_inode_stats(f.w, 1, &is), 0);
     assert_true(is.dax);
     assert_int_equal(is.admitted_bytes, 4 * MiB);
-    assert_int_equal(dax_inode_get_stats(f.w, 5, &is), -ENOENT); /* no record */
+    assert_int_equal(fake_inode_stats(f.w, 5, &is), -ENOENT); /* no record */
     /* file 2 is forgotten: its share goes to file 3 */
     assert_int_equal(dax_inode_forget(f.w, 2), 0);
     assert_true(dax_policy_attr_dax(f.w, 3, 1 * MiB, true));
@@ -285,10 +285,10 @@ static void test_wrapper_revoke_and_readmit(void **state)
     /* file 1 cycles through its 3 ranges through one slot: every re-map is a ghost hit */
     for (unsigned i = 0; i < 40; i++)
         cycle(&f, 1, i % 3);
-    assert_int_equal(dax_inode_get_stats(f.w, 1, &is), 0);
+    assert_int_equal(fake_inode_stats(f.w, 1, &is), 0);
     assert_int_equal(is.ghost_hits, 37);
     assert_false(dax_policy_attr_dax(f.w, 1, 6 * MiB, true));
-    assert_int_equal(dax_inode_get_stats(f.w, 1, &is), 0);
+    assert_int_equal(fake_inode_stats(f.w, 1, &is), 0);
     assert_true(is.revoked);
     assert_false(is.dax);
     assert_int_equal(is.admitted_bytes, 0);
@@ -300,10 +300,10 @@ static void test_wrapper_revoke_and_readmit(void **state)
     assert_false(dax_policy_attr_dax(f.w, 1, 6 * MiB, true)); /* 20/18: still thrash */
     for (unsigned i = 0; i < 3 * 256; i++)
         cycle(&f, 2, r++);
-    assert_int_equal(dax_inode_get_stats(f.w, 1, &is), 0);
+    assert_int_equal(fake_inode_stats(f.w, 1, &is), 0);
     assert_true(is.recent_maps < DAX_POLICY_MIN_SAMPLES);
     assert_true(dax_policy_attr_dax(f.w, 1, 6 * MiB, true));
-    assert_int_equal(dax_inode_get_stats(f.w, 1, &is), 0);
+    assert_int_equal(fake_inode_stats(f.w, 1, &is), 0);
     assert_false(is.revoked);
     assert_true(is.dax);
     fx_free(&f);

@@ -2,8 +2,7 @@
 /*
  * The slot table, scenario by scenario: every state transition, no-op, upgrade,
  * replacement, splits, multi-slot requests, extent limits, bounds, failures, reset
- * (also in the middle of a call), inode removal, placement with LRU reclaim and pins,
- * the ghost list. The fake frontend enforces the mainline rules throughout.
+ * (also in the middle of a call), inode removal, the ghost list. The fake frontend enforces the mainline rules throughout.
  */
 #include <errno.h>
 #include <setjmp.h>
@@ -211,7 +210,7 @@ static void test_noop_and_upgrade(void **state)
     assert_int_equal(st.noops, 3);
     assert_int_equal(st.unmaps, 0);
     assert_int_equal(st.ghost_hits, 0);
-    assert_int_equal(dax_inode_get_stats(t->w, 5, &is), 0);
+    assert_int_equal(fake_inode_stats(t->w, 5, &is), 0);
     assert_int_equal(is.upgrades, 1);
     assert_int_equal(is.extents, 1);
     assert_int_equal(is.bytes_mapped, 2 * MiB);
@@ -391,23 +390,12 @@ static void test_extent_limit(void **state)
 static void test_bounds_partial_last_slot(void **state)
 {
     struct tctx *t = tnew(5 * MiB, 0);
-    uint64_t mo;
 
-    assert_int_equal(dax_window_nslots(t->w), 3);
+    assert_int_equal(t->w->nslots, 3);
     assert_int_equal(dax_setupmapping(t->w, 1, 0, 1 * MiB, 4 * MiB, RD), 0);
     assert_int_equal(dax_setupmapping(t->w, 1, 0, 2 * MiB, 4 * MiB, RD), -EINVAL);
     assert_int_equal(dax_setupmapping(t->w, 1, 0, 4096, 5 * MiB, RD), -EINVAL);
     assert_int_equal(dax_setupmapping(t->w, 1, 0, 4096, 5 * MiB - 4096, RD), 0);
-    /* placement never uses the cut-short slot */
-    assert_int_equal(dax_place(t->w, 2, 0, false, &mo), 0);
-    assert_int_equal(mo, 0);
-    assert_int_equal(dax_place(t->w, 2, 2 * MiB, false, &mo), 0);
-    assert_int_equal(mo, 2 * MiB);
-    assert_int_equal(dax_unpin(t->w, 0), 0);
-    assert_int_equal(dax_place(t->w, 2, 4 * MiB, false, &mo), 0);
-    assert_int_equal(mo, 0); /* reclaimed the unpinned LRU slot, not slot 2 */
-    assert_int_equal(dax_unpin(t->w, 0), 0);
-    assert_int_equal(dax_unpin(t->w, 2 * MiB), 0);
     tfree(t);
 }
 
@@ -506,103 +494,14 @@ static void test_remove_inode(void **state)
     assert_int_equal(fake_count(&t->fe), 2);
     assert_int_equal(fake_at(&t->fe, 1 * MiB)->key, 2);
     assert_int_equal(fake_at(&t->fe, 4 * MiB)->key, 2);
-    assert_int_equal(dax_inode_get_stats(t->w, 1, &is), 0);
+    assert_int_equal(fake_inode_stats(t->w, 1, &is), 0);
     assert_int_equal(is.extents, 0);
     assert_int_equal(is.unmaps, 3);
     assert_int_equal(dax_remove_inode(t->w, 1), 0);
     assert_int_equal(dax_remove_inode(t->w, 77), 0);
     assert_int_equal(dax_inode_forget(t->w, 1), 0);
     assert_int_equal(dax_inode_forget(t->w, 1), -ENOENT);
-    assert_int_equal(dax_inode_get_stats(t->w, 1, &is), -ENOENT);
-    tfree(t);
-}
-
-static void test_place_lru_and_ghost(void **state)
-{
-    struct tctx *t = tnew(4 * DAX_RANGE_SIZE, 0);
-    struct dax_window_stats st;
-    uint64_t mo, first;
-
-    for (unsigned i = 0; i < 4; i++) {
-        assert_int_equal(dax_place(t->w, 1, i * 2 * MiB + 12345, false, &mo), 0);
-        assert_int_equal(fake_at(&t->fe, mo)->foffset, i * 2 * MiB);
-        assert_int_equal(dax_unpin(t->w, mo), 0);
-        if (i == 0)
-            first = mo;
-    }
-    /* use range 0 again: a hit, moved to the LRU head, no frontend call */
-    log_clear(t);
-    assert_int_equal(dax_place(t->w, 1, 0, false, &mo), 0);
-    assert_int_equal(mo, first);
-    assert_string_equal(t->log, "");
-    assert_int_equal(dax_unpin(t->w, mo), 0);
-    /* a fifth range evicts the least recently used: range 1, not range 0 */
-    assert_int_equal(dax_place(t->w, 1, 8 * MiB, false, &mo), 0);
-    assert_int_equal(dax_unpin(t->w, mo), 0);
-    assert_non_null(fake_at(&t->fe, first));
-    for (unsigned s = 0; s < 4; s++)
-        assert_int_not_equal(fake_at(&t->fe, s * 2 * MiB)->foffset, 2 * MiB);
-    /* range 1 comes back: a ghost hit */
-    assert_int_equal(dax_place(t->w, 1, 2 * MiB, true, &mo), 0);
-    assert_true(fake_at(&t->fe, mo)->writable);
-    assert_int_equal(dax_unpin(t->w, mo), 0);
-    dax_window_get_stats(t->w, &st);
-    assert_int_equal(st.ghost_hits, 1);
-    assert_int_equal(st.reclaims, 2);
-    assert_int_equal(st.noops, 1);
-    /* write on a read-only placed range upgrades it in place */
-    assert_int_equal(dax_place(t->w, 1, 0, true, &mo), 0);
-    assert_int_equal(mo, first);
-    assert_true(fake_at(&t->fe, mo)->writable);
-    assert_int_equal(dax_unpin(t->w, mo), 0);
-    dax_window_get_stats(t->w, &st);
-    assert_int_equal(st.upgrades, 1);
-    tfree(t);
-}
-
-static void test_place_pins(void **state)
-{
-    struct tctx *t = tnew(4 * DAX_RANGE_SIZE, 0);
-    uint64_t mo[4], x;
-
-    for (unsigned i = 0; i < 4; i++)
-        assert_int_equal(dax_place(t->w, 3, i * 2 * MiB, false, &mo[i]), 0);
-    /* everything pinned: nothing to reclaim */
-    assert_int_equal(dax_place(t->w, 3, 100 * MiB, false, &x), -ENOSPC);
-    assert_int_equal(dax_unpin(t->w, mo[2]), 0);
-    assert_int_equal(dax_unpin(t->w, mo[2]), -EINVAL);
-    assert_int_equal(dax_place(t->w, 3, 100 * MiB, false, &x), 0);
-    assert_int_equal(x, mo[2]);
-    /* pin/unpin by hand */
-    assert_int_equal(dax_pin(t->w, x + 4096), 0);
-    assert_int_equal(dax_unpin(t->w, x), 0);
-    assert_int_equal(dax_pin(t->w, 8 * MiB), -EINVAL);
-    for (unsigned i = 0; i < 4; i++)
-        assert_int_equal(dax_unpin(t->w, i == 2 ? x : mo[i]), 0);
-    assert_int_equal(dax_remove_inode(t->w, 3), 0);
-    assert_int_equal(dax_pin(t->w, 0), -ENOENT);
-    tfree(t);
-}
-
-static void test_place_batch_reclaim(void **state)
-{
-    struct tctx *t = calloc(1, sizeof(*t));
-    struct dax_config cfg = { .window_size = 256 * DAX_RANGE_SIZE, .policy = DAX_POLICY_AUTO };
-    struct dax_window_stats st;
-    uint64_t mo;
-
-    fake_init(&t->fe, cfg.window_size, 4096);
-    assert_int_equal(dax_window_new(&cfg, &fake_ops_batch, &t->fe, &t->w), 0);
-    for (unsigned i = 0; i < 257; i++) {
-        assert_int_equal(dax_place(t->w, 1, (uint64_t)i * 2 * MiB, false, &mo), 0);
-        assert_int_equal(dax_unpin(t->w, mo), 0);
-    }
-    /* 256 slots / 64 = a batch of 4 victims in one round trip */
-    dax_window_get_stats(t->w, &st);
-    assert_int_equal(st.reclaims, 4);
-    assert_int_equal(t->fe.batch_calls, 1);
-    assert_int_equal(t->fe.unmap_calls, 0);
-    assert_int_equal(fake_count(&t->fe), 253);
+    assert_int_equal(fake_inode_stats(t->w, 1, &is), -ENOENT);
     tfree(t);
 }
 
@@ -657,9 +556,9 @@ static void test_window_new_rejects(void **state)
     assert_int_equal(dax_window_new(&cfg, &fake_ops, &fe, &w), -EINVAL);
     cfg.policy = DAX_POLICY_NEVER;
     assert_int_equal(dax_window_new(&cfg, &fake_ops, &fe, &w), 0);
-    assert_int_equal(dax_window_size(w), 8192);
+    assert_int_equal(w->size, 8192);
     assert_int_equal(dax_window_map_alignment(w), 12);
-    assert_int_equal(dax_window_nslots(w), 1);
+    assert_int_equal(w->nslots, 1);
     dax_window_free(w);
     dax_window_free(NULL);
     cfg.window_size = 4 * DAX_RANGE_SIZE;
@@ -690,9 +589,6 @@ int main(void)
         cmocka_unit_test(test_reset),
         cmocka_unit_test(test_reset_during_call),
         cmocka_unit_test(test_remove_inode),
-        cmocka_unit_test(test_place_lru_and_ghost),
-        cmocka_unit_test(test_place_pins),
-        cmocka_unit_test(test_place_batch_reclaim),
         cmocka_unit_test(test_ghost_bounded),
         cmocka_unit_test(test_window_new_rejects),
     };

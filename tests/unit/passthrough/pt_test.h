@@ -25,7 +25,7 @@
 
 #include <cmocka.h>
 
-#include "passthrough.h"
+#include "pt_i.h"
 
 struct pt_t_req {
     struct fll_req r;
@@ -38,7 +38,7 @@ struct pt_t_req {
 
 struct pt_t {
     char dir[64];
-    struct vufsd_config cfg;
+    struct pt_config cfg;
     struct pt_fs *fs;
     struct fll_session *se;
     const struct fll_ops *ops;
@@ -121,23 +121,22 @@ static inline int pt_t_rm(const char *p, const struct stat *st, int type, struct
 }
 
 /* VUFSD_TEST_HANDLES=never|prefer|mandatory: the suite runs with that --inode-file-handles. */
-static inline enum vufsd_inode_handles pt_t_env_handles(void)
+static inline enum pt_inode_handles pt_t_env_handles(void)
 {
     const char *v = getenv("VUFSD_TEST_HANDLES");
 
     if (v && strcmp(v, "prefer") == 0)
-        return VUFSD_HANDLES_PREFER;
+        return PT_HANDLES_PREFER;
     if (v && strcmp(v, "mandatory") == 0)
-        return VUFSD_HANDLES_MANDATORY;
-    return VUFSD_HANDLES_NEVER;
+        return PT_HANDLES_MANDATORY;
+    return PT_HANDLES_NEVER;
 }
 
-static inline void pt_t_default_cfg(struct vufsd_config *c, const char *dir)
+static inline void pt_t_default_cfg(struct pt_config *c, const char *dir)
 {
     memset(c, 0, sizeof(*c));
-    c->shared_dir = (char *)dir;
-    c->listen_fd = -1;
-    c->cache = VUFSD_CACHE_AUTO;
+    c->shared_dir = dir;
+    c->cache = PT_CACHE_AUTO;
     c->readdirplus = true;
     c->xattr = true;
     c->inode_file_handles = pt_t_env_handles();
@@ -158,11 +157,10 @@ static inline struct pt_t *pt_t_new(void)
 
 static inline int pt_t_start(struct pt_t *t)
 {
-    int err = 0;
     struct fll_session_config sc;
+    int err = pt_fs_new(&t->cfg, &t->fs);
 
-    t->fs = pt_fs_new(&t->cfg, &err);
-    if (!t->fs)
+    if (err < 0)
         return err;
     t->ops = pt_fs_ops();
     memset(&sc, 0, sizeof(sc));
@@ -175,13 +173,54 @@ static inline int pt_t_start(struct pt_t *t)
     return 0;
 }
 
+/* ---- What the fs holds, read from its internals (pt_i.h) ---------------------- */
+
+/* Inodes the client knows now (the root included). */
+static inline size_t pt_t_inode_count(struct pt_fs *fs)
+{
+    pthread_mutex_lock(&fs->itab.lock);
+    size_t n = fs->itab.count;
+    pthread_mutex_unlock(&fs->itab.lock);
+    return n;
+}
+
+/* fds counted in the fd budget now. */
+static inline long pt_t_fds_in_use(struct pt_fs *fs)
+{
+    return atomic_load(&fs->fds);
+}
+
+/* Shrinks the fd budget (the fs cuts it from a limit of at least 8 fds). */
+static inline void pt_t_set_fd_budget(struct pt_fs *fs, long fds)
+{
+    atomic_store(&fs->fd_budget, fds);
+}
+
+/* The --inode-file-handles setting in force (NEVER after a fallback). */
+static inline enum pt_inode_handles pt_t_handles(struct pt_fs *fs)
+{
+    return fs->handles;
+}
+
+/* The cache of O_PATH fds opened from handles: operations that found an
+ * inode's fd there, operations that had to open one, fds it holds now. */
+static inline void pt_t_fd_cache_stats(struct pt_fs *fs, uint64_t *hits, uint64_t *misses,
+                                       unsigned *cached)
+{
+    pthread_mutex_lock(&fs->fdc.lock);
+    *hits = fs->fdc.hits;
+    *misses = fs->fdc.misses;
+    *cached = fs->fdc.count;
+    pthread_mutex_unlock(&fs->fdc.lock);
+}
+
 /* O_PATH fds the handle fd cache holds now. */
 static inline long pt_t_fds_cached(struct pt_t *t)
 {
     uint64_t hits, misses;
     unsigned cached;
 
-    pt_fs_fd_cache_stats(t->fs, &hits, &misses, &cached);
+    pt_t_fd_cache_stats(t->fs, &hits, &misses, &cached);
     return cached;
 }
 
@@ -192,7 +231,7 @@ static inline long pt_t_fds_cached(struct pt_t *t)
  */
 static inline long pt_t_fds_for(struct pt_t *t, long inodes)
 {
-    return pt_fs_handles(t->fs) == VUFSD_HANDLES_NEVER ? inodes : 2 + pt_t_fds_cached(t);
+    return pt_t_handles(t->fs) == PT_HANDLES_NEVER ? inodes : 2 + pt_t_fds_cached(t);
 }
 
 static inline struct pt_t *pt_t_up(void)

@@ -17,14 +17,14 @@
 #define EXT4_SUPER_MAGIC 0xEF53
 #endif
 
-static struct pt_t *up_with(enum vufsd_inode_handles mode, uint64_t nofile)
+static struct pt_t *up_with(enum pt_inode_handles mode, uint64_t nofile)
 {
     struct pt_t *t = pt_t_new();
 
     t->cfg.inode_file_handles = mode;
     t->cfg.rlimit_nofile = nofile;
     assert_int_equal(pt_t_start(t), 0);
-    assert_int_equal(pt_fs_handles(t->fs), mode);
+    assert_int_equal(pt_t_handles(t->fs), mode);
     return t;
 }
 
@@ -46,7 +46,7 @@ static int lookup(struct pt_t *t, uint64_t parent, const char *name, struct fuse
 static void test_many_inodes_few_fds(void **state)
 {
     /* A budget of 31 fds (100 - 64 - 5 %) and 3000 inodes. */
-    struct pt_t *t = up_with(VUFSD_HANDLES_MANDATORY, 100);
+    struct pt_t *t = up_with(PT_HANDLES_MANDATORY, 100);
     enum { N = 3000 };
     uint64_t *nodes = calloc(N, sizeof(*nodes));
     char name[32], data[8] = "1234567";
@@ -63,8 +63,8 @@ static void test_many_inodes_few_fds(void **state)
         snprintf(name, sizeof(name), "f%04d", k);
         nodes[k] = pt_t_lookup(t, FUSE_ROOT_ID, name);
     }
-    assert_int_equal(pt_fs_inode_count(t->fs), N + 1);
-    assert_int_equal(pt_fs_fds_in_use(t->fs),
+    assert_int_equal(pt_t_inode_count(t->fs), N + 1);
+    assert_int_equal(pt_t_fds_in_use(t->fs),
                      2 + pt_t_fds_cached(t)); /* the root's fd, the share's mount fd */
     /* Every node still reaches its own file. */
     for (int k = 0; k < N; k += 7) {
@@ -76,8 +76,8 @@ static void test_many_inodes_few_fds(void **state)
     assert_int_equal(pt_t_lookup(t, FUSE_ROOT_ID, "f0042"), nodes[42]);
     for (int k = 0; k < N; k++)
         pt_t_forget(t, nodes[k], UINT64_MAX);
-    assert_int_equal(pt_fs_inode_count(t->fs), 1);
-    assert_int_equal(pt_fs_fds_in_use(t->fs), 2 + pt_t_fds_cached(t));
+    assert_int_equal(pt_t_inode_count(t->fs), 1);
+    assert_int_equal(pt_t_fds_in_use(t->fs), 2 + pt_t_fds_cached(t));
     free(nodes);
     pt_t_down(t);
 }
@@ -86,12 +86,12 @@ static void test_many_inodes_few_fds(void **state)
 
 static void cache_stats(struct pt_t *t, uint64_t *hits, uint64_t *misses, unsigned *cached)
 {
-    pt_fs_fd_cache_stats(t->fs, hits, misses, cached);
+    pt_t_fd_cache_stats(t->fs, hits, misses, cached);
 }
 
 static void test_fd_cache_bounded(void **state)
 {
-    struct pt_t *t = up_with(VUFSD_HANDLES_MANDATORY, 20000);
+    struct pt_t *t = up_with(PT_HANDLES_MANDATORY, 20000);
     uint64_t hits, misses, h0, m0;
     unsigned cached;
     uint64_t dirs[300];
@@ -124,7 +124,7 @@ static void test_fd_cache_bounded(void **state)
     }
     cache_stats(t, &hits, &misses, &cached);
     assert_int_equal(cached, 128);
-    assert_int_equal(pt_fs_fds_in_use(t->fs), 2 + 128);
+    assert_int_equal(pt_t_fds_in_use(t->fs), 2 + 128);
     /* The most recent ones are cached: GETATTR on them is a hit. */
     cache_stats(t, &h0, &m0, &cached);
     assert_int_equal(getattr(t, dirs[299], &ao), 0);
@@ -137,11 +137,11 @@ static void test_fd_cache_bounded(void **state)
         pt_t_forget(t, dirs[k], 1);
     cache_stats(t, &hits, &misses, &cached);
     assert_int_equal(cached, 0); /* "big", still known, was pushed out long ago */
-    assert_int_equal(pt_fs_fds_in_use(t->fs), 2);
+    assert_int_equal(pt_t_fds_in_use(t->fs), 2);
     pt_t_down(t);
 
     /* A small fd budget: the cache takes at most an eighth of it (31 / 8 = 3). */
-    t = up_with(VUFSD_HANDLES_MANDATORY, 100);
+    t = up_with(PT_HANDLES_MANDATORY, 100);
     for (int k = 0; k < 20; k++) {
         snprintf(name, sizeof(name), "d%d", k);
         assert_int_equal(mkdir(pt_t_path(t, name), 0755), 0);
@@ -149,7 +149,7 @@ static void test_fd_cache_bounded(void **state)
     }
     cache_stats(t, &hits, &misses, &cached);
     assert_int_equal(cached, 3);
-    assert_int_equal(pt_fs_fds_in_use(t->fs), 2 + 3);
+    assert_int_equal(pt_t_fds_in_use(t->fs), 2 + 3);
     pt_t_down(t);
 }
 
@@ -185,7 +185,7 @@ static void *churn_thread(void *arg)
 
 static void test_fd_cache_concurrent(void **state)
 {
-    struct pt_t *t = up_with(VUFSD_HANDLES_MANDATORY, 20000);
+    struct pt_t *t = up_with(PT_HANDLES_MANDATORY, 20000);
     struct churn c[4];
     pthread_t th[4];
     char name[32];
@@ -206,11 +206,11 @@ static void test_fd_cache_concurrent(void **state)
         pthread_join(th[k], NULL);
         assert_int_equal(c[k].failures, 0);
     }
-    assert_int_equal(pt_fs_inode_count(t->fs), 1);
+    assert_int_equal(pt_t_inode_count(t->fs), 1);
     cache_stats(t, &hits, &misses, &cached);
     assert_int_equal(cached, 0); /* every inode forgotten: every cached fd dropped */
     assert_true(hits > 0 && misses > 0);
-    assert_int_equal(pt_fs_fds_in_use(t->fs), 2);
+    assert_int_equal(pt_t_fds_in_use(t->fs), 2);
     pt_t_down(t);
 }
 
@@ -218,7 +218,7 @@ static void test_fd_cache_concurrent(void **state)
 
 static void test_unlinked_while_open(void **state)
 {
-    struct pt_t *t = up_with(VUFSD_HANDLES_MANDATORY, 0);
+    struct pt_t *t = up_with(PT_HANDLES_MANDATORY, 0);
     struct fuse_attr_out ao;
     char buf[8];
 
@@ -247,7 +247,7 @@ static void test_unlinked_while_open(void **state)
 
 static void test_inode_number_reused(void **state)
 {
-    struct pt_t *t = up_with(VUFSD_HANDLES_MANDATORY, 0);
+    struct pt_t *t = up_with(PT_HANDLES_MANDATORY, 0);
     struct fuse_attr_out ao;
     struct fuse_entry_out e;
     struct statfs sf;
@@ -281,7 +281,7 @@ static void test_inode_number_reused(void **state)
     /* Both go away cleanly: the unhashed old inode and the new one. */
     pt_t_forget(t, old, 1);
     pt_t_forget(t, e.nodeid, 2);
-    assert_int_equal(pt_fs_inode_count(t->fs), 1);
+    assert_int_equal(pt_t_inode_count(t->fs), 1);
     pt_t_down(t);
 }
 
@@ -306,12 +306,12 @@ static void test_submount_gets_its_mount_fd(void **state)
         skip();
     }
     pt_t_write_file(t, "mnt/x", "in tmpfs");
-    t->cfg.inode_file_handles = VUFSD_HANDLES_MANDATORY;
+    t->cfg.inode_file_handles = PT_HANDLES_MANDATORY;
     assert_int_equal(pt_t_start(t), 0);
     uint64_t m = pt_t_lookup(t, FUSE_ROOT_ID, "mnt");
-    assert_int_equal(pt_fs_fds_in_use(t->fs), 3 + pt_t_fds_cached(t)); /* + the tmpfs mount's fd */
+    assert_int_equal(pt_t_fds_in_use(t->fs), 3 + pt_t_fds_cached(t)); /* + the tmpfs mount's fd */
     assert_int_equal(lookup(t, m, "x", &e), 0);
-    assert_int_equal(pt_fs_fds_in_use(t->fs), 3 + pt_t_fds_cached(t));
+    assert_int_equal(pt_t_fds_in_use(t->fs), 3 + pt_t_fds_cached(t));
     uint64_t fh = pt_t_open(t, e.nodeid, O_RDONLY);
     assert_int_equal(pt_t_pread(t, e.nodeid, fh, buf, 8, 0), 8);
     assert_memory_equal(buf, "in tmpfs", 8);
@@ -321,10 +321,10 @@ static void test_submount_gets_its_mount_fd(void **state)
     /* The last inode on the mount takes its mount fd along. */
     pt_t_forget(t, e.nodeid, 1);
     pt_t_forget(t, m, 1);
-    assert_int_equal(pt_fs_fds_in_use(t->fs), 2 + pt_t_fds_cached(t));
+    assert_int_equal(pt_t_fds_in_use(t->fs), 2 + pt_t_fds_cached(t));
     /* And a new one comes with the next lookup. */
     m = pt_t_lookup(t, FUSE_ROOT_ID, "mnt");
-    assert_int_equal(pt_fs_fds_in_use(t->fs), 3 + pt_t_fds_cached(t));
+    assert_int_equal(pt_t_fds_in_use(t->fs), 3 + pt_t_fds_cached(t));
     assert_int_equal(lookup(t, m, "x", &e), 0);
     pt_fs_free(t->fs);
     t->fs = NULL;
@@ -345,25 +345,25 @@ static void test_filesystem_without_handles(void **state)
         skip();
     }
     pt_t_write_file(t, "ram/y", "y");
-    t->cfg.inode_file_handles = VUFSD_HANDLES_MANDATORY;
+    t->cfg.inode_file_handles = PT_HANDLES_MANDATORY;
     assert_int_equal(pt_t_start(t), 0);
     assert_int_equal(lookup(t, FUSE_ROOT_ID, "ram", &e), -EOPNOTSUPP);
-    assert_int_equal(pt_fs_inode_count(t->fs), 1);
-    assert_int_equal(pt_fs_fds_in_use(t->fs), 2 + pt_t_fds_cached(t));
+    assert_int_equal(pt_t_inode_count(t->fs), 1);
+    assert_int_equal(pt_t_fds_in_use(t->fs), 2 + pt_t_fds_cached(t));
     pt_fs_free(t->fs);
     fll_session_free(t->se);
     t->se = NULL;
 
-    t->cfg.inode_file_handles = VUFSD_HANDLES_PREFER;
+    t->cfg.inode_file_handles = PT_HANDLES_PREFER;
     assert_int_equal(pt_t_start(t), 0);
     uint64_t r = pt_t_lookup(t, FUSE_ROOT_ID, "ram");
     assert_int_equal(lookup(t, r, "y", &e), 0);
     assert_int_equal(e.attr.size, 1);
-    assert_int_equal(pt_fs_fds_in_use(t->fs),
+    assert_int_equal(pt_t_fds_in_use(t->fs),
                      4 + pt_t_fds_cached(t)); /* root, mount fd, two O_PATH fds */
     pt_t_write_file(t, "z", "z");             /* on the share's ext4 or tmpfs: a handle */
     pt_t_lookup(t, FUSE_ROOT_ID, "z");
-    assert_int_equal(pt_fs_fds_in_use(t->fs), 4 + pt_t_fds_cached(t));
+    assert_int_equal(pt_t_fds_in_use(t->fs), 4 + pt_t_fds_cached(t));
     pt_fs_free(t->fs);
     t->fs = NULL;
     assert_int_equal(umount2(pt_t_path(t, "ram"), MNT_DETACH), 0);
@@ -380,14 +380,14 @@ static void test_share_without_handles(void **state)
         print_message("SKIP: cannot mount a ramfs share here (needs CAP_SYS_ADMIN)\n");
         skip();
     }
-    t->cfg.inode_file_handles = VUFSD_HANDLES_MANDATORY;
+    t->cfg.inode_file_handles = PT_HANDLES_MANDATORY;
     assert_int_equal(pt_t_start(t), -EOPNOTSUPP);
-    t->cfg.inode_file_handles = VUFSD_HANDLES_PREFER;
+    t->cfg.inode_file_handles = PT_HANDLES_PREFER;
     assert_int_equal(pt_t_start(t), 0);
-    assert_int_equal(pt_fs_handles(t->fs), VUFSD_HANDLES_NEVER);
+    assert_int_equal(pt_t_handles(t->fs), PT_HANDLES_NEVER);
     pt_t_write_file(t, "a", "a");
     pt_t_lookup(t, FUSE_ROOT_ID, "a");
-    assert_int_equal(pt_fs_fds_in_use(t->fs), 2 + pt_t_fds_cached(t)); /* root + a, both O_PATH */
+    assert_int_equal(pt_t_fds_in_use(t->fs), 2 + pt_t_fds_cached(t)); /* root + a, both O_PATH */
     pt_fs_free(t->fs);
     t->fs = NULL;
     assert_int_equal(umount2(t->dir, MNT_DETACH), 0);
@@ -412,17 +412,17 @@ static void test_special_file_mount_root(void **state)
         print_message("SKIP: cannot bind-mount over a FIFO here (needs CAP_SYS_ADMIN)\n");
         skip();
     }
-    t->cfg.inode_file_handles = VUFSD_HANDLES_MANDATORY;
+    t->cfg.inode_file_handles = PT_HANDLES_MANDATORY;
     assert_int_equal(pt_t_start(t), 0);
     assert_int_equal(lookup(t, FUSE_ROOT_ID, "p", &e), -EOPNOTSUPP);
     pt_fs_free(t->fs);
     fll_session_free(t->se);
     t->se = NULL;
-    t->cfg.inode_file_handles = VUFSD_HANDLES_PREFER;
+    t->cfg.inode_file_handles = PT_HANDLES_PREFER;
     assert_int_equal(pt_t_start(t), 0);
     assert_int_equal(lookup(t, FUSE_ROOT_ID, "p", &e), 0);
     assert_true(S_ISFIFO(e.attr.mode));
-    assert_int_equal(pt_fs_fds_in_use(t->fs),
+    assert_int_equal(pt_t_fds_in_use(t->fs),
                      3 + pt_t_fds_cached(t)); /* root, mount fd, the FIFO's O_PATH */
     pt_fs_free(t->fs);
     t->fs = NULL;
@@ -448,7 +448,7 @@ static int drop_dac_read_search(void)
 /* In a child: start with mode, drop the capability, check. Exit status: 0 =
  * refused with EPERM, 1 = fell back to fds (and lookups work), 2 = kept handles,
  * 3 = something else went wrong. */
-static int check_without_capability(struct pt_t *t, enum vufsd_inode_handles mode)
+static int check_without_capability(struct pt_t *t, enum pt_inode_handles mode)
 {
     int status;
     pid_t pid = fork();
@@ -456,15 +456,15 @@ static int check_without_capability(struct pt_t *t, enum vufsd_inode_handles mod
     assert_true(pid >= 0);
     if (pid == 0) {
         bool fell_back = false;
-        int err = 0;
+        struct pt_fs *fs = NULL;
         t->cfg.inode_file_handles = mode;
-        struct pt_fs *fs = pt_fs_new(&t->cfg, &err);
-        if (!fs || drop_dac_read_search() < 0)
+        int err = pt_fs_new(&t->cfg, &fs);
+        if (err < 0 || drop_dac_read_search() < 0)
             _exit(3);
         err = pt_fs_check_handles(fs, &fell_back);
         if (err == -EPERM)
             _exit(0);
-        if (err == 0 && fell_back && pt_fs_handles(fs) == VUFSD_HANDLES_NEVER)
+        if (err == 0 && fell_back && pt_t_handles(fs) == PT_HANDLES_NEVER)
             _exit(1);
         _exit(err == 0 && !fell_back ? 2 : 3);
     }
@@ -484,14 +484,14 @@ static void test_capability_check(void **state)
         skip();
     }
     /* With the capability: handles stay on. */
-    t->cfg.inode_file_handles = VUFSD_HANDLES_MANDATORY;
+    t->cfg.inode_file_handles = PT_HANDLES_MANDATORY;
     assert_int_equal(pt_t_start(t), 0);
     assert_int_equal(pt_fs_check_handles(t->fs, &fell_back), 0);
     assert_false(fell_back);
-    assert_int_equal(pt_fs_handles(t->fs), VUFSD_HANDLES_MANDATORY);
+    assert_int_equal(pt_t_handles(t->fs), PT_HANDLES_MANDATORY);
     /* Without it: mandatory refuses to serve, prefer goes back to fds. */
-    assert_int_equal(check_without_capability(t, VUFSD_HANDLES_MANDATORY), 0);
-    assert_int_equal(check_without_capability(t, VUFSD_HANDLES_PREFER), 1);
+    assert_int_equal(check_without_capability(t, PT_HANDLES_MANDATORY), 0);
+    assert_int_equal(check_without_capability(t, PT_HANDLES_PREFER), 1);
     pt_t_down(t);
 }
 

@@ -7,18 +7,18 @@ static void test_lookup_counts_and_forget_clamps(void **state)
     struct pt_t *t = pt_t_up();
 
     pt_t_write_file(t, "a", "hello");
-    assert_int_equal(pt_fs_inode_count(t->fs), 1);
+    assert_int_equal(pt_t_inode_count(t->fs), 1);
     uint64_t a1 = pt_t_lookup(t, FUSE_ROOT_ID, "a");
     uint64_t a2 = pt_t_lookup(t, FUSE_ROOT_ID, "a");
     assert_true(a1 == a2);
-    assert_int_equal(pt_fs_inode_count(t->fs), 2);
+    assert_int_equal(pt_t_inode_count(t->fs), 2);
 
     /* One of two lookups forgotten: still known. */
     pt_t_forget(t, a1, 1);
-    assert_int_equal(pt_fs_inode_count(t->fs), 2);
+    assert_int_equal(pt_t_inode_count(t->fs), 2);
     /* A count far larger than the lookups clamps at zero and frees. */
     pt_t_forget(t, a1, UINT64_MAX);
-    assert_int_equal(pt_fs_inode_count(t->fs), 1);
+    assert_int_equal(pt_t_inode_count(t->fs), 1);
     {
         PT_REQ(t, q);
         struct fuse_getattr_in in = { 0 };
@@ -30,7 +30,7 @@ static void test_lookup_counts_and_forget_clamps(void **state)
     pt_t_forget(t, 0, 1);
     pt_t_forget(t, 0xffffffffffffffffull, 5);
     pt_t_forget(t, 12345678, 5);
-    assert_int_equal(pt_fs_inode_count(t->fs), 1);
+    assert_int_equal(pt_t_inode_count(t->fs), 1);
     pt_t_down(t);
 }
 
@@ -52,7 +52,7 @@ static void test_lookup_known_swapped_missing(void **state)
     assert_true(l != a); /* the link itself, never its target */
     assert_int_equal(pt_t_lookup(t, FUSE_ROOT_ID, "l"), l);
     assert_int_equal(pt_t_lookup(t, FUSE_ROOT_ID, "a"), a);
-    assert_int_equal(pt_fs_inode_count(t->fs), 3);
+    assert_int_equal(pt_t_inode_count(t->fs), 3);
 
     /* b renamed over a: the name a is b's inode now; the old a lives on by its id. */
     char from[512];
@@ -69,12 +69,12 @@ static void test_lookup_known_swapped_missing(void **state)
         assert_int_equal(out.attr.size, 1);
     else
         assert_int_equal(r, -ESTALE);
-    assert_int_equal(pt_fs_inode_count(t->fs), 4);
+    assert_int_equal(pt_t_inode_count(t->fs), 4);
 
     /* Gone from the host: ENOENT, and the known inode is not handed out again. */
     assert_int_equal(unlink(pt_t_path(t, "a")), 0);
     assert_int_equal(t->ops->lookup(&q.r, FUSE_ROOT_ID, "a", &e), -ENOENT);
-    assert_int_equal(pt_fs_inode_count(t->fs), 4);
+    assert_int_equal(pt_t_inode_count(t->fs), 4);
     /* The two lookups of a are both counted: one FORGET leaves it known. */
     pt_t_forget(t, a, 1);
     assert_int_equal(t->ops->getattr(&q.r, a, &gin, &out), pinned ? 0 : -ESTALE);
@@ -127,11 +127,11 @@ static void test_handle_keeps_inode(void **state)
     uint64_t fh = pt_t_open(t, a, O_RDONLY);
     pt_t_forget(t, a, 1);
     /* Forgotten by the client but still open: the inode and handle live on. */
-    assert_int_equal(pt_fs_inode_count(t->fs), 2);
+    assert_int_equal(pt_t_inode_count(t->fs), 2);
     assert_int_equal(pt_t_pread(t, a, fh, buf, 5, 0), 5);
     assert_memory_equal(buf, "hello", 5);
     assert_int_equal(pt_t_release(t, a, fh), 0);
-    assert_int_equal(pt_fs_inode_count(t->fs), 1);
+    assert_int_equal(pt_t_inode_count(t->fs), 1);
     /* The handle is gone: a second RELEASE and a READ are EBADF. */
     assert_int_equal(pt_t_release(t, a, fh), -EBADF);
     assert_int_equal(pt_t_pread(t, a, fh, buf, 5, 0), -EBADF);
@@ -227,8 +227,8 @@ static void test_forget_races_getattr_read(void **state)
     assert_int_equal(rc.failures, 0);
     pt_t_forget(t, rc.node, UINT64_MAX);
     assert_int_equal(pt_t_release(t, rc.fh_node, rc.fh), 0);
-    assert_int_equal(pt_fs_inode_count(t->fs), 1);
-    assert_int_equal(pt_fs_fds_in_use(t->fs), pt_t_fds_for(t, 1)); /* the root's */
+    assert_int_equal(pt_t_inode_count(t->fs), 1);
+    assert_int_equal(pt_t_fds_in_use(t->fs), pt_t_fds_for(t, 1)); /* the root's */
     pt_t_down(t);
 }
 
@@ -243,16 +243,16 @@ static void test_fd_budget_lookup_storm(void **state)
     /* 100 fds: 64 + 5 % kept back, 31 for the fs (one of them the root). */
     t->cfg.rlimit_nofile = 100;
     assert_int_equal(pt_t_start(t), 0);
-    if (pt_fs_handles(t->fs) != VUFSD_HANDLES_NEVER) {
+    if (pt_t_handles(t->fs) != PT_HANDLES_NEVER) {
         /* Inodes with handles hold no fd: the storm is served, the budget untouched. */
         for (int k = 0; k < 60; k++) {
             snprintf(name, sizeof(name), "f%d", k);
             pt_t_write_file(t, name, "x");
             pt_t_lookup(t, FUSE_ROOT_ID, name);
         }
-        assert_int_equal(pt_fs_inode_count(t->fs), 61);
-        assert_int_equal(pt_fs_fds_in_use(t->fs), pt_t_fds_for(t, 61));
-        long room = 31 - pt_fs_fds_in_use(t->fs);
+        assert_int_equal(pt_t_inode_count(t->fs), 61);
+        assert_int_equal(pt_t_fds_in_use(t->fs), pt_t_fds_for(t, 61));
+        long room = 31 - pt_t_fds_in_use(t->fs);
         /* Opens still take fds from the budget, and are refused past it. */
         uint64_t f0 = pt_t_lookup(t, FUSE_ROOT_ID, "f0");
         for (int k = 0; k < 40; k++) {
@@ -293,7 +293,7 @@ static void test_fd_budget_lookup_storm(void **state)
     }
     assert_int_equal(ok, 30);
     assert_int_equal(emfile, 30);
-    assert_true(pt_fs_fds_in_use(t->fs) <= 31);
+    assert_true(pt_t_fds_in_use(t->fs) <= 31);
     /* The daemon keeps serving: known nodes, known names, STATFS, GETATTR. */
     {
         PT_REQ(t, q);
@@ -322,9 +322,9 @@ static void test_fd_budget_setter(void **state)
 
     pt_t_write_file(t, "a", "x");
     pt_t_write_file(t, "b", "x");
-    pt_fs_set_fd_budget(t->fs, pt_fs_fds_in_use(t->fs) + 1);
+    pt_t_set_fd_budget(t->fs, pt_t_fds_in_use(t->fs) + 1);
     assert_int_equal(t->ops->lookup(&q.r, FUSE_ROOT_ID, "a", &e), 0);
-    if (pt_fs_handles(t->fs) == VUFSD_HANDLES_NEVER) {
+    if (pt_t_handles(t->fs) == PT_HANDLES_NEVER) {
         assert_int_equal(t->ops->lookup(&q.r, FUSE_ROOT_ID, "b", &e), -EMFILE);
     } else {
         /* No fd per inode: only the open takes the last fd. */
@@ -354,10 +354,10 @@ static void test_reset_keeps_root_only(void **state)
         struct fuse_open_out oo;
         assert_int_equal(t->ops->opendir(&q.r, d, &oi, &oo), 0);
     }
-    assert_int_equal(pt_fs_inode_count(t->fs), 3);
+    assert_int_equal(pt_t_inode_count(t->fs), 3);
     pt_fs_reset(t->fs);
-    assert_int_equal(pt_fs_inode_count(t->fs), 1);
-    assert_int_equal(pt_fs_fds_in_use(t->fs), pt_t_fds_for(t, 1));
+    assert_int_equal(pt_t_inode_count(t->fs), 1);
+    assert_int_equal(pt_t_fds_in_use(t->fs), pt_t_fds_for(t, 1));
     assert_int_equal(t->ops->getattr(&q.r, a, &gi, &ao), -ESTALE);
     assert_int_equal(pt_t_release(t, a, fh), -EBADF);
     assert_int_equal(t->ops->getattr(&q.r, FUSE_ROOT_ID, &gi, &ao), 0);

@@ -143,7 +143,7 @@ static void test_owner_spans_opens(void **state)
     /* Releasing every open drops the remaining owners' locks. */
     assert_int_equal(pt_t_release(t, a.node, a.fh), 0);
     assert_int_equal(pt_t_release(t, b.node, b.fh), 0);
-    assert_int_equal(pt_fs_fds_in_use(t->fs), pt_t_fds_for(t, 2)); /* root + the known inode */
+    assert_int_equal(pt_t_fds_in_use(t->fs), pt_t_fds_for(t, 2)); /* root + the known inode */
     uint64_t c = pt_t_open(t, a.node, O_RDONLY);
     struct lk lc = { .t = t, .node = a.node, .fh = c };
     assert_int_equal(setlk_now(&lc, 3, F_RDLCK, false), 0);
@@ -252,7 +252,7 @@ static void test_setlkw_cancelled_by_reset(void **state)
     pt_fs_reset(t->fs);
     assert_int_equal(pt_t_wait(&w1), -EINTR);
     assert_int_equal(pt_t_wait(&w2), -EINTR);
-    assert_int_equal(pt_fs_fds_in_use(t->fs), pt_t_fds_for(t, 1));
+    assert_int_equal(pt_t_fds_in_use(t->fs), pt_t_fds_for(t, 1));
     pt_t_down(t);
 }
 

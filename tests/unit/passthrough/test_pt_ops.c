@@ -156,7 +156,7 @@ static void test_special_files_never_opened(void **state)
     /* Unknown types from MKNOD. */
     assert_int_equal(do_mknod(t, "bad", 0170000 | 0644, 0, &e), -EINVAL);
     assert_int_equal(do_mknod(t, "bad", S_IFDIR | 0755, 0, &e), -EINVAL);
-    assert_int_equal(pt_fs_fds_in_use(t->fs), pt_t_fds_for(t, (long)pt_fs_inode_count(t->fs)));
+    assert_int_equal(pt_t_fds_in_use(t->fs), pt_t_fds_for(t, (long)pt_t_inode_count(t->fs)));
     pt_t_down(t);
 }
 
@@ -648,13 +648,13 @@ static void test_readdir_and_plus(void **state)
     assert_int_equal(total, 52); /* 50 + "." + ".." */
 
     /* Plus: one lookup per real entry. */
-    size_t before = pt_fs_inode_count(t->fs);
+    size_t before = pt_t_inode_count(t->fs);
     struct fll_dirbuf db = { .buf = buf, .size = 65536, .plus = true };
     struct fuse_read_in ri = { .fh = oo.fh, .offset = 0, .size = 65536 };
     assert_int_equal(t->ops->readdir(&q.r, FUSE_ROOT_ID, &ri, &db), 0);
     assert_int_equal(count_names(buf, db.len, true, &with_node), 52);
     assert_int_equal(with_node, 50);
-    assert_int_equal(pt_fs_inode_count(t->fs), before + 50);
+    assert_int_equal(pt_t_inode_count(t->fs), before + 50);
 
     /* Plus into a buffer that ends mid-way: entries not sent cost no lookup. */
     pt_fs_reset(t->fs);
@@ -664,7 +664,7 @@ static void test_readdir_and_plus(void **state)
     ri.size = 1024;
     assert_int_equal(t->ops->readdir(&q.r, FUSE_ROOT_ID, &ri, &db), 0);
     count_names(buf, db.len, true, &with_node);
-    assert_int_equal(pt_fs_inode_count(t->fs), 1 + (size_t)with_node);
+    assert_int_equal(pt_t_inode_count(t->fs), 1 + (size_t)with_node);
 
     struct fuse_fsync_in fsi = { .fh = oo.fh };
     assert_int_equal(t->ops->fsyncdir(&q.r, FUSE_ROOT_ID, &fsi), 0);
@@ -716,7 +716,7 @@ static void test_create_open_flags(void **state)
     struct fuse_open_out o, o2;
     char buf[16];
 
-    t->cfg.cache = VUFSD_CACHE_NEVER;
+    t->cfg.cache = PT_CACHE_NEVER;
     assert_int_equal(pt_t_start(t), 0);
     {
         PT_REQ(t, q);

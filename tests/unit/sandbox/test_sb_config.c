@@ -181,16 +181,6 @@ static void test_rlimit_default(void **state)
     assert_int_equal(sb_rlimit_default(2000000, 1048576), 2000000); /* kernel decides */
 }
 
-static void test_guest_fd_budget(void **state)
-{
-    assert_int_equal(sb_guest_fd_budget(1000000), 1000000 - SB_FD_RESERVE);
-    assert_int_equal(sb_guest_fd_budget(4 * SB_FD_RESERVE), 3 * SB_FD_RESERVE);
-    assert_int_equal(sb_guest_fd_budget(100), 75);
-    assert_int_equal(sb_guest_fd_budget(0), 0);
-    for (uint64_t n = 1; n < 5000; n += 7)
-        assert_true(sb_guest_fd_budget(n) < n || n < 4);
-}
-
 /* Explicit limit below the current hard limit: applied exactly. */
 static int child_rlimit_explicit(void *arg)
 {
@@ -305,7 +295,7 @@ int main(void)
         cmocka_unit_test(test_mode_parse),     cmocka_unit_test(test_default_mode),
         cmocka_unit_test(test_config_check),   cmocka_unit_test(test_describe),
         cmocka_unit_test(test_cap_names),      cmocka_unit_test(test_caps_compute),
-        cmocka_unit_test(test_rlimit_default), cmocka_unit_test(test_guest_fd_budget),
+        cmocka_unit_test(test_rlimit_default),
         cmocka_unit_test(test_rlimit_apply),   cmocka_unit_test(test_pidns_parent_wait),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
