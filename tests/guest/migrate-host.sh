@@ -29,7 +29,8 @@
 # output.log (the guest's ttyS1, from the source and then the destination),
 # console-src.log, console-dst.log, migration.json (query-migrate at the end).
 # The last line is "VUFS-MIGRATION name=... result=PASS|FAIL downtime_ms=...
-# total_ms=... fio_rounds=... fio_failures=..." (also in RUNDIR/result).
+# total_ms=... fio_runs=... fio_failures=..." (also in RUNDIR/result; a run is
+# one fio job of a round).
 # Exit status: 0 PASS, 1 FAIL, 2 usage.
 {
 set -uo pipefail
@@ -94,7 +95,7 @@ verdict() {
     cat "$rundir/output-src.log" "$rundir/output-dst.log" > "$rundir/output.log" 2>/dev/null
     rounds=$(grep -a -c 'VUFS-MIG-FIO round=' "$rundir/output.log")
     fio_fail=$(grep -a 'VUFS-MIG-FIO round=' "$rundir/output.log" | grep -c -v ' rc=0 ')
-    local line="VUFS-MIGRATION name=$name result=$v downtime_ms=$downtime total_ms=$total fio_rounds=$rounds fio_failures=$fio_fail"
+    local line="VUFS-MIGRATION name=$name result=$v downtime_ms=$downtime total_ms=$total fio_runs=$rounds fio_failures=$fio_fail"
     echo "migrate-host: $v: $* ($(( $(date +%s) - start )) s, logs in $rundir)"
     if [ "$v" = FAIL ]; then
         for f in output backend-src backend-dst qemu-src qemu-dst; do
@@ -238,5 +239,5 @@ grep -a -E 'BUG:|Oops|Kernel panic' "$rundir"/console-*.log > /dev/null &&
     verdict FAIL "the guest kernel reported errors"
 [ "$rc" = 0 ] || verdict FAIL "guest test exited with rc=${rc:-none}"
 [ "$nsums" -ge 2 ] && [ $bad = 0 ] || verdict FAIL "$bad of $nsums host checksums differ"
-verdict PASS "guest rc=0 after the switch, $rounds fio rounds, $nsums host checksums matched"
+verdict PASS "guest rc=0 after the switch, $rounds fio runs, $nsums host checksums matched"
 }
