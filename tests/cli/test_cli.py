@@ -147,7 +147,7 @@ def test_capabilities():
     """--print-capabilities prints one JSON object QEMU and libvirt can read, with
     only the features vufsd has: "separate-options" means libvirt's long-option
     command line parses (it then starts vufsd with it), and "migrate-precopy"
-    would need dirty-page logging, which vufsd does not offer."""
+    would need the device state transfer, which vufsd does not offer yet."""
     r = run([VUFSD, "--print-capabilities"])
     check(r.returncode == 0 and r.stderr == "", "rc %d, stderr %r" % (r.returncode, r.stderr))
     caps = json.loads(r.stdout)
@@ -159,7 +159,7 @@ def test_capabilities():
     check(len(set(feats)) == len(feats), "repeated features: %r" % feats)
     check(set(feats) <= {"separate-options", "migrate-precopy"},
           "features libvirt does not know: %r" % feats)
-    check("migrate-precopy" not in feats, "migrate-precopy claimed without dirty logging")
+    check("migrate-precopy" not in feats, "migrate-precopy claimed without a device state")
     if "separate-options" in feats:
         # libvirt's qemuVirtioFSBuildCommandLine for such a daemon: everything but the
         # listening socket is well formed, so vufsd must get as far as the socket.
