@@ -70,17 +70,8 @@ rm -f "$rundir"/*.sock "$rundir"/*.log "$rundir/result"
 
 log() { echo "migrate-host: $*" >&2; }
 pids=()
-stop_group() {
-    local pid=$1 i
-    [ -n "$pid" ] || return 0
-    kill -TERM -- "-$pid" 2>/dev/null || kill -TERM "$pid" 2>/dev/null || return 0
-    for i in $(seq 50); do
-        kill -0 -- "-$pid" 2>/dev/null || break
-        sleep 0.1
-    done
-    kill -KILL -- "-$pid" 2>/dev/null || true
-    wait "$pid" 2>/dev/null || true
-}
+# stop_group PID
+. "$here/procs.sh"
 cleanup() {
     local p
     for p in ${pids[@]+"${pids[@]}"}; do stop_group "$p"; done
