@@ -56,7 +56,7 @@ static int vdax_send(struct vdax *x, uint32_t request, const void *payload, size
     return vdev_backend_request(dev, request, payload, size, fd, NULL);
 }
 
-static int vdax_map_fd(struct vdax *x, int fd, uint64_t foffset, uint64_t moffset, uint64_t len,
+static int vdax_send_map(struct vdax *x, int fd, uint64_t foffset, uint64_t moffset, uint64_t len,
                        bool writable)
 {
     if (x->legacy) {
@@ -112,7 +112,7 @@ static int vdax_shmem_map_locked(struct vdax *x, int fd, uint64_t foffset, uint6
      * does not report mappings as regions either: nothing to wait for. */
     if (x->reports_regions == 0 && adds == 0)
         x->reports_regions = -1;
-    int ret = vdax_map_fd(x, fd, foffset, moffset, len, writable);
+    int ret = vdax_send_map(x, fd, foffset, moffset, len, writable);
     if (ret < 0 || x->reports_regions < 0)
         return ret;
     bool came = vdev_mem_wait_added(dev, adds, x->reports_regions ? VDAX_REGION_WAIT_MS
@@ -128,22 +128,17 @@ static int vdax_shmem_map_locked(struct vdax *x, int fd, uint64_t foffset, uint6
     return ret;
 }
 
-static int vdax_map(void *ctx, uint64_t key, uint64_t foffset, uint64_t moffset, uint64_t len,
+/* dax_ops.map: fd is the file the passthrough opened for the request (lent;
+ * the frontend takes its own reference with the message). */
+static int vdax_map(void *ctx, int fd, uint64_t foffset, uint64_t moffset, uint64_t len,
                     bool writable)
 {
     struct vdax *x = ctx;
-    int fd = pt_fs_dax_open(x->fs, key, writable);
-    if (fd < 0)
-        return fd;
-    int ret;
-    if (x->legacy) {
-        ret = vdax_map_fd(x, fd, foffset, moffset, len, writable);
-    } else {
-        pthread_mutex_lock(&x->map_lock);
-        ret = vdax_shmem_map_locked(x, fd, foffset, moffset, len, writable);
-        pthread_mutex_unlock(&x->map_lock);
-    }
-    close(fd); /* the frontend holds its own reference once it mapped */
+    if (x->legacy)
+        return vdax_send_map(x, fd, foffset, moffset, len, writable);
+    pthread_mutex_lock(&x->map_lock);
+    int ret = vdax_shmem_map_locked(x, fd, foffset, moffset, len, writable);
+    pthread_mutex_unlock(&x->map_lock);
     return ret;
 }
 
@@ -171,24 +166,36 @@ static int vdax_unmap_batch(void *ctx, const struct fuse_removemapping_one *r, u
     return vdax_send(ctx, VU_BACKEND_FS_UNMAP, &m, sizeof(m), -1);
 }
 
-static const struct dax_ops vdax_shmem_ops = {
-    .map = vdax_map,
-    .unmap = vdax_unmap,
-};
+/* dax_ops.open: a survivor of a split, mapped again (the one case the window
+ * maps a file no request handed it). */
+static int vdax_open(void *ctx, uint64_t key, bool writable)
+{
+    struct vdax *x = ctx;
+    return pt_fs_dax_open(x->fs, key, writable);
+}
 
-static const struct dax_ops vdax_legacy_ops = {
-    .map = vdax_map,
-    .unmap = vdax_unmap,
-    .unmap_batch = vdax_unmap_batch,
-};
-
-/* pt_fs_set_dax's usable(): the attached frontend can take mapping requests. */
+/* dax_ops.usable: the attached frontend can take mapping requests. */
 static bool vdax_usable(void *ctx)
 {
     struct vdax *x = ctx;
     struct vufsd_dev *dev = __atomic_load_n(&x->dev, __ATOMIC_ACQUIRE);
     return dev && vdev_can_map(dev, !x->legacy);
 }
+
+static const struct dax_ops vdax_shmem_ops = {
+    .map = vdax_map,
+    .unmap = vdax_unmap,
+    .open = vdax_open,
+    .usable = vdax_usable,
+};
+
+static const struct dax_ops vdax_legacy_ops = {
+    .map = vdax_map,
+    .unmap = vdax_unmap,
+    .unmap_batch = vdax_unmap_batch,
+    .open = vdax_open,
+    .usable = vdax_usable,
+};
 
 /* ---- Life cycle ----------------------------------------------------------------------- */
 
@@ -215,10 +222,6 @@ int vdax_new(const struct vufsd_config *cfg, struct pt_fs *fs, struct vdax **out
         free(x);
         return ret;
     }
-    /* QEMU 11.1 mmaps every BACKEND_SHMEM_MAP range PROT_READ | PROT_WRITE,
-     * whatever its flags: a read-only fd fails there (EACCES) and the guest's
-     * read gets EIO. The legacy protocol's frontends map with the flags given. */
-    pt_fs_set_dax(fs, x->w, vdax_usable, x, !x->legacy);
     *out = x;
     return 0;
 }

@@ -23,7 +23,10 @@
 
 struct vdax;
 
-/* cfg->dax_window > 0. Hands the window to fs (pt_fs_set_dax). 0 or -errno. */
+/*
+ * cfg->dax_window > 0. fs is where the window's dax_ops.open reopens a file (a
+ * survivor of a split); main hands the window to fs (pt_fs_set_dax). 0 or -errno.
+ */
 int vdax_new(const struct vufsd_config *cfg, struct pt_fs *fs, struct vdax **out);
 /* After the statistics thread stopped and no device is attached. */
 void vdax_free(struct vdax *x);

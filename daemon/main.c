@@ -433,6 +433,10 @@ static int vmain_dax_new(const struct vufsd_config *cfg, struct pt_fs *fs, struc
                  strerror(-ret));
         return ret;
     }
+    /* QEMU 11.1 mmaps every BACKEND_SHMEM_MAP range PROT_READ | PROT_WRITE,
+     * whatever its flags: a read-only fd fails there (EACCES) and the guest's
+     * read gets EIO. The legacy protocol's frontends map with the flags given. */
+    pt_fs_set_dax(fs, vdax_window(*out), cfg->dax_protocol == VUFSD_DAX_PROTO_SHMEM);
     if (cfg->stats_file && (ret = vdax_stats_prepare(*out, cfg->stats_file)) < 0)
         return ret;
     struct dax_window_stats st;

@@ -28,21 +28,27 @@ static int range_check(const struct dax_window *w, uint64_t moffset, uint64_t le
     return 0;
 }
 
-int dax_setup_check(const struct dax_window *w, uint64_t moffset, uint64_t len,
-                    uint64_t foffset, uint64_t flags)
+int dax_setup_check(const struct dax_window *w, const struct fuse_setupmapping_in *in,
+                    struct dax_setup *out)
 {
     int r;
 
-    if (flags & ~(uint64_t)DAX_SETUP_KNOWN_FLAGS)
+    if (in->flags & ~(uint64_t)DAX_SETUP_KNOWN_FLAGS)
         return -EINVAL;
-    r = range_check(w, moffset, len);
+    r = range_check(w, in->moffset, in->len);
     if (r < 0)
         return r;
-    if (!aligned(w, foffset))
+    if (!aligned(w, in->foffset))
         return -EINVAL;
     /* The file range must be an off_t range: mmap takes a signed offset. */
-    if (foffset > (uint64_t)INT64_MAX || len > (uint64_t)INT64_MAX - foffset)
+    if (in->foffset > (uint64_t)INT64_MAX || in->len > (uint64_t)INT64_MAX - in->foffset)
         return -EOVERFLOW;
+    *out = (struct dax_setup){
+        .foffset = in->foffset,
+        .len = in->len,
+        .moffset = in->moffset,
+        .writable = (in->flags & FUSE_SETUPMAPPING_FLAG_WRITE) != 0,
+    };
     return 0;
 }
 

@@ -45,19 +45,26 @@ enum dax_policy {
 };
 
 /*
- * The frontend, as the daemon sees it. Called WITHOUT the window lock held, by the
- * thread that owns the slot being changed (see "Locking" in dax_i.h). Several
- * threads may be inside callbacks at once, but never for the same slot, and the
- * ranges passed never overlap a range another thread is working on.
+ * The frontend, as the daemon sees it. Called WITHOUT the window lock held.
  *
- * Every call is one operation the mainline frontend accepts: map never overlaps an
- * existing mapping; unmap covers exactly one whole earlier map. A callback returns 0
- * or -errno; on failure the manager assumes the frontend changed nothing.
- * Callbacks must not call into the same window.
+ * map, unmap and unmap_batch run on the thread that owns the slot being changed
+ * (see "Locking" in dax_i.h). Several threads may be inside them at once, but
+ * never for the same slot, and the ranges passed never overlap a range another
+ * thread is working on. Each is one operation the mainline frontend accepts: map
+ * never overlaps an existing mapping; unmap covers exactly one whole earlier map.
+ * They return 0 or -errno; on failure the manager assumes the frontend changed
+ * nothing. They must not call into the same window.
+ *
+ * open and usable run on a thread that owns no slot, and may call into the
+ * window (the daemon may drop an inode, which unmaps its mappings).
  */
 struct dax_ops {
-    /* Map len bytes of the file 'key' at foffset into the window at moffset. */
-    int (*map)(void *ctx, uint64_t key, uint64_t foffset, uint64_t moffset, uint64_t len,
+    /*
+     * Map len bytes of the open file fd at foffset into the window at moffset.
+     * fd is lent for the call: a frontend that keeps the mapping takes its own
+     * reference (vhost-user passes it with SCM_RIGHTS).
+     */
+    int (*map)(void *ctx, int fd, uint64_t foffset, uint64_t moffset, uint64_t len,
                bool writable);
     int (*unmap)(void *ctx, uint64_t moffset, uint64_t len);
     /*
@@ -65,6 +72,15 @@ struct dax_ops {
      * legacy protocol carries 8 per message). All or nothing. NULL: unmap() each.
      */
     int (*unmap_batch)(void *ctx, const struct fuse_removemapping_one *ranges, unsigned n);
+    /*
+     * Open file key again (read-write when writable), for the one case where the
+     * window maps a file no request handed it: the surviving piece of a mapping
+     * a request split. A new fd, which the window closes, or -errno (the survivor
+     * is then lost on both sides, as when its map fails).
+     */
+    int (*open)(void *ctx, uint64_t key, bool writable);
+    /* Optional: whether a frontend that can take mappings is there now. NULL: always. */
+    bool (*usable)(void *ctx);
 };
 
 #define DAX_UNMAP_BATCH 8u
@@ -100,15 +116,30 @@ enum dax_policy dax_window_policy(const struct dax_window *w);
  */
 void dax_window_reset(struct dax_window *w);
 
+/*
+ * Whether the window can be used now: ops->usable says a frontend that can take
+ * mappings is connected. Without one, the daemon answers the mapping requests
+ * ENOSYS and offers no map_alignment at INIT.
+ */
+bool dax_window_usable(struct dax_window *w);
+
 /* ---- Validation of guest requests (pure, no lock) ------------------------------ */
 
+/* A FUSE_SETUPMAPPING that passed dax_setup_check(). */
+struct dax_setup {
+    uint64_t foffset, len, moffset;
+    bool writable;
+};
+
 /*
- * FUSE_SETUPMAPPING arguments: len > 0; moffset, len and foffset multiples of the
- * page size; [moffset, moffset + len) inside the window; foffset + len representable
- * as an off_t; flags only READ|WRITE (no flag = read-only). 0, -EINVAL, -EOVERFLOW.
+ * The guest's FUSE_SETUPMAPPING arguments, checked once, before anything else
+ * looks at them: len > 0; moffset, len and foffset multiples of the page size;
+ * [moffset, moffset + len) inside the window; foffset + len representable as an
+ * off_t; flags only READ|WRITE (no flag = read-only). 0 and *out, -EINVAL or
+ * -EOVERFLOW.
  */
-int dax_setup_check(const struct dax_window *w, uint64_t moffset, uint64_t len,
-                    uint64_t foffset, uint64_t flags);
+int dax_setup_check(const struct dax_window *w, const struct fuse_setupmapping_in *in,
+                    struct dax_setup *out);
 /*
  * FUSE_REMOVEMAPPING entries (already copied out of the guest buffer): count <=
  * DAX_REMOVE_MAX_ENTRIES and each entry aligned, non-empty and inside the window.
@@ -120,23 +151,25 @@ int dax_remove_check(const struct dax_window *w, const struct fuse_removemapping
 /* ---- The guest's requests ------------------------------------------------------- */
 
 /*
- * FUSE_SETUPMAPPING: after dax_setup_check(), make [moffset, moffset + len) of the
- * window show file 'key' from foffset. Whatever was mapped there before is unmapped
- * first (the read->write upgrade, a replacement); parts of old mappings outside the
- * range survive (re-mapped as their own extents). An identical existing mapping with
- * enough rights is a no-op. A range crossing 2 MiB slots is mapped one slot at a
- * time; slots done before an error stay done.
+ * FUSE_SETUPMAPPING req, checked by dax_setup_check(): make [moffset, moffset +
+ * len) of the window show file 'key' from foffset, mapping fd, the file as the
+ * daemon opened it for this request (lent for the call; read-write for a
+ * writable mapping). Whatever was mapped there before is unmapped first (the
+ * read->write upgrade, a replacement); parts of old mappings outside the range
+ * survive (re-mapped as their own extents, through ops->open). An identical
+ * existing mapping with enough rights is a no-op. A range crossing 2 MiB slots
+ * is mapped one slot at a time; slots done before an error stay done.
  * -ENOSPC: a slot would need more than DAX_SLOT_MAX_EXTENTS mappings (nothing done
  * in that slot). -ENOMEM, -ECONNRESET (reset meanwhile), or the callback's error.
  */
-int dax_setupmapping(struct dax_window *w, uint64_t key, uint64_t foffset, uint64_t len,
-                     uint64_t moffset, uint64_t flags);
+int dax_setupmapping(struct dax_window *w, uint64_t key, int fd, const struct dax_setup *req);
 
 /*
- * FUSE_REMOVEMAPPING: after dax_remove_check(), unmap every entry's range; mappings
- * partly covered are split (the whole old mapping is unmapped and the surviving
- * pieces mapped again). Removing unmapped space is not an error. Entries are done in
- * order; the first error stops. -ENOSPC as above (a split that does not fit).
+ * FUSE_REMOVEMAPPING: checks the entries (dax_remove_check()), then unmaps every
+ * entry's range; mappings partly covered are split (the whole old mapping is
+ * unmapped and the surviving pieces mapped again, through ops->open). Removing
+ * unmapped space is not an error. Entries are done in order; the first error
+ * stops. -ENOSPC as above (a split that does not fit).
  */
 int dax_removemapping(struct dax_window *w, const struct fuse_removemapping_one *e,
                       unsigned count);

@@ -34,7 +34,10 @@
  * Locking:
  *   1. w->lock protects everything below: slots (state, extents), the inode
  *      table, the ghost list, the statistics, w->epoch.
- *   2. The frontend callbacks run without w->lock, by the owner of a busy slot.
+ *   2. The frontend callbacks run without w->lock: map and unmap by the owner of
+ *      a busy slot; open (a survivor's file) by a thread that owns no slot, as
+ *      it may call into the window itself (slot_change_locked plans again after
+ *      it).
  *   3. A thread that needs a busy slot waits on w->cond (broadcast whenever a slot
  *      becomes idle). A thread never waits for a slot while it owns another, so
  *      there is no lock order between slots and no deadlock.

@@ -4,17 +4,25 @@
  * map/unmap calls.
  *
  * Every change of a slot follows one pattern (see dax_i.h, "Locking"):
- *   1. under w->lock: wait until the slot is idle, plan the change, check it fits,
- *      claim the slot (MAPPING or UNMAPPING);
- *   2. for each frontend call: drop the lock, call, retake the lock, stop with
- *      -ECONNRESET if a reset happened meanwhile, else record the result in the
- *      table so the table always equals what the frontend holds;
+ *   1. under w->lock: wait until the slot is idle, plan the change, check it fits;
+ *      when the plan re-maps survivors of a split, make sure there is an fd for
+ *      each of their files first (ops->open, with the lock dropped and no slot
+ *      owned, then plan again);
+ *   2. claim the slot (MAPPING or UNMAPPING); for each frontend call: drop the
+ *      lock, call, retake the lock, stop with -ECONNRESET if a reset happened
+ *      meanwhile, else record the result in the table so the table always
+ *      equals what the frontend holds;
  *   3. release the slot (MAPPED or FREE) and wake waiters.
  * Plans never change another slot, so a thread owns at most one slot, and
  * never waits for another slot while it owns one.
+ *
+ * The new mapping's file comes as the caller's fd (the daemon opened it when it
+ * checked the caller's access); only a survivor of a split, which may belong to
+ * any file, is opened here.
  */
 #include <errno.h>
 #include <string.h>
+#include <unistd.h>
 
 #include "dax_i.h"
 
@@ -34,6 +42,32 @@ struct piece {
     uint32_t off, len;
     bool writable;
     unsigned victim;         /* survivors: index of the victim they come from */
+    int fd;                  /* the file, open; survivors: set when mapped */
+};
+
+/* What one slot change does: filled under the lock, applied without a break. */
+struct plan {
+    struct victim v[DAX_SLOT_MAX_EXTENTS];
+    struct piece surv[2 * DAX_SLOT_MAX_EXTENTS];
+    unsigned nv, ns;
+    bool upgrade;
+    uint64_t epoch;
+};
+
+/*
+ * The fds survivors are mapped again with, one per file and access, from
+ * ops->open. -errno where the open failed (such a survivor is lost, as when its
+ * map fails). Closed when the change is done.
+ */
+#define REOPEN_MAX (2 * DAX_SLOT_MAX_EXTENTS)
+struct reopen {
+    uint64_t key;
+    bool writable;
+    int fd;
+};
+struct reopens {
+    struct reopen e[REOPEN_MAX];
+    unsigned n;
 };
 
 static uint64_t slot_base(uint32_t s)
@@ -106,8 +140,7 @@ static int map_piece_locked(struct dax_window *w, uint32_t s, const struct piece
         return -ECONNRESET;
     pthread_mutex_unlock(&w->lock);
     t0 = vufs_now_ns();
-    r = w->ops->map(w->ctx, p->ino->key, p->foffset, slot_base(s) + p->off, p->len,
-                    p->writable);
+    r = w->ops->map(w->ctx, p->fd, p->foffset, slot_base(s) + p->off, p->len, p->writable);
     dt = vufs_now_ns() - t0;
     pthread_mutex_lock(&w->lock);
     if (w->epoch != epoch)
@@ -147,24 +180,30 @@ static void count_new_map_locked(struct dax_window *w, struct dax_inode *ino, ui
     dax_activity_locked(w);
 }
 
+/* ---- One slot's change ---------------------------------------------------------------- */
+
+static int *reopen_find(struct reopens *ro, uint64_t key, bool writable)
+{
+    for (unsigned i = 0; i < ro->n; i++)
+        if (ro->e[i].key == key && ro->e[i].writable == writable)
+            return &ro->e[i].fd;
+    return NULL;
+}
+
 /*
- * Make [off, off + len) of slot s show nw (or nothing when nw is NULL), keeping
- * the parts of old mappings outside the range. Lock held on entry and exit.
+ * Plans making [off, off + len) of the idle slot s show nw (or nothing when nw
+ * is NULL), keeping the parts of old mappings outside the range as survivors.
+ * 1: nothing for the frontend to do (an identical mapping with enough rights, or
+ * nothing to remove); 0: pl is the plan; -ENOSPC: it would not fit the slot.
  */
-static int slot_change_locked(struct dax_window *w, uint32_t s, uint32_t off, uint32_t len,
-                              const struct piece *nw)
+static int plan_locked(struct dax_window *w, uint32_t s, uint32_t off, uint32_t len,
+                       const struct piece *nw, struct plan *pl)
 {
     struct dax_slot *sl = &w->slots[s];
-    struct victim v[DAX_SLOT_MAX_EXTENTS];
-    struct piece surv[2 * DAX_SLOT_MAX_EXTENTS];
-    unsigned nv = 0, ns = 0, nunmapped = 0;
-    bool upgrade = false;
-    uint64_t epoch;
-    int r = 0;
 
-    dax_slot_wait_idle_locked(w, s);
-    epoch = w->epoch;
-
+    pl->nv = pl->ns = 0;
+    pl->upgrade = false;
+    pl->epoch = w->epoch;
     for (unsigned i = 0; i < DAX_SLOT_MAX_EXTENTS; i++) {
         const struct dax_extent *e = &sl->ext[i];
         bool same;
@@ -175,44 +214,81 @@ static int slot_change_locked(struct dax_window *w, uint32_t s, uint32_t off, ui
         same = nw && e->off == off && e->len == len && e->ino == nw->ino &&
                e->foffset == nw->foffset;
         if (same) {
-            if (e->writable || !nw->writable) {
-                /* Identical, rights suffice: nothing for the frontend to do. */
-                w->st.noops++;
-                return 0;
-            }
-            upgrade = true;
+            if (e->writable || !nw->writable)
+                return 1; /* identical, rights suffice */
+            pl->upgrade = true;
         }
         lo = e->off > off ? e->off : off;
-        v[nv++] = (struct victim){
+        pl->v[pl->nv++] = (struct victim){
             .s = s, .i = i, .moffset = slot_base(s) + e->off, .len = e->len,
             .key = e->ino->key, .ridx = (e->foffset + (lo - e->off)) >> DAX_RANGE_SHIFT,
             .ghost = !same, /* an upgrade re-maps the same range: not a removal */
         };
         if (e->off < off)
-            surv[ns++] = (struct piece){ e->ino, e->foffset, e->off, off - e->off, e->writable,
-                                         nv - 1 };
+            pl->surv[pl->ns++] = (struct piece){ e->ino, e->foffset, e->off, off - e->off,
+                                                 e->writable, pl->nv - 1, -1 };
         if (e->off + e->len > off + len)
-            surv[ns++] = (struct piece){ e->ino, e->foffset + (off + len - e->off), off + len,
-                                         e->off + e->len - (off + len), e->writable, nv - 1 };
+            pl->surv[pl->ns++] = (struct piece){ e->ino, e->foffset + (off + len - e->off),
+                                                 off + len, e->off + e->len - (off + len),
+                                                 e->writable, pl->nv - 1, -1 };
     }
-    if (!nw && nv == 0)
-        return 0;
-    if (sl->nextents - nv + ns + (nw ? 1 : 0) > DAX_SLOT_MAX_EXTENTS)
+    if (!nw && pl->nv == 0)
+        return 1;
+    if (sl->nextents - pl->nv + pl->ns + (nw ? 1 : 0) > DAX_SLOT_MAX_EXTENTS)
         return -ENOSPC;
+    return 0;
+}
+
+/*
+ * Opens the files of the plan's survivors that have no fd yet: false when
+ * there were none. Drops the lock around ops->open; the caller owns no slot
+ * (ops->open may call back into the window) and must plan again.
+ */
+static bool reopen_survivors_locked(struct dax_window *w, const struct plan *pl,
+                                    struct reopens *ro)
+{
+    unsigned first = ro->n;
+
+    for (unsigned j = 0; j < pl->ns && ro->n < REOPEN_MAX; j++)
+        if (!reopen_find(ro, pl->surv[j].ino->key, pl->surv[j].writable))
+            ro->e[ro->n++] = (struct reopen){ pl->surv[j].ino->key, pl->surv[j].writable,
+                                              -ENOENT };
+    if (ro->n == first)
+        return false;
+    pthread_mutex_unlock(&w->lock);
+    for (unsigned i = first; i < ro->n; i++)
+        ro->e[i].fd = w->ops->open(w->ctx, ro->e[i].key, ro->e[i].writable);
+    pthread_mutex_lock(&w->lock);
+    return true;
+}
+
+/* Carries out a plan for slot s (see the pattern at the top). Lock held. */
+static int apply_locked(struct dax_window *w, uint32_t s, const struct piece *nw,
+                        struct plan *pl, struct reopens *ro)
+{
+    unsigned nunmapped = 0;
+    int r;
 
     dax_slot_set_state_locked(w, s, nw ? DAX_SLOT_MAPPING : DAX_SLOT_UNMAPPING);
     /* Survivors' inodes must outlive the unlocked calls even if their extents go. */
-    for (unsigned j = 0; j < ns; j++)
-        surv[j].ino->refs++;
+    for (unsigned j = 0; j < pl->ns; j++)
+        pl->surv[j].ino->refs++;
 
-    r = unmap_victims_locked(w, v, nv, epoch, &nunmapped);
+    r = unmap_victims_locked(w, pl->v, pl->nv, pl->epoch, &nunmapped);
     /* Survivors of the victims that did go come back, even if a later unmap failed. */
-    for (unsigned j = 0; j < ns && r != -ECONNRESET; j++) {
+    for (unsigned j = 0; j < pl->ns && r != -ECONNRESET; j++) {
+        struct piece *p = &pl->surv[j];
+        int *fd = reopen_find(ro, p->ino->key, p->writable);
         int rs;
 
-        if (surv[j].victim >= nunmapped)
+        if (p->victim >= nunmapped)
             continue;
-        rs = map_piece_locked(w, s, &surv[j], epoch);
+        if (!fd || *fd < 0) {
+            w->st.map_errors++; /* its file did not open again: lost, on both sides */
+            continue;
+        }
+        p->fd = *fd;
+        rs = map_piece_locked(w, s, p, pl->epoch);
         if (rs == -ECONNRESET)
             r = rs;
         else if (rs == 0)
@@ -220,24 +296,53 @@ static int slot_change_locked(struct dax_window *w, uint32_t s, uint32_t off, ui
         /* else: the survivor is lost; the table says so, as the frontend does. */
     }
     if (r == 0 && nw) {
-        r = map_piece_locked(w, s, nw, epoch);
+        r = map_piece_locked(w, s, nw, pl->epoch);
         if (r == 0)
-            count_new_map_locked(w, nw->ino, nw->foffset, upgrade);
+            count_new_map_locked(w, nw->ino, nw->foffset, pl->upgrade);
     }
-    for (unsigned j = 0; j < ns; j++)
-        surv[j].ino->refs--;
+    for (unsigned j = 0; j < pl->ns; j++)
+        pl->surv[j].ino->refs--;
     dax_slot_release_locked(w, s);
     return r;
 }
 
-int dax_setupmapping(struct dax_window *w, uint64_t key, uint64_t foffset, uint64_t len,
-                     uint64_t moffset, uint64_t flags)
+/*
+ * Make [off, off + len) of slot s show nw (or nothing when nw is NULL), keeping
+ * the parts of old mappings outside the range. Lock held on entry and exit.
+ */
+static int slot_change_locked(struct dax_window *w, uint32_t s, uint32_t off, uint32_t len,
+                              const struct piece *nw)
 {
-    struct dax_inode *ino;
-    int r = dax_setup_check(w, moffset, len, foffset, flags);
+    struct reopens ro = { .n = 0 };
+    struct plan pl;
+    int r;
 
-    if (r < 0)
-        return r;
+    for (;;) {
+        dax_slot_wait_idle_locked(w, s);
+        r = plan_locked(w, s, off, len, nw, &pl);
+        if (r != 0 || !reopen_survivors_locked(w, &pl, &ro))
+            break;
+        /* The lock was dropped: the slot may have changed. */
+    }
+    if (r == 1) {
+        if (nw)
+            w->st.noops++;
+        r = 0;
+    } else if (r == 0) {
+        r = apply_locked(w, s, nw, &pl, &ro);
+    }
+    for (unsigned i = 0; i < ro.n; i++)
+        if (ro.e[i].fd >= 0)
+            close(ro.e[i].fd);
+    return r;
+}
+
+int dax_setupmapping(struct dax_window *w, uint64_t key, int fd, const struct dax_setup *req)
+{
+    uint64_t foffset = req->foffset, len = req->len, moffset = req->moffset;
+    struct dax_inode *ino;
+    int r = 0;
+
     pthread_mutex_lock(&w->lock);
     ino = dax_inode_get_locked(w, key);
     if (!ino) {
@@ -249,7 +354,7 @@ int dax_setupmapping(struct dax_window *w, uint64_t key, uint64_t foffset, uint6
         uint32_t s = (uint32_t)(moffset >> DAX_RANGE_SHIFT);
         uint32_t off = (uint32_t)(moffset & (DAX_RANGE_SIZE - 1));
         uint32_t plen = (uint32_t)(len < DAX_RANGE_SIZE - off ? len : DAX_RANGE_SIZE - off);
-        struct piece p = { ino, foffset, off, plen, (flags & FUSE_SETUPMAPPING_FLAG_WRITE) != 0 };
+        struct piece p = { ino, foffset, off, plen, req->writable, 0, fd };
 
         r = slot_change_locked(w, s, off, plen, &p);
         moffset += plen;

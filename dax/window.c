@@ -242,7 +242,7 @@ int dax_window_new(const struct dax_config *cfg, const struct dax_ops *ops, void
     int r;
 
     *out = NULL;
-    if (!ops || !ops->map || !ops->unmap)
+    if (!ops || !ops->map || !ops->unmap || !ops->open)
         return -EINVAL;
     if (page & (page - 1) || page > DAX_RANGE_SIZE)
         return -EINVAL;
@@ -321,6 +321,11 @@ void dax_window_free(struct dax_window *w)
 unsigned dax_window_map_alignment(const struct dax_window *w)
 {
     return (unsigned)__builtin_ctzll(w->page_size);
+}
+
+bool dax_window_usable(struct dax_window *w)
+{
+    return !w->ops->usable || w->ops->usable(w->ctx);
 }
 
 enum dax_policy dax_window_policy(const struct dax_window *w)

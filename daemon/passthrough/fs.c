@@ -162,12 +162,12 @@ int pt_fs_new(const struct pt_config *cfg, struct pt_fs **out)
     pthread_mutex_init(&fs->cwd_lock, NULL);
     for (unsigned k = 0; k < PT_INODE_LOCK_STRIPES; k++)
         pthread_mutex_init(&fs->inode_locks[k], NULL);
-    ret = pt_itab_init(&fs->itab);
+    ret = pt_itab_init(fs);
     if (ret == 0)
         ret = pt_mnts_init(&fs->mnts);
     pt_fdc_init(&fs->fdc);
     if (ret == 0)
-        ret = pt_htab_init(&fs->htab);
+        ret = pt_htab_init(fs);
     if (ret == 0)
         ret = pt_locks_init(&fs->locks);
     if (ret < 0)

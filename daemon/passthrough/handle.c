@@ -17,50 +17,29 @@
 
 static struct pt_handle *pt_hslot(struct pt_htab *t, uint32_t idx)
 {
-    struct pt_handle *chunk = atomic_load_explicit(&t->chunks[idx >> PT_CHUNK_SHIFT],
-                                                   memory_order_acquire);
-    return chunk ? &chunk[idx & (PT_CHUNK_SIZE - 1)] : NULL;
+    return pt_slots_at(&t->slots, idx);
 }
 
-int pt_htab_init(struct pt_htab *t)
+static void pt_hslot_init(void *slot, uint32_t idx, void *fs)
 {
-    memset(t, 0, sizeof(*t));
-    pthread_mutex_init(&t->lock, NULL);
-    t->next_fresh = 1;
-    return 0;
+    struct pt_handle *h = slot;
+
+    h->fs = fs;
+    h->idx = idx;
+    h->fd = -1;
+    pthread_mutex_init(&h->lock, NULL);
+    atomic_init(&h->state, 0);
 }
 
-static struct pt_handle *pt_hslot_alloc_locked(struct pt_fs *fs)
+int pt_htab_init(struct pt_fs *fs)
 {
     struct pt_htab *t = &fs->htab;
-    struct pt_handle *h;
 
-    if (t->free_head) {
-        h = pt_hslot(t, t->free_head);
-        if (!h)
-            return NULL; /* cannot happen: freed slots live in allocated chunks */
-        t->free_head = h->fnext;
-        h->fnext = 0;
-        return h;
-    }
-    if (t->next_fresh >= PT_MAX_SLOTS)
-        return NULL;
-    uint32_t c = t->next_fresh >> PT_CHUNK_SHIFT;
-    struct pt_handle *chunk = atomic_load_explicit(&t->chunks[c], memory_order_relaxed);
-    if (!chunk) {
-        chunk = calloc(PT_CHUNK_SIZE, sizeof(*chunk));
-        if (!chunk)
-            return NULL;
-        for (uint32_t k = 0; k < PT_CHUNK_SIZE; k++) {
-            chunk[k].fs = fs;
-            chunk[k].idx = (c << PT_CHUNK_SHIFT) | k;
-            chunk[k].fd = -1;
-            pthread_mutex_init(&chunk[k].lock, NULL);
-            atomic_init(&chunk[k].state, 0);
-        }
-        atomic_store_explicit(&t->chunks[c], chunk, memory_order_release);
-    }
-    return &chunk[t->next_fresh++ & (PT_CHUNK_SIZE - 1)];
+    memset(t, 0, sizeof(*t));
+    pthread_mutex_init(&t->lock, NULL);
+    pt_slots_init(&t->slots, sizeof(struct pt_handle), offsetof(struct pt_handle, fnext),
+                  pt_hslot_init, fs);
+    return 0;
 }
 
 int pt_handle_new(struct pt_fs *fs, struct pt_inode *ino, int fd, int flags, bool is_dir,
@@ -71,7 +50,7 @@ int pt_handle_new(struct pt_fs *fs, struct pt_inode *ino, int fd, int flags, boo
     uint64_t gen;
 
     pthread_mutex_lock(&t->lock);
-    h = pt_hslot_alloc_locked(fs);
+    h = pt_slots_alloc_locked(&t->slots);
     pthread_mutex_unlock(&t->lock);
     if (!h) {
         close(fd);
@@ -143,8 +122,7 @@ static void pt_handle_free(struct pt_handle *h)
     uint64_t gen = (atomic_load(&h->state) >> 32) + 1;
     atomic_store_explicit(&h->state, (gen & 0xffffffffu) << 32, memory_order_release);
     pthread_mutex_lock(&t->lock);
-    h->fnext = t->free_head;
-    t->free_head = h->idx;
+    pt_slots_free_locked(&t->slots, h->idx);
     pthread_mutex_unlock(&t->lock);
     pt_inode_put(ino);
 }
@@ -185,7 +163,7 @@ void pt_htab_reset(struct pt_fs *fs)
     uint32_t n;
 
     pthread_mutex_lock(&t->lock);
-    n = t->next_fresh;
+    n = t->slots.next_fresh;
     pthread_mutex_unlock(&t->lock);
     for (uint32_t idx = 1; idx < n; idx++) {
         struct pt_handle *h = pt_hslot(t, idx);
@@ -198,19 +176,16 @@ void pt_htab_reset(struct pt_fs *fs)
     }
 }
 
+static void pt_hslot_fini(void *slot)
+{
+    pthread_mutex_destroy(&((struct pt_handle *)slot)->lock);
+}
+
 void pt_htab_destroy(struct pt_fs *fs)
 {
     struct pt_htab *t = &fs->htab;
 
     pt_htab_reset(fs);
-    for (uint32_t c = 0; c < PT_MAX_CHUNKS; c++) {
-        struct pt_handle *chunk = atomic_load(&t->chunks[c]);
-        if (!chunk)
-            continue;
-        for (uint32_t k = 0; k < PT_CHUNK_SIZE; k++)
-            pthread_mutex_destroy(&chunk[k].lock);
-        free(chunk);
-        atomic_store(&t->chunks[c], NULL);
-    }
+    pt_slots_destroy(&t->slots, pt_hslot_fini);
     pthread_mutex_destroy(&t->lock);
 }

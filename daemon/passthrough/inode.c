@@ -31,15 +31,26 @@ static size_t pt_hash_key(dev_t dev, ino_t ino, uint64_t mnt_id)
 /* Invariant: every index below next_fresh has its chunk allocated. */
 static struct pt_inode *pt_slot_locked(struct pt_itab *t, uint32_t idx)
 {
-    assert(idx < t->next_fresh && t->chunks[idx >> PT_CHUNK_SHIFT]);
-    return t->chunks[idx >> PT_CHUNK_SHIFT] + (idx & (PT_CHUNK_SIZE - 1));
+    return pt_slots_get_locked(&t->slots, idx);
 }
 
-int pt_itab_init(struct pt_itab *t)
+static void pt_islot_init(void *slot, uint32_t idx, void *fs)
 {
+    struct pt_inode *i = slot;
+
+    i->fs = fs;
+    i->idx = idx;
+    i->fd = -1;
+}
+
+int pt_itab_init(struct pt_fs *fs)
+{
+    struct pt_itab *t = &fs->itab;
+
     memset(t, 0, sizeof(*t));
     pthread_mutex_init(&t->lock, NULL);
-    t->next_fresh = 1; /* index 0 is never used: 0 ends hash chains and free lists */
+    pt_slots_init(&t->slots, sizeof(struct pt_inode), offsetof(struct pt_inode, fnext),
+                  pt_islot_init, fs);
     t->nbuckets = PT_HASH_MIN;
     t->buckets = calloc(t->nbuckets, sizeof(*t->buckets));
     return t->buckets ? 0 : -ENOMEM;
@@ -115,35 +126,6 @@ static struct pt_inode *pt_hash_find_locked(struct pt_itab *t, dev_t dev, ino_t 
     return NULL;
 }
 
-static struct pt_inode *pt_slot_alloc_locked(struct pt_fs *fs)
-{
-    struct pt_itab *t = &fs->itab;
-    struct pt_inode *i;
-
-    if (t->free_head) {
-        i = pt_slot_locked(t, t->free_head);
-        t->free_head = i->fnext;
-        i->fnext = 0;
-        return i;
-    }
-    if (t->next_fresh >= PT_MAX_SLOTS)
-        return NULL;
-    uint32_t c = t->next_fresh >> PT_CHUNK_SHIFT;
-    struct pt_inode *chunk = t->chunks[c];
-    if (!chunk) {
-        chunk = calloc(PT_CHUNK_SIZE, sizeof(*chunk));
-        if (!chunk)
-            return NULL;
-        for (uint32_t k = 0; k < PT_CHUNK_SIZE; k++) {
-            chunk[k].fs = fs;
-            chunk[k].idx = (c << PT_CHUNK_SHIFT) | k;
-            chunk[k].fd = -1;
-        }
-        t->chunks[c] = chunk;
-    }
-    return &chunk[t->next_fresh++ & (PT_CHUNK_SIZE - 1)];
-}
-
 /* What a freed inode held, released outside the table lock. */
 struct pt_inode_rest {
     int fd;
@@ -172,8 +154,7 @@ static void pt_inode_free_locked(struct pt_itab *t, struct pt_inode *i, struct p
     i->mnt = NULL;
     memset(&i->fh, 0, sizeof(i->fh));
     i->gen++;
-    i->fnext = t->free_head;
-    t->free_head = i->idx;
+    pt_slots_free_locked(&t->slots, i->idx);
     t->count--;
 }
 
@@ -211,7 +192,7 @@ int pt_inode_get(struct pt_fs *fs, uint64_t nodeid, struct pt_inode **out)
     if (idx == 0 || idx >= PT_MAX_SLOTS)
         return -ESTALE;
     pthread_mutex_lock(&t->lock);
-    if (idx < t->next_fresh) {
+    if (idx < t->slots.next_fresh) {
         i = pt_slot_locked(t, (uint32_t)idx);
         if (i->live && i->gen == gen) {
             i->refs++;
@@ -321,7 +302,7 @@ int pt_inode_intern(struct pt_fs *fs, int fd, const struct statx *st, bool count
         if (ret < 0)
             goto unlock;
     }
-    i = pt_slot_alloc_locked(fs);
+    i = pt_slots_alloc_locked(&fs->itab.slots);
     if (!i) {
         if (!mnt)
             pt_fd_unreserve(fs);
@@ -373,7 +354,7 @@ void pt_inode_forget(struct pt_fs *fs, uint64_t nodeid, uint64_t n)
     if (idx == 0 || idx >= PT_MAX_SLOTS)
         return;
     pthread_mutex_lock(&t->lock);
-    if (idx < t->next_fresh) {
+    if (idx < t->slots.next_fresh) {
         struct pt_inode *i = pt_slot_locked(t, (uint32_t)idx);
         if (i->live && i->gen == gen) {
             /* The client's count is untrusted: clamp, never underflow. */
@@ -391,7 +372,7 @@ void pt_itab_reset(struct pt_fs *fs)
     struct pt_itab *t = &fs->itab;
 
     pthread_mutex_lock(&t->lock);
-    for (uint32_t idx = 1; idx < t->next_fresh; idx++) {
+    for (uint32_t idx = 1; idx < t->slots.next_fresh; idx++) {
         struct pt_inode *i = pt_slot_locked(t, idx);
         if (!i->live || i == fs->root)
             continue;
@@ -410,23 +391,21 @@ void pt_itab_reset(struct pt_fs *fs)
     pthread_mutex_unlock(&t->lock);
 }
 
+static void pt_islot_fini(void *slot)
+{
+    struct pt_inode *i = slot;
+
+    if (i->live && i->fd >= 0)
+        close(i->fd);
+    if (i->live && i->mnt)
+        pt_fh_free(&i->fh); /* the mount fds go with pt_mnts_destroy */
+}
+
 void pt_itab_destroy(struct pt_fs *fs)
 {
     struct pt_itab *t = &fs->itab;
 
-    for (uint32_t c = 0; c < PT_MAX_CHUNKS; c++) {
-        struct pt_inode *chunk = t->chunks[c];
-        if (!chunk)
-            continue;
-        for (uint32_t k = 0; k < PT_CHUNK_SIZE; k++) {
-            if (chunk[k].live && chunk[k].fd >= 0)
-                close(chunk[k].fd);
-            if (chunk[k].live && chunk[k].mnt)
-                pt_fh_free(&chunk[k].fh); /* the mount fds go with pt_mnts_destroy */
-        }
-        free(chunk);
-        t->chunks[c] = NULL;
-    }
+    pt_slots_destroy(&t->slots, pt_islot_fini);
     free(t->buckets);
     t->buckets = NULL;
     pthread_mutex_destroy(&t->lock);

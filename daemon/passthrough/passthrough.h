@@ -120,9 +120,9 @@ int pt_fs_check_ids(const struct pt_config *cfg, char *err, size_t errlen);
 
 /*
  * DAX: serve FUSE_SETUPMAPPING/REMOVEMAPPING and FUSE_ATTR_DAX from window w
- * (node ids are its file keys). usable(ctx) says whether the connected frontend
- * can map now (protocol features and backend channel); without it the mapping
- * requests get ENOSYS and INIT offers no map_alignment, as without a window.
+ * (node ids are its file keys). While the window is not usable (no frontend
+ * that can map: dax_window_usable) the mapping requests get ENOSYS and INIT
+ * offers no map_alignment, as without a window.
  * qemu_rules: the frontend maps as QEMU 11.1 does: every range writable whatever
  * the mapping's access, so it needs a read-write fd (a --readonly share then
  * marks no file DAX and answers SETUPMAPPING with EROFS), and only ranges inside
@@ -133,14 +133,15 @@ int pt_fs_check_ids(const struct pt_config *cfg, char *err, size_t errlen);
  * Call once, before serving; pt_fs_free does not free w.
  */
 struct dax_window;
-void pt_fs_set_dax(struct pt_fs *fs, struct dax_window *w, bool (*usable)(void *ctx), void *ctx,
-                   bool qemu_rules);
+void pt_fs_set_dax(struct pt_fs *fs, struct dax_window *w, bool qemu_rules);
 /*
- * For the window's map callback: opens the regular file behind nodeid for the
- * frontend, O_RDWR when writable (or qemu_rules) else O_RDONLY, as the daemon (the
- * caller's access was checked by SETUPMAPPING). Returns the fd (the caller
- * closes it) or -ESTALE, -EINVAL (not a regular file), -EROFS (read-write on a
- * --readonly share), -errno.
+ * For the window's dax_ops.open (a survivor of a split to map again): opens the
+ * regular file behind nodeid for the frontend, O_RDWR when writable (or
+ * qemu_rules) else O_RDONLY, as the daemon (the caller's access was checked by
+ * the SETUPMAPPING that made the mapping). Returns the fd (the caller closes
+ * it) or -ESTALE, -EINVAL (not a regular file), -EROFS (read-write on a
+ * --readonly share), -errno. May free the inode it looked up, and with it its
+ * mappings (pt_dax_inode_gone): call it owning no slot of the window.
  */
 int pt_fs_dax_open(struct pt_fs *fs, uint64_t nodeid, bool writable);
 

@@ -30,6 +30,7 @@
 #ifndef VUFSD_PT_I_H
 #define VUFSD_PT_I_H
 
+#include <assert.h>
 #include <errno.h>
 #include <pthread.h>
 #include <stdatomic.h>
@@ -48,6 +49,56 @@
 #define PT_CHUNK_SIZE (1u << PT_CHUNK_SHIFT)
 #define PT_MAX_CHUNKS 4096u /* 4M inodes / handles: far past any fd budget */
 #define PT_MAX_SLOTS (PT_CHUNK_SIZE * PT_MAX_CHUNKS)
+
+/* ---- Slot tables (slots.c) ---------------------------------------------------- */
+
+/*
+ * The table under the inode and the handle tables: fixed-size slots addressed
+ * by index, grown PT_CHUNK_SIZE at a time so a slot never moves while it is
+ * referenced; index 0 is never handed out (0 ends hash chains and free lists).
+ * A freed slot keeps its memory and goes on a free list threaded through the
+ * uint32_t at offset 'link' of each slot. Allocation and freeing are under the
+ * owner's lock; pt_slots_at() needs no lock (chunk pointers are published with
+ * release ordering and freed only by pt_slots_destroy), so the handle table's
+ * READ/WRITE path takes none.
+ */
+struct pt_slots {
+    _Atomic(char *) chunks[PT_MAX_CHUNKS]; /* written under the owner's lock */
+    size_t size;                           /* bytes per slot; immutable */
+    size_t link;                           /* offset of the free-list link; immutable */
+    void (*init)(void *slot, uint32_t idx, void *arg); /* each slot of a new chunk */
+    void *arg;
+    uint32_t next_fresh;                   /* first never-used index; owner's lock */
+    uint32_t free_head;                    /* owner's lock */
+};
+
+void pt_slots_init(struct pt_slots *t, size_t size, size_t link,
+                   void (*init)(void *slot, uint32_t idx, void *arg), void *arg);
+/* The slot at idx, or NULL when its chunk was never allocated (inline: the
+ * READ/WRITE path finds its handle here). */
+static inline void *pt_slots_at(const struct pt_slots *t, uint32_t idx)
+{
+    char *chunk;
+
+    if (idx >= PT_MAX_SLOTS)
+        return NULL;
+    chunk = atomic_load_explicit(&t->chunks[idx >> PT_CHUNK_SHIFT], memory_order_acquire);
+    return chunk ? chunk + (size_t)(idx & (PT_CHUNK_SIZE - 1)) * t->size : NULL;
+}
+
+/* The slot at an index below next_fresh, whose chunk exists (owner's lock held). */
+static inline void *pt_slots_get_locked(const struct pt_slots *t, uint32_t idx)
+{
+    char *chunk = atomic_load_explicit(&t->chunks[idx >> PT_CHUNK_SHIFT], memory_order_relaxed);
+
+    assert(idx < t->next_fresh && chunk);
+    return chunk + (size_t)(idx & (PT_CHUNK_SIZE - 1)) * t->size;
+}
+/* A free slot (its link cleared), or NULL: out of memory or PT_MAX_SLOTS used. */
+void *pt_slots_alloc_locked(struct pt_slots *t);
+void pt_slots_free_locked(struct pt_slots *t, uint32_t idx);
+/* Frees every chunk, after fini on each slot of it (fini may be NULL). */
+void pt_slots_destroy(struct pt_slots *t, void (*fini)(void *slot));
 
 /* fds kept back from RLIMIT_NOFILE for the daemon itself: 64 + 5 %. */
 #define PT_FD_HEADROOM_FIXED 64
@@ -192,15 +243,13 @@ struct pt_inode {
 
 struct pt_itab {
     pthread_mutex_t lock;
-    struct pt_inode *chunks[PT_MAX_CHUNKS]; /* protected by lock */
-    uint32_t next_fresh;  /* first never-used index; protected by lock */
-    uint32_t free_head;   /* protected by lock */
+    struct pt_slots slots; /* of struct pt_inode; protected by lock */
     size_t count;         /* LIVE inodes; protected by lock */
     uint32_t *buckets;    /* protected by lock */
     size_t nbuckets;      /* power of two; protected by lock */
 };
 
-int pt_itab_init(struct pt_itab *t);
+int pt_itab_init(struct pt_fs *fs);
 void pt_itab_destroy(struct pt_fs *fs);
 
 static inline uint64_t pt_inode_nodeid(const struct pt_inode *i)
@@ -304,14 +353,12 @@ struct pt_handle {
 #define PT_H_REFMASK (PT_H_CLOSING - 1)
 
 struct pt_htab {
-    pthread_mutex_t lock;                          /* allocation and free list */
-    _Atomic(struct pt_handle *) chunks[PT_MAX_CHUNKS]; /* written under lock */
-    uint32_t next_fresh;                           /* protected by lock */
-    uint32_t free_head;                            /* protected by lock */
+    pthread_mutex_t lock;  /* allocation and free list */
+    struct pt_slots slots; /* of struct pt_handle; allocated and freed under lock */
     atomic_size_t count;
 };
 
-int pt_htab_init(struct pt_htab *t);
+int pt_htab_init(struct pt_fs *fs);
 void pt_htab_destroy(struct pt_fs *fs);
 
 /* Adds a handle for fd (ownership taken; already counted in the fd budget). */
@@ -495,8 +542,6 @@ struct pt_fs {
 
     /* DAX (dax.c): the window, or NULL; set once by pt_fs_set_dax before serving */
     struct dax_window *dax;
-    bool (*dax_usable)(void *ctx);
-    void *dax_ctx;
     bool dax_qemu_rules;       /* the frontend maps as QEMU 11.1 (pt_fs_set_dax) */
     _Atomic bool dax_attr;     /* negotiated FUSE_HAS_INODE_DAX: FUSE_ATTR_DAX per file */
 
@@ -586,9 +631,8 @@ int pt_kill_suidgid(struct pt_fs *fs, struct pt_inode *i, int fd);
 void pt_dax_init(struct pt_fs *fs, struct fll_conn *conn);
 /* Sets FUSE_ATTR_DAX in a when the policy gives inode i the window. */
 void pt_dax_attr(struct pt_fs *fs, const struct pt_inode *i, struct fuse_attr *a);
-/* Inode nodeid was freed: its mappings are unmapped and its DAX state dropped (at
- * once, or when the window call running on this thread returns). Call with no
- * pt lock held. */
+/* Inode nodeid was freed: its mappings are unmapped and its DAX state dropped.
+ * Call with no pt lock held. */
 void pt_dax_inode_gone(struct pt_fs *fs, uint64_t nodeid);
 /* The same without frontend calls, for pt_itab_reset (the window was reset). */
 void pt_dax_inode_forget(struct pt_fs *fs, uint64_t nodeid);

@@ -117,10 +117,10 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
             uint64_t flags = fz_u8(&in);
             if (flags & 0x80)
                 flags = fz_u64(&in);
-            if (dax_setup_check(w, moffset, len, foffset, flags) == 0) {
+            if (fake_check(w, moffset, len, foffset, flags) == 0) {
                 FZ_REQUIRE(len > 0 && moffset < slots * DAX_RANGE_SIZE &&
                            len <= slots * DAX_RANGE_SIZE - moffset);
-                (void)dax_setupmapping(w, key, foffset, len, moffset, flags);
+                (void)fake_setup(&fe, w, key, foffset, len, moffset, flags);
             }
             break;
         }
@@ -148,8 +148,8 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
             uint64_t moffset = (uint64_t)(fz_u8(&in) % slots) * DAX_RANGE_SIZE;
             uint64_t flags = FUSE_SETUPMAPPING_FLAG_READ |
                              (fz_u8(&in) & 1 ? FUSE_SETUPMAPPING_FLAG_WRITE : 0);
-            FZ_REQUIRE(dax_setup_check(w, moffset, DAX_RANGE_SIZE, foffset, flags) == 0);
-            (void)dax_setupmapping(w, key, foffset, DAX_RANGE_SIZE, moffset, flags);
+            FZ_REQUIRE(fake_check(w, moffset, DAX_RANGE_SIZE, foffset, flags) == 0);
+            (void)fake_setup(&fe, w, key, foffset, DAX_RANGE_SIZE, moffset, flags);
             break;
         }
         case 5:

@@ -170,12 +170,9 @@ static void fz_check_confined(struct pt_fs *fs)
 {
     struct pt_itab *t = &fs->itab;
     pthread_mutex_lock(&t->lock);
-    for (uint32_t idx = 1; idx < t->next_fresh; idx++) {
-        struct pt_inode *chunk = t->chunks[idx >> PT_CHUNK_SHIFT];
-        if (!chunk)
-            continue;
-        const struct pt_inode *i = &chunk[idx & (PT_CHUNK_SIZE - 1)];
-        if (i->live && i->dev != fz_share_dev) {
+    for (uint32_t idx = 1; idx < t->slots.next_fresh; idx++) {
+        const struct pt_inode *i = pt_slots_at(&t->slots, idx);
+        if (i && i->live && i->dev != fz_share_dev) {
             fprintf(stderr, "fuzz_pt: inode %u (ino %llu) is outside the share\n", idx,
                     (unsigned long long)i->ino);
             abort();

@@ -1,9 +1,13 @@
 /* SPDX-License-Identifier: GPL-2.0-or-later */
+#include <dirent.h>
 #include <errno.h>
+#include <fcntl.h>
 #include <inttypes.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/mman.h>
+#include <sys/stat.h>
 #include <unistd.h>
 
 #include "dax_i.h"
@@ -18,9 +22,23 @@ uint64_t fake_rand(uint64_t *s)
     return *s * UINT64_C(2685821657736338717);
 }
 
+static unsigned count_fds(void)
+{
+    unsigned n = 0;
+    DIR *d = opendir("/proc/self/fd");
+
+    if (!d)
+        abort();
+    while (readdir(d))
+        n++;
+    closedir(d);
+    return n;
+}
+
 void fake_init(struct fake_fe *fe, uint64_t size, uint64_t page)
 {
     memset(fe, 0, sizeof(*fe));
+    fe->fds_at_init = count_fds();
     pthread_mutex_init(&fe->lock, NULL);
     fe->size = size;
     fe->page = page;
@@ -33,6 +51,8 @@ void fake_init(struct fake_fe *fe, uint64_t size, uint64_t page)
 
 void fake_fini(struct fake_fe *fe)
 {
+    for (unsigned i = 0; i < fe->nfiles; i++)
+        close(fe->files[i].fd);
     free(fe->owner);
     free(fe->inflight);
     free(fe->maps);
@@ -100,15 +120,118 @@ static bool nap(struct fake_fe *fe)
     return fe->gen == gen;
 }
 
-static int fake_map_cb(void *ctx, uint64_t key, uint64_t foffset, uint64_t moffset, uint64_t len,
+/* Lock held. The file the fake made for key, made now if need be. */
+static struct fake_file *file_of_key_locked(struct fake_fe *fe, uint64_t key)
+{
+    struct stat st;
+
+    for (unsigned i = 0; i < fe->nfiles; i++)
+        if (fe->files[i].key == key)
+            return &fe->files[i];
+    if (fe->nfiles == FAKE_FILES)
+        return NULL;
+    int fd = memfd_create("fake-dax-file", MFD_CLOEXEC);
+    if (fd < 0 || fstat(fd, &st) < 0) {
+        if (fd >= 0)
+            close(fd);
+        return NULL;
+    }
+    fe->files[fe->nfiles] = (struct fake_file){ key, fd, st.st_ino };
+    return &fe->files[fe->nfiles++];
+}
+
+/* Lock held. Which file an fd is, or NULL (not one the fake handed out). */
+static struct fake_file *file_of_fd_locked(struct fake_fe *fe, int fd)
+{
+    struct stat st;
+
+    if (fstat(fd, &st) < 0)
+        return NULL;
+    for (unsigned i = 0; i < fe->nfiles; i++)
+        if (fe->files[i].ino == st.st_ino)
+            return &fe->files[i];
+    return NULL;
+}
+
+int fake_fd(struct fake_fe *fe, uint64_t key)
+{
+    pthread_mutex_lock(&fe->lock);
+    struct fake_file *f = file_of_key_locked(fe, key);
+    int fd = f ? f->fd : -EMFILE;
+    pthread_mutex_unlock(&fe->lock);
+    return fd;
+}
+
+int fake_leaked_fds(struct fake_fe *fe)
+{
+    return (int)count_fds() - (int)fe->fds_at_init - (int)fe->nfiles;
+}
+
+int fake_setup(struct fake_fe *fe, struct dax_window *w, uint64_t key, uint64_t foffset,
+               uint64_t len, uint64_t moffset, uint64_t flags)
+{
+    struct fuse_setupmapping_in in = {
+        .fh = UINT64_MAX, .foffset = foffset, .len = len, .flags = flags, .moffset = moffset,
+    };
+    struct dax_setup req;
+    int r = dax_setup_check(w, &in, &req);
+    int fd;
+
+    if (r < 0)
+        return r;
+    fd = fake_fd(fe, key);
+    return fd < 0 ? fd : dax_setupmapping(w, key, fd, &req);
+}
+
+int fake_check(const struct dax_window *w, uint64_t moffset, uint64_t len, uint64_t foffset,
+               uint64_t flags)
+{
+    struct fuse_setupmapping_in in = {
+        .fh = UINT64_MAX, .foffset = foffset, .len = len, .flags = flags, .moffset = moffset,
+    };
+    struct dax_setup req;
+
+    return dax_setup_check(w, &in, &req);
+}
+
+static int fake_open_cb(void *ctx, uint64_t key, bool writable)
+{
+    struct fake_fe *fe = ctx;
+    struct fake_file *f;
+    int fd = -EMFILE;
+
+    pthread_mutex_lock(&fe->lock);
+    fe->open_calls++;
+    if (fe->open_fail > 0) {
+        fe->open_fail--;
+        fd = -EIO;
+    } else if ((f = file_of_key_locked(fe, key))) {
+        fd = fcntl(f->fd, F_DUPFD_CLOEXEC, 0);
+        if (fd < 0)
+            fd = -errno;
+    }
+    pthread_mutex_unlock(&fe->lock);
+    return fd;
+}
+
+static int fake_map_cb(void *ctx, int fd, uint64_t foffset, uint64_t moffset, uint64_t len,
                        bool writable)
 {
     struct fake_fe *fe = ctx;
+    struct fake_file *file;
+    uint64_t key;
     size_t idx;
     int r = 0;
 
     pthread_mutex_lock(&fe->lock);
     fe->map_calls++;
+    file = file_of_fd_locked(fe, fd);
+    if (!file) {
+        violation(fe, "map of an fd that names no file", moffset, len);
+        pthread_mutex_unlock(&fe->lock);
+        return -EBADF;
+    }
+    key = file->key;
     if (len == 0 || moffset % fe->page || len % fe->page || foffset % fe->page ||
         moffset >= fe->size || len > fe->size - moffset) {
         violation(fe, "map out of bounds or misaligned", moffset, len);
@@ -231,9 +354,10 @@ static int fake_unmap_batch_cb(void *ctx, const struct fuse_removemapping_one *e
     return r;
 }
 
-const struct dax_ops fake_ops = { .map = fake_map_cb, .unmap = fake_unmap_cb };
+const struct dax_ops fake_ops = { .map = fake_map_cb, .unmap = fake_unmap_cb, .open = fake_open_cb };
 const struct dax_ops fake_ops_batch = {
     .map = fake_map_cb, .unmap = fake_unmap_cb, .unmap_batch = fake_unmap_batch_cb,
+    .open = fake_open_cb,
 };
 
 const struct fake_map *fake_at(const struct fake_fe *fe, uint64_t moffset)

@@ -53,8 +53,8 @@ static void refuse_setup(struct fx *f, uint64_t moffset, uint64_t len, uint64_t 
 {
     unsigned calls = f->fe.map_calls + f->fe.unmap_calls;
 
-    assert_int_equal(dax_setup_check(f->w, moffset, len, foffset, flags), err);
-    assert_int_equal(dax_setupmapping(f->w, 1, foffset, len, moffset, flags), err);
+    assert_int_equal(fake_check(f->w, moffset, len, foffset, flags), err);
+    assert_int_equal(fake_setup(&f->fe, f->w, 1, foffset, len, moffset, flags), err);
     assert_int_equal(f->fe.map_calls + f->fe.unmap_calls, calls);
 }
 
@@ -69,8 +69,8 @@ static void test_setup_bounds(void **state)
     refuse_setup(f, 0, 0, 0, RD, -EINVAL);                     /* empty */
     refuse_setup(f, 0, WIN + 4096, 0, RD, -EINVAL);
     /* the exact window is fine */
-    assert_int_equal(dax_setup_check(f->w, 0, WIN, 0, RD), 0);
-    assert_int_equal(dax_setup_check(f->w, WIN - 4096, 4096, 0, RD), 0);
+    assert_int_equal(fake_check(f->w, 0, WIN, 0, RD), 0);
+    assert_int_equal(fake_check(f->w, WIN - 4096, 4096, 0, RD), 0);
 }
 
 static void test_setup_alignment(void **state)
@@ -84,7 +84,7 @@ static void test_setup_alignment(void **state)
     refuse_setup(f, 0, 2 * MiB, 512, RD, -EINVAL);
     refuse_setup(f, 0, 2 * MiB, 4095, RD, -EINVAL);
     /* page alignment is enough (map_alignment = 12) */
-    assert_int_equal(dax_setup_check(f->w, 4096, 8192, 12288, RD), 0);
+    assert_int_equal(fake_check(f->w, 4096, 8192, 12288, RD), 0);
 }
 
 static void test_setup_file_overflow(void **state)
@@ -94,7 +94,7 @@ static void test_setup_file_overflow(void **state)
     refuse_setup(f, 0, 2 * MiB, UINT64_MAX & ~4095ull, RD, -EOVERFLOW);
     refuse_setup(f, 0, 2 * MiB, (uint64_t)INT64_MAX + 1, RD, -EOVERFLOW);
     refuse_setup(f, 0, 2 * MiB, ((uint64_t)INT64_MAX & ~4095ull) - 4096, RD, -EOVERFLOW);
-    assert_int_equal(dax_setup_check(f->w, 0, 4096, ((uint64_t)INT64_MAX & ~4095ull) - 4096, RD),
+    assert_int_equal(fake_check(f->w, 0, 4096, ((uint64_t)INT64_MAX & ~4095ull) - 4096, RD),
                      0);
 }
 
@@ -105,9 +105,9 @@ static void test_setup_flags(void **state)
     refuse_setup(f, 0, 2 * MiB, 0, 1u << 2, -EINVAL);
     refuse_setup(f, 0, 2 * MiB, 0, RW | (1ull << 63), -EINVAL);
     refuse_setup(f, 0, 2 * MiB, 0, UINT64_MAX, -EINVAL);
-    assert_int_equal(dax_setup_check(f->w, 0, 2 * MiB, 0, 0), 0);
-    assert_int_equal(dax_setup_check(f->w, 0, 2 * MiB, 0, FUSE_SETUPMAPPING_FLAG_WRITE), 0);
-    assert_int_equal(dax_setup_check(f->w, 0, 2 * MiB, 0, RW), 0);
+    assert_int_equal(fake_check(f->w, 0, 2 * MiB, 0, 0), 0);
+    assert_int_equal(fake_check(f->w, 0, 2 * MiB, 0, FUSE_SETUPMAPPING_FLAG_WRITE), 0);
+    assert_int_equal(fake_check(f->w, 0, 2 * MiB, 0, RW), 0);
 }
 
 static void refuse_remove(struct fx *f, const struct fuse_removemapping_one *e, unsigned n, int err)
@@ -127,7 +127,7 @@ static void test_remove_hostile(void **state)
 
     assert_non_null(e);
     /* a mapping that must survive every refused request */
-    assert_int_equal(dax_setupmapping(f->w, 1, 0, 2 * MiB, 0, RD), 0);
+    assert_int_equal(fake_setup(&f->fe, f->w, 1, 0, 2 * MiB, 0, RD), 0);
     for (unsigned i = 0; i <= DAX_REMOVE_MAX_ENTRIES; i++)
         e[i] = (struct fuse_removemapping_one){ 0, 2 * MiB };
     refuse_remove(f, e, DAX_REMOVE_MAX_ENTRIES + 1, -EINVAL);
@@ -191,8 +191,8 @@ static void test_random_garbage(void **state)
             uint64_t mo = hostile(&rng), len = hostile(&rng), fo = hostile(&rng);
             uint64_t flags = fake_rand(&rng) % 8 ? fake_rand(&rng) % 4 : fake_rand(&rng);
 
-            c = dax_setup_check(f->w, mo, len, fo, flags);
-            r = dax_setupmapping(f->w, fake_rand(&rng) % 5, fo, len, mo, flags);
+            c = fake_check(f->w, mo, len, fo, flags);
+            r = fake_setup(&f->fe, f->w, fake_rand(&rng) % 5, fo, len, mo, flags);
         } else {
             unsigned n = (unsigned)(fake_rand(&rng) % 8 ? fake_rand(&rng) % 4
                                                         : fake_rand(&rng) % 300);

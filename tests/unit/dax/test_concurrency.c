@@ -92,7 +92,7 @@ static void *work(void *arg)
             uint64_t flags = FUSE_SETUPMAPPING_FLAG_READ |
                              (rnd(k, 2) ? FUSE_SETUPMAPPING_FLAG_WRITE : 0);
 
-            rc_ok(k, dax_setupmapping(sh->w, key, rnd(k, 16) * GRAN, len, mo, flags));
+            rc_ok(k, fake_setup(&sh->fe, sh->w, key, rnd(k, 16) * GRAN, len, mo, flags));
         } else if (x < 70) {
             struct fuse_removemapping_one e[2] = { { mo, len },
                                                    { rnd(k, NSLOTS) * DAX_RANGE_SIZE,
@@ -104,7 +104,7 @@ static void *work(void *arg)
             uint64_t flags = FUSE_SETUPMAPPING_FLAG_READ |
                              (rnd(k, 2) ? FUSE_SETUPMAPPING_FLAG_WRITE : 0);
 
-            rc_ok(k, dax_setupmapping(sh->w, key, rnd(k, 32) * DAX_RANGE_SIZE, DAX_RANGE_SIZE,
+            rc_ok(k, fake_setup(&sh->fe, sh->w, key, rnd(k, 32) * DAX_RANGE_SIZE, DAX_RANGE_SIZE,
                                       rnd(k, NSLOTS) * DAX_RANGE_SIZE, flags));
         } else if (x < 96) {
             rc_ok(k, dax_remove_inode(sh->w, key));

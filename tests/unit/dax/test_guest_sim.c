@@ -166,7 +166,7 @@ static void guest_access(struct guest *g, int f, uint64_t off, bool write)
         g->map[f][ridx] = r;
         busy_append(g, (unsigned)r);
     }
-    assert_int_equal(dax_setupmapping(g->w, (uint64_t)f + 1, ridx * DAX_RANGE_SIZE,
+    assert_int_equal(fake_setup(&g->fe, g->w, (uint64_t)f + 1, ridx * DAX_RANGE_SIZE,
                                       DAX_RANGE_SIZE, (uint64_t)r * DAX_RANGE_SIZE, flags), 0);
     g->writable[r] = write;
     g->misses++;

@@ -171,7 +171,7 @@ static void op_setup(struct model *m, bool exact)
     for (uint64_t p = mo / PAGE; p < (mo + len) / PAGE; p++)
         m->pg[p] = (struct mpage){ true, (flags & FUSE_SETUPMAPPING_FLAG_WRITE) != 0, key,
                                    foff + (p * PAGE - mo) };
-    r = dax_setupmapping(m->w, key, foff, len, mo, flags);
+    r = fake_setup(&m->fe, m->w, key, foff, len, mo, flags);
     if (r == 0) {
         m->ok++;
         check_exact(m);
@@ -293,7 +293,7 @@ static void test_model_faults(void **state)
 
         random_range(&m, &mo, &len);
         if (rnd(&m, 2)) {
-            r = dax_setupmapping(m.w, 1 + rnd(&m, 3), rnd(&m, 32) * m.gran, len, mo,
+            r = fake_setup(&m.fe, m.w, 1 + rnd(&m, 3), rnd(&m, 32) * m.gran, len, mo,
                                  FUSE_SETUPMAPPING_FLAG_READ |
                                      (rnd(&m, 2) ? FUSE_SETUPMAPPING_FLAG_WRITE : 0));
         } else {

@@ -270,7 +270,7 @@ static void cycle(struct fx *f, uint64_t key, uint64_t r)
 {
     struct fuse_removemapping_one e = { 0, DAX_RANGE_SIZE };
 
-    assert_int_equal(dax_setupmapping(f->w, key, r * DAX_RANGE_SIZE, DAX_RANGE_SIZE, 0, RD), 0);
+    assert_int_equal(fake_setup(&f->fe, f->w, key, r * DAX_RANGE_SIZE, DAX_RANGE_SIZE, 0, RD), 0);
     assert_int_equal(dax_removemapping(f->w, &e, 1), 0);
 }
 

@@ -47,12 +47,12 @@ static void traffic(struct fx *f)
 {
     struct fuse_removemapping_one e = { 0, 2 * MiB };
 
-    assert_int_equal(dax_setupmapping(f->w, 10, 0, 2 * MiB, 0, RD), 0);
-    assert_int_equal(dax_setupmapping(f->w, 10, 0, 2 * MiB, 0, RW), 0);   /* upgrade */
-    assert_int_equal(dax_setupmapping(f->w, 10, 0, 2 * MiB, 0, RD), 0);   /* noop */
+    assert_int_equal(fake_setup(&f->fe, f->w, 10, 0, 2 * MiB, 0, RD), 0);
+    assert_int_equal(fake_setup(&f->fe, f->w, 10, 0, 2 * MiB, 0, RW), 0);   /* upgrade */
+    assert_int_equal(fake_setup(&f->fe, f->w, 10, 0, 2 * MiB, 0, RD), 0);   /* noop */
     assert_int_equal(dax_removemapping(f->w, &e, 1), 0);
-    assert_int_equal(dax_setupmapping(f->w, 10, 0, 2 * MiB, 2 * MiB, RD), 0); /* ghost */
-    assert_int_equal(dax_setupmapping(f->w, 11, 4 * MiB, 4 * MiB, 4 * MiB, RW), 0);
+    assert_int_equal(fake_setup(&f->fe, f->w, 10, 0, 2 * MiB, 2 * MiB, RD), 0); /* ghost */
+    assert_int_equal(fake_setup(&f->fe, f->w, 11, 4 * MiB, 4 * MiB, 4 * MiB, RW), 0);
     assert_true(dax_policy_attr_dax(f->w, 11, 4 * MiB, true));
 }
 

@@ -30,6 +30,7 @@ struct tctx {
     int fail_map, fail_unmap; /* fail the next N calls */
     int unmaps_before_fail;   /* let this many unmaps through before fail_unmap applies */
     bool reset_in_call;
+    bool forget_in_open;      /* ops->open frees the file first, as the daemon may */
 };
 
 static void note(struct tctx *t, char op)
@@ -41,7 +42,7 @@ static void note(struct tctx *t, char op)
     }
 }
 
-static int t_map(void *c, uint64_t key, uint64_t foffset, uint64_t moffset, uint64_t len,
+static int t_map(void *c, int fd, uint64_t foffset, uint64_t moffset, uint64_t len,
                  bool writable)
 {
     struct tctx *t = c;
@@ -55,7 +56,7 @@ static int t_map(void *c, uint64_t key, uint64_t foffset, uint64_t moffset, uint
         t->fail_map--;
         return -EIO;
     }
-    return fake_ops.map(&t->fe, key, foffset, moffset, len, writable);
+    return fake_ops.map(&t->fe, fd, foffset, moffset, len, writable);
 }
 
 static int t_unmap(void *c, uint64_t moffset, uint64_t len)
@@ -74,7 +75,22 @@ static int t_unmap(void *c, uint64_t moffset, uint64_t len)
     return fake_ops.unmap(&t->fe, moffset, len);
 }
 
-static const struct dax_ops t_ops = { .map = t_map, .unmap = t_unmap };
+static int t_open(void *c, uint64_t key, bool writable)
+{
+    struct tctx *t = c;
+
+    note(t, 'o');
+    if (t->forget_in_open) {
+        /* The daemon's open dropped the last reference to the inode: its
+         * mappings go, through the same window, from inside this call. */
+        t->forget_in_open = false;
+        assert_int_equal(dax_remove_inode(t->w, key), 0);
+        assert_int_equal(dax_inode_forget(t->w, key), 0);
+    }
+    return fake_ops.open(&t->fe, key, writable);
+}
+
+static const struct dax_ops t_ops = { .map = t_map, .unmap = t_unmap, .open = t_open };
 
 static struct tctx *tnew(uint64_t size, unsigned ghost_cap)
 {
@@ -92,6 +108,7 @@ static void tcheck(struct tctx *t)
 {
     if (t->fe.violations)
         fail_msg("frontend rule broken: %s", t->fe.last_violation);
+    assert_int_equal(fake_leaked_fds(&t->fe), 0);
     assert_int_equal(fake_matches_table(&t->fe, t->w), 0);
     for (uint32_t s = 0; s < t->w->nslots; s++) {
         assert_false(dax_slot_busy(&t->w->slots[s]));
@@ -127,7 +144,7 @@ static void test_states_setup_remove(void **state)
     t->watch = 1;
     assert_int_equal(t->w->slots[1].state, DAX_SLOT_FREE);
     /* FREE -> MAPPING (map called) -> MAPPED */
-    assert_int_equal(dax_setupmapping(t->w, 7, 0, 2 * MiB, 2 * MiB, RD), 0);
+    assert_int_equal(fake_setup(&t->fe, t->w, 7, 0, 2 * MiB, 2 * MiB, RD), 0);
     assert_string_equal(t->log, "m1");
     assert_int_equal(t->w->slots[1].state, DAX_SLOT_MAPPED);
     tcheck(t);
@@ -153,12 +170,12 @@ static void test_states_failure_paths(void **state)
 
     /* MAPPING -> FREE when the map fails on a free slot */
     t->fail_map = 1;
-    assert_int_equal(dax_setupmapping(t->w, 1, 0, 2 * MiB, 0, RD), -EIO);
+    assert_int_equal(fake_setup(&t->fe, t->w, 1, 0, 2 * MiB, 0, RD), -EIO);
     assert_int_equal(t->w->slots[0].state, DAX_SLOT_FREE);
     assert_int_equal(fake_count(&t->fe), 0);
     tcheck(t);
     /* UNMAPPING -> MAPPED when the unmap fails: the mapping is still there */
-    assert_int_equal(dax_setupmapping(t->w, 1, 0, 2 * MiB, 0, RD), 0);
+    assert_int_equal(fake_setup(&t->fe, t->w, 1, 0, 2 * MiB, 0, RD), 0);
     t->fail_unmap = 1;
     assert_int_equal(dax_removemapping(t->w, &e, 1), -EIO);
     assert_int_equal(t->w->slots[0].state, DAX_SLOT_MAPPED);
@@ -166,12 +183,12 @@ static void test_states_failure_paths(void **state)
     tcheck(t);
     /* MAPPED -> MAPPING -> MAPPED: an upgrade whose unmap fails keeps read-only */
     t->fail_unmap = 1;
-    assert_int_equal(dax_setupmapping(t->w, 1, 0, 2 * MiB, 0, RW), -EIO);
+    assert_int_equal(fake_setup(&t->fe, t->w, 1, 0, 2 * MiB, 0, RW), -EIO);
     assert_false(fake_at(&t->fe, 0)->writable);
     tcheck(t);
     /* an upgrade whose map fails after the unmap: MAPPING -> FREE, nothing mapped */
     t->fail_map = 1;
-    assert_int_equal(dax_setupmapping(t->w, 1, 0, 2 * MiB, 0, RW), -EIO);
+    assert_int_equal(fake_setup(&t->fe, t->w, 1, 0, 2 * MiB, 0, RW), -EIO);
     assert_int_equal(t->w->slots[0].state, DAX_SLOT_FREE);
     assert_int_equal(fake_count(&t->fe), 0);
     dax_window_get_stats(t->w, &st);
@@ -187,22 +204,22 @@ static void test_noop_and_upgrade(void **state)
     struct dax_inode_stats is;
 
     t->watch = 3;
-    assert_int_equal(dax_setupmapping(t->w, 5, 4 * MiB, 2 * MiB, 6 * MiB, RD), 0);
+    assert_int_equal(fake_setup(&t->fe, t->w, 5, 4 * MiB, 2 * MiB, 6 * MiB, RD), 0);
     log_clear(t);
     /* identical: no frontend call */
-    assert_int_equal(dax_setupmapping(t->w, 5, 4 * MiB, 2 * MiB, 6 * MiB, RD), 0);
+    assert_int_equal(fake_setup(&t->fe, t->w, 5, 4 * MiB, 2 * MiB, 6 * MiB, RD), 0);
     assert_string_equal(t->log, "");
     /* read -> write at the same moffset: unmap then map, both while MAPPING */
-    assert_int_equal(dax_setupmapping(t->w, 5, 4 * MiB, 2 * MiB, 6 * MiB, RW), 0);
+    assert_int_equal(fake_setup(&t->fe, t->w, 5, 4 * MiB, 2 * MiB, 6 * MiB, RW), 0);
     assert_string_equal(t->log, "u1m1");
     assert_true(fake_at(&t->fe, 6 * MiB)->writable);
     /* read over a writable identical mapping: no-op, stays writable */
     log_clear(t);
-    assert_int_equal(dax_setupmapping(t->w, 5, 4 * MiB, 2 * MiB, 6 * MiB, RD), 0);
+    assert_int_equal(fake_setup(&t->fe, t->w, 5, 4 * MiB, 2 * MiB, 6 * MiB, RD), 0);
     assert_string_equal(t->log, "");
     assert_true(fake_at(&t->fe, 6 * MiB)->writable);
     /* flags 0 is a read-only request: also a no-op */
-    assert_int_equal(dax_setupmapping(t->w, 5, 4 * MiB, 2 * MiB, 6 * MiB, 0), 0);
+    assert_int_equal(fake_setup(&t->fe, t->w, 5, 4 * MiB, 2 * MiB, 6 * MiB, 0), 0);
     assert_string_equal(t->log, "");
     dax_window_get_stats(t->w, &st);
     assert_int_equal(st.maps, 1);
@@ -222,16 +239,16 @@ static void test_replace_other_file(void **state)
     struct tctx *t = tnew(8 * DAX_RANGE_SIZE, 0);
     struct dax_window_stats st;
 
-    assert_int_equal(dax_setupmapping(t->w, 1, 0, 2 * MiB, 0, RW), 0);
+    assert_int_equal(fake_setup(&t->fe, t->w, 1, 0, 2 * MiB, 0, RW), 0);
     /* same moffset, another file: the old mapping goes first */
-    assert_int_equal(dax_setupmapping(t->w, 2, 8 * MiB, 2 * MiB, 0, RD), 0);
+    assert_int_equal(fake_setup(&t->fe, t->w, 2, 8 * MiB, 2 * MiB, 0, RD), 0);
     assert_int_equal(fake_at(&t->fe, 0)->key, 2);
     assert_int_equal(fake_at(&t->fe, 0)->foffset, 8 * MiB);
     /* same file, other offset */
-    assert_int_equal(dax_setupmapping(t->w, 2, 10 * MiB, 2 * MiB, 0, RD), 0);
+    assert_int_equal(fake_setup(&t->fe, t->w, 2, 10 * MiB, 2 * MiB, 0, RD), 0);
     assert_int_equal(fake_at(&t->fe, 0)->foffset, 10 * MiB);
     /* file 1's range 0 comes back: it was replaced, so a ghost hit */
-    assert_int_equal(dax_setupmapping(t->w, 1, 0, 2 * MiB, 2 * MiB, RD), 0);
+    assert_int_equal(fake_setup(&t->fe, t->w, 1, 0, 2 * MiB, 2 * MiB, RD), 0);
     dax_window_get_stats(t->w, &st);
     assert_int_equal(st.maps, 4);
     assert_int_equal(st.unmaps, 2);
@@ -249,11 +266,14 @@ static void test_split_middle_prefix_suffix(void **state)
     struct dax_window_stats st;
 
     t->watch = 0;
-    assert_int_equal(dax_setupmapping(t->w, 9, 20 * MiB, 2 * MiB, 0, RW), 0);
+    assert_int_equal(fake_setup(&t->fe, t->w, 9, 20 * MiB, 2 * MiB, 0, RW), 0);
     log_clear(t);
     assert_int_equal(dax_removemapping(t->w, &mid, 1), 0);
-    /* the whole mapping goes, then both survivors come back, all while UNMAPPING */
-    assert_string_equal(t->log, "u3m3m3");
+    /* the survivors' file is opened once while the slot is idle (MAPPED): no slot
+     * owned; then the whole mapping goes and both survivors come back, all while
+     * UNMAPPING */
+    assert_string_equal(t->log, "o2u3m3m3");
+    assert_int_equal(t->fe.open_calls, 1);
     m = fake_at(&t->fe, 0);
     assert_int_equal(m->moffset, 0);
     assert_int_equal(m->len, 512 * KiB);
@@ -284,14 +304,77 @@ static void test_split_middle_prefix_suffix(void **state)
     tfree(t);
 }
 
+/* A survivor whose file does not open again is lost on both sides, counted. */
+static void test_split_open_fails(void **state)
+{
+    struct tctx *t = tnew(8 * DAX_RANGE_SIZE, 0);
+    struct fuse_removemapping_one mid = { 512 * KiB, 512 * KiB };
+    struct dax_window_stats st;
+
+    assert_int_equal(fake_setup(&t->fe, t->w, 9, 0, 2 * MiB, 0, RD), 0);
+    t->fe.open_fail = 1;
+    assert_int_equal(dax_removemapping(t->w, &mid, 1), 0);
+    assert_int_equal(fake_count(&t->fe), 0);
+    assert_int_equal(t->w->slots[0].state, DAX_SLOT_FREE);
+    dax_window_get_stats(t->w, &st);
+    assert_int_equal(st.map_errors, 2);
+    assert_int_equal(st.remaps, 0);
+    tfree(t);
+}
+
+/*
+ * The open of a survivor's file may free that file in the daemon, which unmaps
+ * its mappings through the window from inside the call: the window opens with
+ * no slot owned (no deadlock) and plans again (nothing is left to split).
+ */
+static void test_split_open_reenters(void **state)
+{
+    struct tctx *t = tnew(8 * DAX_RANGE_SIZE, 0);
+    struct fuse_removemapping_one mid = { 512 * KiB, 512 * KiB };
+
+    t->watch = 0;
+    assert_int_equal(fake_setup(&t->fe, t->w, 9, 0, 2 * MiB, 0, RD), 0);
+    assert_int_equal(fake_setup(&t->fe, t->w, 8, 0, 2 * MiB, 2 * MiB, RD), 0);
+    log_clear(t);
+    t->forget_in_open = true;
+    assert_int_equal(dax_removemapping(t->w, &mid, 1), 0);
+    /* open (slot idle), the whole mapping unmapped from inside it, no more */
+    assert_string_equal(t->log, "o2u3");
+    assert_int_equal(fake_count(&t->fe), 1);
+    assert_int_equal(fake_at(&t->fe, 2 * MiB)->key, 8);
+    assert_int_equal(t->w->slots[0].state, DAX_SLOT_FREE);
+    tfree(t);
+}
+
+/* Survivors of several files, read-only and writable: one open per file and access. */
+static void test_split_opens_per_file(void **state)
+{
+    struct tctx *t = tnew(8 * DAX_RANGE_SIZE, 0);
+    struct fuse_removemapping_one e = { 512 * KiB, 1 * MiB };
+    const struct fake_map *m;
+
+    assert_int_equal(fake_setup(&t->fe, t->w, 1, 0, 1 * MiB, 0, RW), 0);
+    assert_int_equal(fake_setup(&t->fe, t->w, 2, 0, 1 * MiB, 1 * MiB, RD), 0);
+    assert_int_equal(dax_removemapping(t->w, &e, 1), 0);
+    assert_int_equal(t->fe.open_calls, 2);
+    m = fake_at(&t->fe, 0);
+    assert_int_equal(m->key, 1);
+    assert_true(m->writable);
+    m = fake_at(&t->fe, 1536 * KiB);
+    assert_int_equal(m->key, 2);
+    assert_false(m->writable);
+    assert_int_equal(fake_count(&t->fe), 2);
+    tfree(t); /* no fd the window opened is left open */
+}
+
 static void test_split_second_unmap_fails(void **state)
 {
     struct tctx *t = tnew(8 * DAX_RANGE_SIZE, 0);
     struct fuse_removemapping_one e = { 512 * KiB, 1 * MiB };
     const struct fake_map *m;
 
-    assert_int_equal(dax_setupmapping(t->w, 1, 0, 1 * MiB, 0, RD), 0);
-    assert_int_equal(dax_setupmapping(t->w, 2, 0, 1 * MiB, 1 * MiB, RD), 0);
+    assert_int_equal(fake_setup(&t->fe, t->w, 1, 0, 1 * MiB, 0, RD), 0);
+    assert_int_equal(fake_setup(&t->fe, t->w, 2, 0, 1 * MiB, 1 * MiB, RD), 0);
     /* both extents are cut; the first unmap works, the second fails */
     t->unmaps_before_fail = 1;
     t->fail_unmap = 1;
@@ -314,8 +397,8 @@ static void test_partial_overlap_setup(void **state)
     struct tctx *t = tnew(8 * DAX_RANGE_SIZE, 0);
     const struct fake_map *m;
 
-    assert_int_equal(dax_setupmapping(t->w, 1, 0, 2 * MiB, 0, RD), 0);
-    assert_int_equal(dax_setupmapping(t->w, 2, 64 * MiB, 512 * KiB, 1 * MiB, RW), 0);
+    assert_int_equal(fake_setup(&t->fe, t->w, 1, 0, 2 * MiB, 0, RD), 0);
+    assert_int_equal(fake_setup(&t->fe, t->w, 2, 64 * MiB, 512 * KiB, 1 * MiB, RW), 0);
     m = fake_at(&t->fe, 0);
     assert_int_equal(m->key, 1);
     assert_int_equal(m->len, 1 * MiB);
@@ -327,7 +410,7 @@ static void test_partial_overlap_setup(void **state)
     assert_int_equal(m->foffset, 1536 * KiB);
     assert_int_equal(fake_count(&t->fe), 3);
     /* a sub-range exactly equal to an existing extent is a no-op */
-    assert_int_equal(dax_setupmapping(t->w, 2, 64 * MiB, 512 * KiB, 1 * MiB, RD), 0);
+    assert_int_equal(fake_setup(&t->fe, t->w, 2, 64 * MiB, 512 * KiB, 1 * MiB, RD), 0);
     assert_int_equal(fake_count(&t->fe), 3);
     tfree(t);
 }
@@ -339,7 +422,7 @@ static void test_multi_slot(void **state)
     const struct fake_map *m;
 
     /* 6 MiB starting at 2 MiB: one mapping per slot, file offsets consecutive */
-    assert_int_equal(dax_setupmapping(t->w, 4, 100 * MiB, 6 * MiB, 2 * MiB, RD), 0);
+    assert_int_equal(fake_setup(&t->fe, t->w, 4, 100 * MiB, 6 * MiB, 2 * MiB, RD), 0);
     assert_int_equal(fake_count(&t->fe), 3);
     for (unsigned i = 0; i < 3; i++) {
         m = fake_at(&t->fe, (2 + 2 * i) * MiB);
@@ -356,7 +439,7 @@ static void test_multi_slot(void **state)
     assert_int_equal(m->foffset, 105 * MiB);
     assert_null(fake_at(&t->fe, 4 * MiB));
     /* a page-aligned range not on slot boundaries, crossing one */
-    assert_int_equal(dax_setupmapping(t->w, 5, 4096, 8192, 4 * MiB - 4096, RD), 0);
+    assert_int_equal(fake_setup(&t->fe, t->w, 5, 4096, 8192, 4 * MiB - 4096, RD), 0);
     assert_int_equal(fake_at(&t->fe, 4 * MiB - 4096)->len, 4096);
     assert_int_equal(fake_at(&t->fe, 4 * MiB)->foffset, 8192);
     tfree(t);
@@ -369,19 +452,19 @@ static void test_extent_limit(void **state)
     struct dax_window_stats st;
 
     for (unsigned i = 0; i < DAX_SLOT_MAX_EXTENTS; i++)
-        assert_int_equal(dax_setupmapping(t->w, 1, i * 64 * KiB, 64 * KiB, i * 128 * KiB, RD), 0);
+        assert_int_equal(fake_setup(&t->fe, t->w, 1, i * 64 * KiB, 64 * KiB, i * 128 * KiB, RD), 0);
     /* a fifth mapping in the slot: refused before any frontend call */
     log_clear(t);
-    assert_int_equal(dax_setupmapping(t->w, 1, 0, 4096, 1 * MiB, RD), -ENOSPC);
+    assert_int_equal(fake_setup(&t->fe, t->w, 1, 0, 4096, 1 * MiB, RD), -ENOSPC);
     /* splitting the first extent in three would need a fifth too */
     assert_int_equal(dax_removemapping(t->w, &mid, 1), -ENOSPC);
     assert_string_equal(t->log, "");
     assert_int_equal(fake_count(&t->fe), DAX_SLOT_MAX_EXTENTS);
     /* replacing two extents by one that covers both fits */
-    assert_int_equal(dax_setupmapping(t->w, 2, 0, 256 * KiB, 0, RD), 0);
+    assert_int_equal(fake_setup(&t->fe, t->w, 2, 0, 256 * KiB, 0, RD), 0);
     assert_int_equal(fake_count(&t->fe), DAX_SLOT_MAX_EXTENTS - 1);
     /* other slots are unaffected by the limit */
-    assert_int_equal(dax_setupmapping(t->w, 1, 0, 2 * MiB, 2 * MiB, RD), 0);
+    assert_int_equal(fake_setup(&t->fe, t->w, 1, 0, 2 * MiB, 2 * MiB, RD), 0);
     dax_window_get_stats(t->w, &st);
     assert_int_equal(st.extents, DAX_SLOT_MAX_EXTENTS);
     tfree(t);
@@ -392,10 +475,10 @@ static void test_bounds_partial_last_slot(void **state)
     struct tctx *t = tnew(5 * MiB, 0);
 
     assert_int_equal(t->w->nslots, 3);
-    assert_int_equal(dax_setupmapping(t->w, 1, 0, 1 * MiB, 4 * MiB, RD), 0);
-    assert_int_equal(dax_setupmapping(t->w, 1, 0, 2 * MiB, 4 * MiB, RD), -EINVAL);
-    assert_int_equal(dax_setupmapping(t->w, 1, 0, 4096, 5 * MiB, RD), -EINVAL);
-    assert_int_equal(dax_setupmapping(t->w, 1, 0, 4096, 5 * MiB - 4096, RD), 0);
+    assert_int_equal(fake_setup(&t->fe, t->w, 1, 0, 1 * MiB, 4 * MiB, RD), 0);
+    assert_int_equal(fake_setup(&t->fe, t->w, 1, 0, 2 * MiB, 4 * MiB, RD), -EINVAL);
+    assert_int_equal(fake_setup(&t->fe, t->w, 1, 0, 4096, 5 * MiB, RD), -EINVAL);
+    assert_int_equal(fake_setup(&t->fe, t->w, 1, 0, 4096, 5 * MiB - 4096, RD), 0);
     tfree(t);
 }
 
@@ -416,7 +499,7 @@ static void test_batch_removal_entries(void **state)
     struct fuse_removemapping_one e[DAX_REMOVE_MAX_ENTRIES];
 
     for (unsigned i = 0; i < 16; i++)
-        assert_int_equal(dax_setupmapping(t->w, i % 3, i * 2 * MiB, 2 * MiB, i * 2 * MiB, RD), 0);
+        assert_int_equal(fake_setup(&t->fe, t->w, i % 3, i * 2 * MiB, 2 * MiB, i * 2 * MiB, RD), 0);
     /* 256 entries: every slot, page by page at the start, then whole slots */
     for (unsigned i = 0; i < DAX_REMOVE_MAX_ENTRIES; i++)
         e[i] = (struct fuse_removemapping_one){ (i % 16) * 2 * MiB, 2 * MiB };
@@ -431,7 +514,7 @@ static void test_reset(void **state)
     struct dax_window_stats st;
 
     for (unsigned i = 0; i < 4; i++)
-        assert_int_equal(dax_setupmapping(t->w, 1, i * 2 * MiB, 2 * MiB, i * 2 * MiB, RD), 0);
+        assert_int_equal(fake_setup(&t->fe, t->w, 1, i * 2 * MiB, 2 * MiB, i * 2 * MiB, RD), 0);
     log_clear(t);
     dax_window_reset(t->w);
     assert_string_equal(t->log, ""); /* the frontend is not called */
@@ -445,7 +528,7 @@ static void test_reset(void **state)
     /* the frontend dropped its maps on reset too */
     fake_fini(&t->fe);
     fake_init(&t->fe, 8 * DAX_RANGE_SIZE, 4096);
-    assert_int_equal(dax_setupmapping(t->w, 1, 0, 2 * MiB, 0, RD), 0);
+    assert_int_equal(fake_setup(&t->fe, t->w, 1, 0, 2 * MiB, 0, RD), 0);
     tfree(t);
 }
 
@@ -456,20 +539,20 @@ static void test_reset_during_call(void **state)
 
     /* reset while the map of a new mapping is in flight */
     t->reset_in_call = true;
-    assert_int_equal(dax_setupmapping(t->w, 1, 0, 2 * MiB, 0, RD), -ECONNRESET);
+    assert_int_equal(fake_setup(&t->fe, t->w, 1, 0, 2 * MiB, 0, RD), -ECONNRESET);
     assert_int_equal(t->w->slots[0].state, DAX_SLOT_FREE);
     dax_window_get_stats(t->w, &st);
     assert_int_equal(st.extents, 0);
     fake_fini(&t->fe);
     fake_init(&t->fe, 8 * DAX_RANGE_SIZE, 4096);
     /* reset while a split's unmap is in flight: survivors are not re-mapped */
-    assert_int_equal(dax_setupmapping(t->w, 1, 0, 2 * MiB, 2 * MiB, RD), 0);
+    assert_int_equal(fake_setup(&t->fe, t->w, 1, 0, 2 * MiB, 2 * MiB, RD), 0);
     t->reset_in_call = true;
     t->watch = 1;
     log_clear(t);
     struct fuse_removemapping_one e = { 2 * MiB, 4096 };
     assert_int_equal(dax_removemapping(t->w, &e, 1), -ECONNRESET);
-    assert_string_equal(t->log, "u3");
+    assert_string_equal(t->log, "o2u3");
     assert_int_equal(t->w->slots[1].state, DAX_SLOT_FREE);
     dax_window_get_stats(t->w, &st);
     assert_int_equal(st.extents, 0);
@@ -484,11 +567,11 @@ static void test_remove_inode(void **state)
     struct dax_inode_stats is;
 
     /* files 1 and 2 interleaved, also inside one slot */
-    assert_int_equal(dax_setupmapping(t->w, 1, 0, 1 * MiB, 0, RD), 0);
-    assert_int_equal(dax_setupmapping(t->w, 2, 0, 1 * MiB, 1 * MiB, RD), 0);
-    assert_int_equal(dax_setupmapping(t->w, 1, 2 * MiB, 2 * MiB, 2 * MiB, RW), 0);
-    assert_int_equal(dax_setupmapping(t->w, 2, 2 * MiB, 2 * MiB, 4 * MiB, RW), 0);
-    assert_int_equal(dax_setupmapping(t->w, 1, 4 * MiB, 2 * MiB, 6 * MiB, RW), 0);
+    assert_int_equal(fake_setup(&t->fe, t->w, 1, 0, 1 * MiB, 0, RD), 0);
+    assert_int_equal(fake_setup(&t->fe, t->w, 2, 0, 1 * MiB, 1 * MiB, RD), 0);
+    assert_int_equal(fake_setup(&t->fe, t->w, 1, 2 * MiB, 2 * MiB, 2 * MiB, RW), 0);
+    assert_int_equal(fake_setup(&t->fe, t->w, 2, 2 * MiB, 2 * MiB, 4 * MiB, RW), 0);
+    assert_int_equal(fake_setup(&t->fe, t->w, 1, 4 * MiB, 2 * MiB, 6 * MiB, RW), 0);
     assert_int_equal(dax_inode_forget(t->w, 1), -EBUSY);
     assert_int_equal(dax_remove_inode(t->w, 1), 0);
     assert_int_equal(fake_count(&t->fe), 2);
@@ -512,23 +595,23 @@ static void test_ghost_bounded(void **state)
     struct dax_window_stats st;
 
     for (unsigned i = 0; i < 6; i++) {
-        assert_int_equal(dax_setupmapping(t->w, 1, i * 2 * MiB, 2 * MiB, 0, RD), 0);
+        assert_int_equal(fake_setup(&t->fe, t->w, 1, i * 2 * MiB, 2 * MiB, 0, RD), 0);
         assert_int_equal(dax_removemapping(t->w, &e, 1), 0);
     }
     dax_window_get_stats(t->w, &st);
     assert_int_equal(st.ghost_entries, 4);
     /* ranges 0 and 1 fell off; 2..5 are remembered */
-    assert_int_equal(dax_setupmapping(t->w, 1, 0, 2 * MiB, 0, RD), 0);
-    assert_int_equal(dax_setupmapping(t->w, 1, 2 * MiB, 2 * MiB, 2 * MiB, RD), 0);
+    assert_int_equal(fake_setup(&t->fe, t->w, 1, 0, 2 * MiB, 0, RD), 0);
+    assert_int_equal(fake_setup(&t->fe, t->w, 1, 2 * MiB, 2 * MiB, 2 * MiB, RD), 0);
     dax_window_get_stats(t->w, &st);
     assert_int_equal(st.ghost_hits, 0);
-    assert_int_equal(dax_setupmapping(t->w, 1, 10 * MiB, 2 * MiB, 4 * MiB, RD), 0);
-    assert_int_equal(dax_setupmapping(t->w, 1, 4 * MiB, 2 * MiB, 6 * MiB, RD), 0);
+    assert_int_equal(fake_setup(&t->fe, t->w, 1, 10 * MiB, 2 * MiB, 4 * MiB, RD), 0);
+    assert_int_equal(fake_setup(&t->fe, t->w, 1, 4 * MiB, 2 * MiB, 6 * MiB, RD), 0);
     dax_window_get_stats(t->w, &st);
     assert_int_equal(st.ghost_hits, 2);
     assert_int_equal(st.ghost_entries, 2);
     /* a different file at the same range index is not a hit */
-    assert_int_equal(dax_setupmapping(t->w, 2, 6 * MiB, 2 * MiB, 8 * MiB, RD), 0);
+    assert_int_equal(fake_setup(&t->fe, t->w, 2, 6 * MiB, 2 * MiB, 8 * MiB, RD), 0);
     dax_window_get_stats(t->w, &st);
     assert_int_equal(st.ghost_hits, 2);
     tfree(t);
@@ -565,8 +648,8 @@ static void test_window_new_rejects(void **state)
     cfg.page_size = 65536;
     assert_int_equal(dax_window_new(&cfg, &fake_ops, &fe, &w), 0);
     assert_int_equal(dax_window_map_alignment(w), 16);
-    assert_int_equal(dax_setup_check(w, 4096, 65536, 0, 0), -EINVAL);
-    assert_int_equal(dax_setup_check(w, 65536, 65536, 65536, 0), 0);
+    assert_int_equal(fake_check(w, 4096, 65536, 0, 0), -EINVAL);
+    assert_int_equal(fake_check(w, 65536, 65536, 65536, 0), 0);
     dax_window_free(w);
     fake_fini(&fe);
 }
@@ -579,6 +662,9 @@ int main(void)
         cmocka_unit_test(test_noop_and_upgrade),
         cmocka_unit_test(test_replace_other_file),
         cmocka_unit_test(test_split_middle_prefix_suffix),
+        cmocka_unit_test(test_split_open_fails),
+        cmocka_unit_test(test_split_open_reenters),
+        cmocka_unit_test(test_split_opens_per_file),
         cmocka_unit_test(test_split_second_unmap_fails),
         cmocka_unit_test(test_partial_overlap_setup),
         cmocka_unit_test(test_multi_slot),
