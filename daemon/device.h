@@ -121,6 +121,12 @@ struct vufsd_queue {
     uint64_t poll_sleeps;  /* times the thread slept on its kick fd */
     uint64_t poll_preempted; /* polls cut short: the thread lost its CPU */
     bool kick_watched;     /* kick_fd is in ep_fd */
+    /* Heads popped before a restart and not answered (parked SETLKWs): the
+     * thread runs them again before anything else (vdev_quiesce, vdev_state_load).
+     * Written by the message thread while the queue is IDLE. */
+    uint16_t *resume;
+    unsigned nresume;
+    bool was_running;      /* quiesced while RUNNING: vdev_resume starts it again */
 
     pthread_mutex_t lock;
     /* Protected by lock: the used side of ring (used_idx, signalled_*), and: */
@@ -156,6 +162,9 @@ struct vdev_config {
     int (*state_save)(struct vufsd_dev *dev, uint8_t **buf, size_t *len);
     int (*state_load)(struct vufsd_dev *dev, const uint8_t *buf, size_t len);
     void *state_ctx; /* for the two above */
+    /* A restart: takes every request the fs parked off its wait unanswered,
+     * handing each to fn (pt_fs_detach_waits); NULL if it never parks. */
+    void (*fs_detach_waits)(void *fs, void (*fn)(void *ctx, struct fll_req *r), void *ctx);
     /* The DAX window, or NULL. Cleared without frontend calls when the device is
      * reset or the frontend leaves (the frontend drops its mappings itself),
      * after the queues stopped and before the fs hears of it. */
@@ -284,6 +293,41 @@ bool vmig_supported(const struct vufsd_dev *dev);
 int vmig_set_fd(struct vufsd_dev *dev, uint32_t direction, uint32_t phase, int fd);
 /* CHECK_DEVICE_STATE: the transfer's result; loading, the state's (state_load). */
 int vmig_check(struct vufsd_dev *dev);
+/* ---- device_state.c: restart and the vhost-user part of a saved state ---------------- */
+
+struct vst_writer;
+struct vst_state;
+struct vst_fds;
+struct vst_err;
+
+/*
+ * A restart: every RUNNING queue stops without the frontend asking (its
+ * thread joined, in-flight requests completed; the requests the fs parked
+ * are taken back unanswered and their heads kept in q->resume), keeping its
+ * configuration and eventfds. The device is then still, and its state can be
+ * saved. Message thread only. 0, or -ENOMEM before anything stopped.
+ */
+int vdev_quiesce(struct vufsd_dev *dev);
+/* Starts again the queues vdev_quiesce stopped (a restart that did not happen);
+ * each first runs the requests in q->resume. */
+void vdev_resume(struct vufsd_dev *dev);
+/*
+ * VST_SEC_VHOST: ownership, virtio and protocol features, status, the memory
+ * table, every configured queue (size, ring addresses, position, enable,
+ * eventfds, the heads to run again), the backend channel and conn_fd (the
+ * frontend's connection), the fds added to fds. After vdev_quiesce.
+ */
+int vdev_state_save(struct vufsd_dev *dev, int conn_fd, struct vst_writer *w, struct vst_fds *fds);
+/*
+ * Loads it into a new device (vdev_new, nothing received yet) and starts the
+ * queues that were running: after this the device serves as the old one did.
+ * Untrusted: features within what vufsd offers, every region validated as
+ * SET_MEM_TABLE's, queue indices, sizes, alignment and ring addresses as the
+ * vring messages', heads below the ring size and not repeated, fds present
+ * once. *conn_fd gets the frontend's connection. 0 or -errno with err.
+ */
+int vdev_state_load(struct vufsd_dev *dev, const struct vst_state *st, struct vst_fds *fds,
+                    int *conn_fd, struct vst_err *err);
 
 /* ---- queue.c ----------------------------------------------------------------------- */
 
@@ -295,6 +339,15 @@ int vqt_start(struct vufsd_queue *q);
  * (fs_cancel_waits, again while a worker may still park one) and waits for its
  * in-flight requests. */
 void vqt_stop(struct vufsd_queue *q);
+/* A restart: stops a RUNNING queue keeping its kick fd; the heads of requests
+ * the fs gives back (vqt_detached) join q->resume. Returns with q IDLE. */
+void vqt_quiesce_begin(struct vufsd_queue *q);
+/* For fs_detach_waits: the request goes back unanswered (its head to resume). */
+void vqt_detached(void *ctx, struct fll_req *r);
+/* Waits up to timeout_ns for the queue's in-flight requests; true when none is left. */
+bool vqt_wait_drained(struct vufsd_queue *q, long timeout_ns);
+/* After the drain: the queue is IDLE at its last avail index. */
+void vqt_quiesce_end(struct vufsd_queue *q);
 /* Wakes the queue thread (enable flag changed). */
 void vqt_wake(struct vufsd_queue *q);
 /* Replaces the call fd (takes fd; -1 = none). */

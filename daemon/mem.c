@@ -2,15 +2,18 @@
 #include "mem.h"
 
 #include <errno.h>
+#include <fcntl.h>
 #include <stdlib.h>
 #include <string.h>
 #include <sys/mman.h>
 #include <sys/stat.h>
+#include <unistd.h>
 
 struct vmem_map {
     int refcount; /* atomic */
     void *base;
     size_t len;
+    int fd; /* the region's fd, kept for a restart (vmem_region_fd) */
 };
 
 static const struct vmem_region *vmem_find_gpa(const struct vq_mem *m, uint64_t gpa)
@@ -77,6 +80,7 @@ static void vmem_map_unref(struct vmem_map *map)
     if (!map || __atomic_sub_fetch(&map->refcount, 1, __ATOMIC_ACQ_REL) != 0)
         return;
     munmap(map->base, map->len);
+    close(map->fd);
     free(map);
 }
 
@@ -169,10 +173,15 @@ int vmem_table_add(struct vmem_table *t, const struct vmem_desc *d, int fd)
     if (base == MAP_FAILED)
         return -errno;
     struct vmem_map *map = calloc(1, sizeof(*map));
-    if (!map) {
+    /* A restart hands the region to the next process: the fd is kept. */
+    int keep = map ? fcntl(fd, F_DUPFD_CLOEXEC, 3) : -1;
+    if (!map || keep < 0) {
+        int e = map ? errno : ENOMEM;
         munmap(base, len);
-        return -ENOMEM;
+        free(map);
+        return -e;
     }
+    map->fd = keep;
     map->refcount = 1;
     map->base = base;
     map->len = len;
@@ -187,6 +196,11 @@ int vmem_table_add(struct vmem_table *t, const struct vmem_desc *d, int fd)
     r->host = (uint8_t *)base + (d->mmap_offset - start);
     r->map = map;
     return 0;
+}
+
+int vmem_region_fd(const struct vmem_region *r)
+{
+    return r->map ? r->map->fd : -1;
 }
 
 int vmem_table_remove(struct vmem_table *t, const struct vmem_desc *d)

@@ -93,6 +93,8 @@ void vmem_table_unref(struct vmem_table *t);
  * must not be published yet. Does not take fd (the caller closes it). 0 / -errno.
  */
 int vmem_table_add(struct vmem_table *t, const struct vmem_desc *d, int fd);
+/* The fd a region was mapped from (kept, owned by the table), or -1. */
+int vmem_region_fd(const struct vmem_region *r);
 /* Removes the region matching d's gpa, size and uva. 0 or -ENOENT. */
 int vmem_table_remove(struct vmem_table *t, const struct vmem_desc *d);
 /* Pure validation used by vmem_table_add (exposed for tests). */

@@ -150,6 +150,8 @@ static const struct vopt_row vopt_table[] = {
     {"dax-policy", VOPT_MODULE, F(dax_policy), &vopt_dax_policy},
     {"dax-protocol", VOPT_ENUM, F(dax_protocol), vopt_dax_protocol_names},
     {"stats-file", VOPT_STR, F(stats_file)},
+    {"save-state", VOPT_STR, F(save_state)},
+    {"restore-state", VOPT_STR, F(restore_state)},
     {"unsafe-no-isolation", VOPT_TRUE, F(unsafe_no_isolation)},
 
     /* Legacy -o keys (QEMU's C virtiofsd; the Rust daemon accepts them too). */
@@ -452,6 +454,8 @@ void vopt_config_clear(struct vufsd_config *cfg)
     g_free(cfg->uid_map);
     g_free(cfg->gid_map);
     g_free(cfg->stats_file);
+    g_free(cfg->save_state);
+    g_free(cfg->restore_state);
     g_free(cfg->modcaps);
     vopt_config_init(cfg);
 }
@@ -560,6 +564,15 @@ static const GOptionEntry vopt_entries[] = {
     CB_ARG("dax-policy", "Which files use the DAX window (default auto)", "never|always|auto"),
     CB_ARG("dax-protocol", "Frontend mapping protocol (default shmem)", "shmem|legacy"),
     CB_ARG("stats-file", "Rewrite the DAX statistics (JSON) in this file every second", "PATH"),
+    CB_ARG("save-state",
+           "Write what the guest holds (FUSE session, node ids, open files, locks) to this "
+           "file on SIGUSR2 and when stopping with a frontend connected, for --restore-state",
+           "PATH"),
+    CB_ARG("restore-state",
+           "Start from a state --save-state wrote: the frontend that connects next (a VMM "
+           "reconnecting) goes on with its node ids, open files and locks; objects that "
+           "cannot be found again answer ESTALE (see the man page)",
+           "PATH"),
     CB_SW("unsafe-no-isolation", "Allow --sandbox none together with --seccomp none"),
     {"o", 'o', 0, G_OPTION_ARG_CALLBACK, (gpointer)vopt_cb, "Legacy options", "KEY[=VALUE],..."},
     {"d", 'd', G_OPTION_FLAG_NO_ARG | G_OPTION_FLAG_HIDDEN, G_OPTION_ARG_CALLBACK,
@@ -643,6 +656,11 @@ static int vopt_validate(const struct vufsd_config *cfg, char **errmsg)
     }
     if (cfg->num_request_queues == 0 || cfg->num_request_queues > 16) {
         *errmsg = g_strdup("--num-request-queues must be 1 to 16");
+        return -EINVAL;
+    }
+    if ((cfg->save_state || cfg->restore_state) && cfg->mountpoint) {
+        *errmsg = g_strdup("--save-state and --restore-state keep a vhost-user frontend's "
+                           "session: not with --mount");
         return -EINVAL;
     }
     if (cfg->stats_file && !cfg->dax_window) {

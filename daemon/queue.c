@@ -102,6 +102,8 @@ void vqt_reset(struct vufsd_queue *q)
     q->addr_flags = 0;
     q->log_gpa = 0;
     q->base = 0;
+    q->nresume = 0;
+    q->was_running = false;
     __atomic_store_n(&q->enabled, false, __ATOMIC_RELEASE);
     vufs_close(&q->kick_fd);
     vufs_close(&q->err_fd);
@@ -118,6 +120,9 @@ void vqt_destroy(struct vufsd_queue *q)
     vufs_close(&q->wake_fd);
     free(q->scratch);
     q->scratch = NULL;
+    free(q->resume);
+    q->resume = NULL;
+    q->nresume = 0;
     while (q->req_cached)
         free(q->req_cache[--q->req_cached]);
     free(q->req_cache);
@@ -551,6 +556,37 @@ static void vqt_idle(struct vufsd_queue *q)
     q->poll_ns = vqt_poll_next(q->poll_ns, q->poll_cap_ns, vufs_now_ns() - t0);
 }
 
+/*
+ * The requests a restart took back unanswered (vdev_quiesce), run again from
+ * the guest's buffers, which are the guest's until the used ring has the head:
+ * walked and checked like any chain, on this thread, before anything else.
+ */
+static void vqt_run_resumed(struct vufsd_queue *q)
+{
+    struct iovec *rd = q->scratch, *wr = q->scratch + VQT_MAX_IOV;
+    unsigned rd_cnt, wr_cnt;
+
+    vqt_batch_queue = q;
+    for (unsigned k = 0; k < q->nresume; k++) {
+        uint16_t head = q->resume[k];
+        int ret = vq_walk_chain(&q->mem->mem, q->ring.desc, q->num, head, rd, &rd_cnt, wr,
+                                &wr_cnt, VQT_MAX_IOV);
+        if (ret == -E2BIG) {
+            vqt_push(q, head, 0);
+            continue;
+        }
+        if (ret < 0) {
+            vdev_set_broken(q->dev, q->index, "malformed descriptor chain", ret);
+            break;
+        }
+        vlog_debug("queue %u: request head %u runs again after the restart", q->index, head);
+        vqt_handle(q, head, rd, rd_cnt, wr, wr_cnt);
+    }
+    q->nresume = 0;
+    vqt_batch_queue = NULL;
+    vqt_flush_notify(q);
+}
+
 static void *vqt_thread(void *arg)
 {
     struct vufsd_queue *q = arg;
@@ -560,6 +596,8 @@ static void *vqt_thread(void *arg)
     snprintf(name, sizeof(name), "vufsd-q%u", q->index);
     pthread_setname_np(pthread_self(), name);
     vqt_watch_kick(q);
+    if (q->nresume)
+        vqt_run_resumed(q);
 
     while (!__atomic_load_n(&q->stop, __ATOMIC_ACQUIRE)) {
         /* The message thread pokes after every table swap: look only then. */
@@ -695,4 +733,66 @@ void vqt_stop(struct vufsd_queue *q)
     assert(q->inflight == 0);
     vqt_set_state(q, VQT_IDLE);
     vlog_debug("queue %u stopped at avail index %u", q->index, q->base);
+}
+
+/* ---- Restart: stopping without the frontend ------------------------------------------- */
+
+void vqt_quiesce_begin(struct vufsd_queue *q)
+{
+    q->was_running = false;
+    if (q->state != VQT_RUNNING)
+        return;
+    vqt_set_state(q, VQT_STOPPING);
+    __atomic_store_n(&q->stop, true, __ATOMIC_RELEASE);
+    vqt_wake(q);
+    pthread_join(q->thread, NULL);
+    q->was_running = true;
+}
+
+void vqt_detached(void *ctx, struct fll_req *fr)
+{
+    struct vqt_req *req = (struct vqt_req *)(void *)((char *)fr - offsetof(struct vqt_req, fr));
+    struct vufsd_queue *q = req->q;
+
+    (void)ctx;
+    pthread_mutex_lock(&q->lock);
+    /* At most num heads are ever in flight on a ring of num entries. */
+    assert(q->resume && q->nresume < q->num);
+    if (q->resume && q->nresume < q->num)
+        q->resume[q->nresume++] = req->head;
+    unsigned left = __atomic_sub_fetch(&q->inflight, 1, __ATOMIC_ACQ_REL);
+    if (left == 0)
+        pthread_cond_broadcast(&q->drained);
+    pthread_mutex_unlock(&q->lock);
+    vqt_req_free(req);
+}
+
+bool vqt_wait_drained(struct vufsd_queue *q, long timeout_ns)
+{
+    struct timespec until;
+    clock_gettime(CLOCK_MONOTONIC, &until);
+    until.tv_sec += timeout_ns / 1000000000L;
+    until.tv_nsec += timeout_ns % 1000000000L;
+    if (until.tv_nsec >= 1000000000L) {
+        until.tv_sec++;
+        until.tv_nsec -= 1000000000L;
+    }
+    pthread_mutex_lock(&q->lock);
+    int r = 0;
+    while (q->inflight && r == 0)
+        r = pthread_cond_timedwait(&q->drained, &q->lock, &until);
+    bool drained = q->inflight == 0;
+    pthread_mutex_unlock(&q->lock);
+    return drained;
+}
+
+void vqt_quiesce_end(struct vufsd_queue *q)
+{
+    if (!q->was_running)
+        return;
+    assert(q->inflight == 0);
+    q->base = q->ring.last_avail_idx;
+    vqt_set_state(q, VQT_IDLE);
+    vlog_debug("queue %u quiesced at avail index %u (%u request(s) to run again)", q->index,
+               q->base, q->nresume);
 }

@@ -772,7 +772,18 @@ static int vu_dispatch(struct vufsd_dev *dev, int conn_fd, struct vu_msg *m, int
     return 0;
 }
 
-int vu_serve(struct vufsd_dev *dev, int conn_fd, int stop_fd, int listen_fd)
+/* Consumes an eventfd's count: true if it was readable. */
+static bool vu_take_event(int fd, short revents)
+{
+    if (fd < 0 || !(revents & POLLIN))
+        return false;
+    uint64_t v;
+    ssize_t r = read(fd, &v, sizeof(v));
+    (void)r;
+    return true;
+}
+
+int vu_serve(struct vufsd_dev *dev, int conn_fd, const struct vu_wake *w)
 {
     struct vu_msg *m = malloc(sizeof(*m));
     int ret;
@@ -780,23 +791,33 @@ int vu_serve(struct vufsd_dev *dev, int conn_fd, int stop_fd, int listen_fd)
     if (!m)
         return -ENOMEM;
     for (;;) {
-        struct pollfd p[3] = {
+        struct pollfd p[5] = {
             {.fd = conn_fd, .events = POLLIN},
-            {.fd = stop_fd, .events = POLLIN},
-            {.fd = listen_fd, .events = POLLIN},
+            {.fd = w->stop_fd, .events = POLLIN},
+            {.fd = w->listen_fd, .events = POLLIN},
+            {.fd = w->restart_fd, .events = POLLIN},
+            {.fd = w->save_fd, .events = POLLIN},
         };
-        if (poll(p, listen_fd >= 0 ? 3 : 2, -1) < 0) {
+        if (poll(p, 5, -1) < 0) {
             if (errno == EINTR)
                 continue;
             ret = -errno;
             break;
         }
-        if (p[1].revents & POLLIN) {
-            ret = 1;
+        if (w->stop_fd >= 0 && (p[1].revents & POLLIN)) {
+            ret = VU_SERVE_STOP;
             break;
         }
-        if (listen_fd >= 0 && (p[2].revents & POLLIN)) {
-            int extra = accept4(listen_fd, NULL, NULL, SOCK_CLOEXEC);
+        if (vu_take_event(w->restart_fd, p[3].revents)) {
+            ret = VU_SERVE_RESTART;
+            break;
+        }
+        if (vu_take_event(w->save_fd, p[4].revents)) {
+            ret = VU_SERVE_SAVE;
+            break;
+        }
+        if (w->listen_fd >= 0 && (p[2].revents & POLLIN)) {
+            int extra = accept4(w->listen_fd, NULL, NULL, SOCK_CLOEXEC);
             if (extra >= 0) {
                 vlog_warn("refused a second frontend: one is already connected");
                 close(extra);
@@ -820,6 +841,6 @@ int vu_serve(struct vufsd_dev *dev, int conn_fd, int stop_fd, int listen_fd)
     }
     free(m);
     if (ret == -EPIPE || ret == -ECONNRESET)
-        ret = 0;
+        ret = VU_SERVE_GONE;
     return ret;
 }

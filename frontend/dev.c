@@ -284,6 +284,26 @@ int vfe_dev_reset(struct vfe_dev *d)
     return ret < 0 ? ret : r;
 }
 
+int vfe_dev_reconnect(struct vfe_dev *d, const struct vfe_conn_config *conn)
+{
+    for (unsigned i = 0; d->vqs && i < d->nqueues; i++)
+        if (vfe_vq_in_flight(d->vqs[i]))
+            return -EBUSY;
+    if (d->conn)
+        vfe_conn_close(d->conn);
+    d->conn = NULL;
+    d->state = VFE_DEV_NEW;
+    d->cfg.conn = *conn;
+    int r = vfe_conn_open(&d->cfg.conn, &d->conn);
+    if (r < 0)
+        return r;
+    r = negotiate(d);
+    if (r < 0)
+        return r;
+    d->state = VFE_DEV_OWNED;
+    return 0;
+}
+
 void vfe_dev_close(struct vfe_dev *d)
 {
     vfe_dev_close_status(d, NULL, NULL);

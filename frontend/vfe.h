@@ -423,6 +423,16 @@ int vfe_dev_stop(struct vfe_dev *d);
  * vfe_dev_start sends the whole start sequence again (and a FUSE client sends
  * INIT again, as a rebooted guest would). */
 int vfe_dev_reset(struct vfe_dev *d);
+/*
+ * The backend went away and a new one listens (a daemon restarted from a
+ * saved state): what a VMM that reconnects does. The old connection is
+ * dropped without a message, a new one is made with conn (the socket of the
+ * new backend), negotiated again, and the device is OWNED; vfe_dev_start then
+ * sends the whole start sequence with each ring's base at its avail index, so
+ * the guest side (rings, memory, a vfe_fuse on them) goes on where it was.
+ * Nothing may be in flight. 0 or -errno (the device is then unusable).
+ */
+int vfe_dev_reconnect(struct vfe_dev *d, const struct vfe_conn_config *conn);
 void vfe_dev_close(struct vfe_dev *d);
 /* vfe_dev_close, then vfe_conn_close_status's report on the backend. */
 int vfe_dev_close_status(struct vfe_dev *d, int *status, bool *on_its_own);

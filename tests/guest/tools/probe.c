@@ -17,6 +17,10 @@
  *   vufs-probe hold FILE SECONDS          takes an exclusive flock and keeps it
  *   vufs-probe trylock FILE               an exclusive flock without waiting: 0 if
  *                                        taken, 1 if someone holds it
+ *   vufs-probe posix-hold FILE SECONDS    takes a POSIX write lock on the whole
+ *                                        file (fcntl F_SETLKW) and keeps it
+ *   vufs-probe posix-try FILE             a POSIX write lock without waiting: 0 if
+ *                                        taken, 1 if another process holds it
  *
  * The pattern of byte i at file offset o is (o * 131 + o / 4096 + SEED) & 0xff, so
  * a block written to the wrong place or stale data never matches.
@@ -215,8 +219,45 @@ static int trylock(const char *path)
     return 0;
 }
 
+static int posix_lock(const char *path, int cmd)
+{
+    int fd = open(path, O_RDWR);
+    struct flock fl = {.l_type = F_WRLCK, .l_whence = SEEK_SET, .l_start = 0, .l_len = 0};
+    if (fd < 0)
+        return die("open");
+    if (fcntl(fd, cmd, &fl) < 0) {
+        printf("vufs-probe: %s is locked: %s\n", path, strerror(errno));
+        return 1;
+    }
+    return fd;
+}
+
+static int posix_hold(const char *path, unsigned seconds)
+{
+    if (posix_lock(path, F_SETLKW) <= 1)
+        return 1;
+    printf("vufs-probe: holding a POSIX write lock on %s\n", path);
+    fflush(stdout);
+    sleep(seconds);
+    return 0;
+}
+
+static int posix_try(const char *path)
+{
+    int fd = posix_lock(path, F_SETLK);
+    if (fd <= 1)
+        return 1;
+    printf("vufs-probe: took the POSIX lock on %s\n", path);
+    close(fd);
+    return 0;
+}
+
 int main(int argc, char **argv)
 {
+    if (argc >= 4 && !strcmp(argv[1], "posix-hold"))
+        return posix_hold(argv[2], (unsigned)atoi(argv[3]));
+    if (argc >= 3 && !strcmp(argv[1], "posix-try"))
+        return posix_try(argv[2]);
     if (argc >= 4 && !strcmp(argv[1], "hold"))
         return hold(argv[2], (unsigned)atoi(argv[3]));
     if (argc >= 3 && !strcmp(argv[1], "trylock"))
