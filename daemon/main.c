@@ -354,6 +354,9 @@ static int vmain_serve(struct vmain_ctx *ctx)
         .fs_cancel_waits = vmain_fs_cancel_waits,
         .fs_detach_waits = vmain_fs_detach_waits,
         .dax = ctx->dax ? vdax_window(ctx->dax) : NULL,
+        /* Live migration; not with a DAX window: its mappings do not travel. */
+        .state_save = ctx->dax ? NULL : vmig_save_state,
+        .state_load = ctx->dax ? NULL : vmig_load_state,
     };
     struct vu_wake wake = {
         .stop_fd = vmain_stop_fd,

@@ -737,10 +737,9 @@ char *vopt_capabilities_json(void)
     /*
      * The "fs" features virtiofsd implementations print, limited to what vufsd
      * does: "separate-options" (the long options above exist next to the legacy
-     * -o forms). No "migrate-precopy": vufsd logs dirty pages (VHOST_F_LOG_ALL,
-     * LOG_SHMFD), but the device has no state to transfer yet (no state_save
-     * and state_load: VHOST_USER_PROTOCOL_F_DEVICE_STATE is not offered), and
-     * QEMU refuses to migrate a vhost-user-fs device without it.
+     * -o forms) and "migrate-precopy" (dirty page logging, VHOST_F_LOG_ALL with
+     * LOG_SHMFD, and the device state transfer, DEVICE_STATE: QEMU's pre-copy
+     * live migration; not with --dax-window).
      */
-    return g_strdup("{\"type\": \"fs\", \"features\": [\"separate-options\"]}");
+    return g_strdup("{\"type\": \"fs\", \"features\": [\"separate-options\", \"migrate-precopy\"]}");
 }
