@@ -183,11 +183,12 @@ void vdev_mem_swap(struct vufsd_dev *dev, struct vmem_table *t)
     dev->mem = t;
     dev->mem_gen++;
     pthread_mutex_unlock(&dev->mem_lock);
-    /* Queue threads and in-flight requests keep their own references. */
-    vmem_table_unref(old);
+    /* Re-translate the rings before the next batch. Queue threads and in-flight
+     * requests keep their own references to the old table. */
     for (unsigned i = 0; i < VDEV_MAX_QUEUES; i++)
         if (dev->q[i].state == VQT_RUNNING)
-            vqt_wake(&dev->q[i]); /* re-translate the rings before the next batch */
+            vqt_mem_changed(&dev->q[i], vmem_table_ref(t));
+    vmem_table_unref(old);
 }
 
 struct vmem_table *vdev_mem_get(struct vufsd_dev *dev, unsigned *gen)

@@ -51,7 +51,8 @@
  *   STOPPING exists only inside vqt_stop() on the message thread.
  *
  * Lock order (never take a lower number while holding a higher one):
- *   1. dev->mem_lock   (the current table pointer and generation)
+ *   1. dev->mem_lock   (the current table pointer and generation; queue threads
+ *                       never take it: tables reach them through q->next_mem)
  *   2. q->lock         (used ring side, inflight, call fd)
  *   3. dev->backend_lock (the backend request channel)
  */
@@ -108,10 +109,13 @@ struct vufsd_queue {
     bool enabled; /* atomic: SET_VRING_ENABLE */
     bool stop;    /* atomic: the thread must return */
     bool poked;   /* atomic: set by vqt_wake before wake_fd; ends a busy-poll */
+    /* Atomic: a newer memory table than mem (ref held), handed over by the message
+     * thread on a swap (vqt_mem_changed) and taken by the queue thread at its next
+     * batch, so a queue thread never waits on dev->mem_lock. */
+    struct vmem_table *next_mem;
 
-    /* Queue thread only: the avail side of ring, mem, mem_gen, the scratch iovecs. */
+    /* Queue thread only: the avail side of ring, mem, the scratch iovecs. */
     struct vmem_table *mem; /* table the ring pointers point into; ref held */
-    unsigned mem_gen;
     struct iovec *scratch; /* 2 * VQT_MAX_IOV */
     struct vqt_req **req_cache; /* completed requests kept for reuse (queue.c) */
     unsigned req_cached;
@@ -354,6 +358,10 @@ bool vqt_wait_drained(struct vufsd_queue *q, long timeout_ns);
 void vqt_quiesce_end(struct vufsd_queue *q);
 /* Wakes the queue thread (enable flag changed). */
 void vqt_wake(struct vufsd_queue *q);
+/* Hands a RUNNING queue's thread the new memory table t (takes the caller's
+ * reference) and wakes it; a table handed over before and not yet taken is
+ * dropped. Message thread. */
+void vqt_mem_changed(struct vufsd_queue *q, struct vmem_table *t);
 /* Replaces the call fd (takes fd; -1 = none). */
 void vqt_set_call_fd(struct vufsd_queue *q, int fd);
 /* Resets configuration to the just-connected state (queue must be IDLE). */

@@ -129,6 +129,7 @@ void vqt_destroy(struct vufsd_queue *q)
     q->req_cache = NULL;
     vmem_table_unref(q->mem);
     q->mem = NULL;
+    vmem_table_unref(__atomic_exchange_n(&q->next_mem, NULL, __ATOMIC_ACQ_REL));
     pthread_mutex_destroy(&q->lock);
     pthread_cond_destroy(&q->drained);
 }
@@ -140,6 +141,12 @@ void vqt_wake(struct vufsd_queue *q)
     __atomic_store_n(&q->poked, true, __ATOMIC_RELEASE);
     ssize_t w = write(q->wake_fd, &one, sizeof(one));
     (void)w;
+}
+
+void vqt_mem_changed(struct vufsd_queue *q, struct vmem_table *t)
+{
+    vmem_table_unref(__atomic_exchange_n(&q->next_mem, t, __ATOMIC_ACQ_REL));
+    vqt_wake(q);
 }
 
 void vqt_set_call_fd(struct vufsd_queue *q, int fd)
@@ -315,16 +322,19 @@ static void vqt_handle(struct vufsd_queue *q, uint16_t head, const struct iovec 
         fll_session_process(dev->se, &req->fr);
 }
 
-/* Takes up the current memory table if it changed. Returns false if the rings broke. */
+/*
+ * Takes up the table the message thread handed over, if any. Returns false if
+ * the rings broke. Lock-free against the swap: QEMU 11.1 swaps the table twice
+ * per DAX mapping (ADD_MEM_REG, REM_MEM_REG), and a queue thread that took
+ * dev->mem_lock after each swap slept on it behind the message thread and the
+ * map path's waits for those regions, while its own requests waited.
+ */
 static bool vqt_refresh_mem(struct vufsd_queue *q)
 {
-    unsigned gen;
-    struct vmem_table *t = vdev_mem_get(q->dev, &gen);
+    struct vmem_table *t = __atomic_exchange_n(&q->next_mem, NULL, __ATOMIC_ACQ_REL);
 
-    if (q->mem && gen == q->mem_gen) {
-        vmem_table_unref(t);
-        return true;
-    }
+    if (!t)
+        return q->mem != NULL;
     pthread_mutex_lock(&q->lock);
     int ret = vqt_map_rings_locked(q, t);
     pthread_mutex_unlock(&q->lock);
@@ -335,7 +345,6 @@ static bool vqt_refresh_mem(struct vufsd_queue *q)
     }
     vmem_table_unref(q->mem);
     q->mem = t;
-    q->mem_gen = gen;
     return true;
 }
 
@@ -591,7 +600,7 @@ static void *vqt_thread(void *arg)
 {
     struct vufsd_queue *q = arg;
     char name[16];
-    bool stale = true; /* q->mem may predate the current table */
+    bool stale = true; /* q->next_mem may hold a newer table than q->mem */
 
     snprintf(name, sizeof(name), "vufsd-q%u", q->index);
     pthread_setname_np(pthread_self(), name);
@@ -645,8 +654,9 @@ int vqt_start(struct vufsd_queue *q)
             return -ENOMEM;
     }
 
-    unsigned gen;
-    struct vmem_table *t = vdev_mem_get(dev, &gen);
+    /* The current table; one handed over while the queue was stopped is older. */
+    vmem_table_unref(__atomic_exchange_n(&q->next_mem, NULL, __ATOMIC_ACQ_REL));
+    struct vmem_table *t = vdev_mem_get(dev, NULL);
     pthread_mutex_lock(&q->lock);
     memset(&q->ring, 0, sizeof(q->ring));
     q->ring.num = q->num;
@@ -666,7 +676,6 @@ int vqt_start(struct vufsd_queue *q)
     }
     vmem_table_unref(q->mem);
     q->mem = t;
-    q->mem_gen = gen;
 
     if (!vdev_has_feature(dev, VU_F_PROTOCOL_FEATURES))
         __atomic_store_n(&q->enabled, true, __ATOMIC_RELEASE);

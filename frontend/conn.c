@@ -51,7 +51,12 @@ struct vfe_conn {
     pthread_t chan_thread;
     bool chan_running;
     vfe_backend_req_fn handler;
+    vfe_backend_post_fn post;
     void *opaque;
+
+    /* vfe_conn_call's request and reply stay together when the channel thread
+     * (a VMM's commit after a map) and a test thread both call. */
+    pthread_mutex_t call_lock;
     unsigned chan_count; /* atomic */
 };
 
@@ -233,6 +238,7 @@ int vfe_conn_open(const struct vfe_conn_config *cfg, struct vfe_conn **out)
     c->chan_fd = -1;
     c->chan_stop_fd = -1;
     c->timeout_ms = cfg->timeout_ms > 0 ? cfg->timeout_ms : VFE_DEFAULT_TIMEOUT_MS;
+    pthread_mutex_init(&c->call_lock, NULL);
     c->trace = getenv("VFE_TRACE") != NULL;
     int r;
     if (cfg->socket_path) {
@@ -308,6 +314,7 @@ int vfe_conn_close_status(struct vfe_conn *c, int *status, bool *on_its_own)
     if (on_its_own)
         *on_its_own = c->pid && c->on_its_own;
     g_free(c->socket_path);
+    pthread_mutex_destroy(&c->call_lock);
     g_free(c);
     return r;
 }
@@ -558,8 +565,8 @@ static bool has_own_reply(uint32_t request, uint32_t *size)
     }
 }
 
-int vfe_conn_call(struct vfe_conn *c, struct vfe_msg *m, const int *fds, unsigned nfds,
-                  struct vfe_msg *reply)
+static int call_locked(struct vfe_conn *c, struct vfe_msg *m, const int *fds, unsigned nfds,
+                       struct vfe_msg *reply)
 {
     uint32_t want = 0;
     bool own = has_own_reply(m->request, &want);
@@ -583,6 +590,15 @@ int vfe_conn_call(struct vfe_conn *c, struct vfe_msg *m, const int *fds, unsigne
     if (ack && rep->payload.u64 != 0)
         return -EIO;
     return 0;
+}
+
+int vfe_conn_call(struct vfe_conn *c, struct vfe_msg *m, const int *fds, unsigned nfds,
+                  struct vfe_msg *reply)
+{
+    pthread_mutex_lock(&c->call_lock);
+    int r = call_locked(c, m, fds, nfds, reply);
+    pthread_mutex_unlock(&c->call_lock);
+    return r;
 }
 
 int vfe_conn_get_u64(struct vfe_conn *c, uint32_t request, uint64_t *v)
@@ -660,12 +676,15 @@ static void *channel_thread(void *arg)
                 break;
             }
         }
+        if (c->post)
+            c->post(c->opaque, m, result);
         g_free(m);
     }
     return NULL;
 }
 
-int vfe_conn_start_backend_channel(struct vfe_conn *c, vfe_backend_req_fn handler, void *opaque)
+int vfe_conn_start_backend_channel(struct vfe_conn *c, vfe_backend_req_fn handler,
+                                   vfe_backend_post_fn post, void *opaque)
 {
     if (c->chan_running)
         return -EBUSY;
@@ -688,6 +707,7 @@ int vfe_conn_start_backend_channel(struct vfe_conn *c, vfe_backend_req_fn handle
         return r;
     }
     c->handler = handler;
+    c->post = post;
     c->opaque = opaque;
     r = pthread_create(&c->chan_thread, NULL, channel_thread, c);
     if (r) {

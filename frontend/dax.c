@@ -20,11 +20,21 @@
  * backend that breaks them. Unmapped ranges are anonymous PROT_NONE, never
  * holes another mmap could land in.
  *
- * Mapping range state:  UNMAPPED --map--> MAPPED --unmap (exact)--> UNMAPPED
+ * With vfe_dax_report_regions (shmem only), as QEMU 11.1 does: the map is
+ * answered before the guest sees it, and committed after (the file appears in
+ * the window, then ADD_MEM_REG); an unmap is answered, then the range goes and
+ * REM_MEM_REG follows (vfe_dax_post, on the channel thread after the reply).
+ *
+ * Mapping range state:
+ *   UNMAPPED --map--> MAPPED --unmap (exact)--> UNMAPPED
+ *   reporting regions:
+ *   UNMAPPED --map (reply)--> PENDING (zeros) --commit (ADD_MEM_REG)--> MAPPED
+ *   MAPPED --unmap (reply)--> UNMAPPED, then the range dropped (REM_MEM_REG)
  * Locking: everything below the window fields is protected by x->lock (the
  * channel thread maps while a test thread queries).
  */
 #include <errno.h>
+#include <fcntl.h>
 #include <pthread.h>
 #include <string.h>
 #include <sys/mman.h>
@@ -43,6 +53,15 @@
 struct vfe_dax_map {
     uint64_t off;
     uint64_t len;
+    bool pending; /* answered, not committed: the guest sees zeros there */
+};
+
+/* What the reply to the last map or unmap leaves for vfe_dax_post to do. */
+struct vfe_dax_commit {
+    enum { VFE_DAX_COMMIT_NONE, VFE_DAX_COMMIT_MAP, VFE_DAX_COMMIT_UNMAP } op;
+    uint64_t off, len, fd_offset;
+    int fd;        /* the file (a dup, as QEMU keeps it) */
+    void *staged;  /* the file mapped away from the window, moved in at commit */
 };
 
 struct vfe_dax {
@@ -55,6 +74,13 @@ struct vfe_dax {
     size_t nmaps, cap;        /* protected by lock */
     struct vfe_dax_stats st;  /* protected by lock */
     bool past_eof;            /* vfe_dax_allow_past_eof; protected by lock */
+
+    /* vfe_dax_report_regions: set before the device starts; commit is the
+     * channel thread's alone (the handler fills it, vfe_dax_post empties it). */
+    struct vfe_dev *dev;
+    uint64_t gpa;
+    unsigned commit_delay_us;
+    struct vfe_dax_commit commit;
 };
 
 struct vfe_dax_shmem_msg {
@@ -86,6 +112,7 @@ int vfe_dax_new(uint64_t size, enum vfe_dax_proto proto, struct vfe_dax **out)
     x->proto = proto;
     x->window = w;
     x->size = size;
+    x->commit.fd = -1;
     pthread_mutex_init(&x->lock, NULL);
     *out = x;
     return 0;
@@ -96,6 +123,9 @@ void vfe_dax_free(struct vfe_dax *x)
     if (!x)
         return;
     munmap(x->window, x->size);
+    vufs_close(&x->commit.fd);
+    if (x->commit.staged)
+        munmap(x->commit.staged, x->commit.len);
     pthread_mutex_destroy(&x->lock);
     g_free(x->maps);
     g_free(x);
@@ -153,7 +183,7 @@ static bool overlaps_locked(const struct vfe_dax *x, uint64_t off, uint64_t len)
     return i < x->nmaps && x->maps[i].off < off + len;
 }
 
-static void insert_locked(struct vfe_dax *x, uint64_t off, uint64_t len)
+static void insert_locked(struct vfe_dax *x, uint64_t off, uint64_t len, bool pending)
 {
     size_t i = first_after_locked(x, off);
     if (x->nmaps == x->cap) {
@@ -161,7 +191,7 @@ static void insert_locked(struct vfe_dax *x, uint64_t off, uint64_t len)
         x->maps = g_renew(struct vfe_dax_map, x->maps, x->cap);
     }
     memmove(&x->maps[i + 1], &x->maps[i], (x->nmaps - i) * sizeof(x->maps[0]));
-    x->maps[i] = (struct vfe_dax_map){ off, len };
+    x->maps[i] = (struct vfe_dax_map){ off, len, pending };
     x->nmaps++;
 }
 
@@ -176,9 +206,9 @@ static void punch_locked(struct vfe_dax *x, uint64_t off, uint64_t len)
         memmove(&x->maps[i], &x->maps[i + 1], (x->nmaps - i - 1) * sizeof(x->maps[0]));
         x->nmaps--;
         if (m.off < off)
-            insert_locked(x, m.off, off - m.off);
+            insert_locked(x, m.off, off - m.off, m.pending);
         if (mend > end)
-            insert_locked(x, end, mend - end);
+            insert_locked(x, end, mend - end, m.pending);
         i = first_after_locked(x, off);
     }
 }
@@ -195,6 +225,33 @@ static int unmap_range(struct vfe_dax *x, uint64_t off, uint64_t len)
     void *p = mmap(x->window + off, len, PROT_NONE,
                    MAP_PRIVATE | MAP_ANONYMOUS | MAP_NORESERVE | MAP_FIXED, -1, 0);
     return p == MAP_FAILED ? -errno : 0;
+}
+
+/*
+ * QEMU 11.1's map before its reply: the file is mapped (its RAM block: a
+ * read-only fd fails here) but not yet in the guest's memory map, where the
+ * range still reads as zeros and drops stores. Caller holds x->lock.
+ */
+static int stage_map_locked(struct vfe_dax *x, int fd, const struct vfe_dax_shmem_msg *s)
+{
+    void *staged = mmap(NULL, s->len, PROT_READ | PROT_WRITE, MAP_SHARED, fd, (off_t)s->fd_offset);
+    if (staged == MAP_FAILED)
+        return -errno;
+    _cleanup_close_ int dup = fcntl(fd, F_DUPFD_CLOEXEC, 3);
+    void *z = dup < 0 ? MAP_FAILED
+                      : mmap(x->window + s->shm_offset, s->len, PROT_READ | PROT_WRITE,
+                             MAP_PRIVATE | MAP_ANONYMOUS | MAP_NORESERVE | MAP_FIXED, -1, 0);
+    if (z == MAP_FAILED) {
+        int r = -errno;
+        munmap(staged, s->len);
+        return r;
+    }
+    insert_locked(x, s->shm_offset, s->len, true);
+    x->st.maps++;
+    x->commit = (struct vfe_dax_commit){ .op = VFE_DAX_COMMIT_MAP, .off = s->shm_offset,
+                                         .len = s->len, .fd_offset = s->fd_offset,
+                                         .fd = TAKE_FD(dup), .staged = staged };
+    return 0;
 }
 
 /* Caller holds x->lock. */
@@ -216,16 +273,26 @@ static int shmem_locked(struct vfe_dax *x, const struct vfe_msg *m, const int *f
                              s.fd_offset > (uint64_t)st.st_size ||
                              s.len > (uint64_t)st.st_size - s.fd_offset))
             return -EINVAL; /* QEMU: "backing store size ... is too small" */
+        if (x->dev)
+            return stage_map_locked(x, fds[0], &s);
         int r = map_fd(x, fds[0], s.fd_offset, s.shm_offset, s.len, PROT_READ | PROT_WRITE);
         if (r < 0)
             return r;
-        insert_locked(x, s.shm_offset, s.len);
+        insert_locked(x, s.shm_offset, s.len, false);
         x->st.maps++;
         return 0;
     }
     size_t i = first_after_locked(x, s.shm_offset);
     if (i >= x->nmaps || x->maps[i].off != s.shm_offset || x->maps[i].len != s.len)
         return -ENOENT; /* mainline: exactly one whole mapping */
+    if (x->dev) {
+        /* QEMU answers, then drops the range (and REM_MEM_REG follows). */
+        punch_locked(x, s.shm_offset, s.len);
+        x->st.unmaps++;
+        x->commit = (struct vfe_dax_commit){ .op = VFE_DAX_COMMIT_UNMAP, .off = s.shm_offset,
+                                             .len = s.len, .fd = -1 };
+        return 0;
+    }
     int r = unmap_range(x, s.shm_offset, s.len);
     if (r < 0)
         return r;
@@ -266,7 +333,7 @@ static int legacy_locked(struct vfe_dax *x, const struct vfe_msg *m, const int *
             return r;
         punch_locked(x, off, len);
         if (map) {
-            insert_locked(x, off, len);
+            insert_locked(x, off, len, false);
             x->st.maps++;
         } else {
             x->st.unmaps++;
@@ -299,10 +366,10 @@ bool vfe_dax_is_mapped(struct vfe_dax *x, uint64_t off, uint64_t len)
     if (!len || off >= x->size || len > x->size - off)
         return false;
     pthread_mutex_lock(&x->lock);
-    /* Covered without gaps by consecutive mappings. */
+    /* Covered without gaps by consecutive committed mappings. */
     uint64_t at = off, end = off + len;
     size_t i = first_after_locked(x, off);
-    while (at < end && i < x->nmaps && x->maps[i].off <= at) {
+    while (at < end && i < x->nmaps && x->maps[i].off <= at && !x->maps[i].pending) {
         at = x->maps[i].off + x->maps[i].len;
         i++;
     }
@@ -310,10 +377,81 @@ bool vfe_dax_is_mapped(struct vfe_dax *x, uint64_t off, uint64_t len)
     return at >= end;
 }
 
+static struct vfe_vu_region region_of(const struct vfe_dax *x, uint64_t off, uint64_t len,
+                                      uint64_t fd_offset)
+{
+    return (struct vfe_vu_region){ .guest_phys_addr = x->gpa + off, .memory_size = len,
+                                   .userspace_addr = (uint64_t)(uintptr_t)(x->window + off),
+                                   .mmap_offset = fd_offset };
+}
+
 void vfe_dax_reset(struct vfe_dax *x)
 {
     pthread_mutex_lock(&x->lock);
     unmap_range(x, 0, x->size);
+    struct vfe_dax_map *gone = x->dev ? g_memdup2(x->maps, x->nmaps * sizeof(*gone)) : NULL;
+    size_t ngone = x->dev ? x->nmaps : 0;
     x->nmaps = 0;
     pthread_mutex_unlock(&x->lock);
+    /* QEMU drops its mappings with the device; its listener tells the backend
+     * at the next start (vfe_dev_remove_region keeps them until then). */
+    for (size_t i = 0; i < ngone; i++) {
+        struct vfe_vu_region r = region_of(x, gone[i].off, gone[i].len, 0);
+        vfe_dev_remove_region(x->dev, &r);
+    }
+    g_free(gone);
+}
+
+void vfe_dax_report_regions(struct vfe_dax *x, struct vfe_dev *d, uint64_t window_gpa,
+                            unsigned commit_delay_us)
+{
+    pthread_mutex_lock(&x->lock);
+    x->dev = d;
+    x->gpa = window_gpa;
+    x->commit_delay_us = commit_delay_us;
+    pthread_mutex_unlock(&x->lock);
+}
+
+uint64_t vfe_dax_gpa(const struct vfe_dax *x, uint64_t off)
+{
+    return x->gpa + off;
+}
+
+/*
+ * QEMU 11.1 after its reply: the map's memory_region_transaction_commit puts
+ * the file in the guest's memory map and its vhost listener sends ADD_MEM_REG;
+ * the unmap's subregion removal sends REM_MEM_REG. Runs on the channel thread.
+ */
+void vfe_dax_post(void *opaque, const struct vfe_msg *m, uint64_t result)
+{
+    struct vfe_dax *x = opaque;
+    (void)m;
+    (void)result;
+    struct vfe_dax_commit c = x->commit;
+    x->commit = (struct vfe_dax_commit){ .fd = -1 };
+    if (c.op == VFE_DAX_COMMIT_NONE)
+        return;
+    if (c.op == VFE_DAX_COMMIT_MAP && x->commit_delay_us)
+        usleep(x->commit_delay_us);
+    pthread_mutex_lock(&x->lock);
+    if (c.op == VFE_DAX_COMMIT_MAP) {
+        void *p = mremap(c.staged, c.len, c.len, MREMAP_MAYMOVE | MREMAP_FIXED, x->window + c.off);
+        if (p == MAP_FAILED) {
+            munmap(c.staged, c.len);
+            x->st.rejects++; /* cannot happen with a reserved window */
+        }
+        size_t i = first_after_locked(x, c.off);
+        if (i < x->nmaps && x->maps[i].off == c.off)
+            x->maps[i].pending = false;
+    } else {
+        unmap_range(x, c.off, c.len);
+    }
+    struct vfe_dev *d = x->dev;
+    pthread_mutex_unlock(&x->lock);
+    struct vfe_vu_region r = region_of(x, c.off, c.len, c.fd_offset);
+    if (c.op == VFE_DAX_COMMIT_MAP)
+        vfe_dev_add_region(d, &r, c.fd);
+    else
+        vfe_dev_remove_region(d, &r);
+    vufs_close(&c.fd);
 }

@@ -9,6 +9,8 @@
  */
 #include <assert.h>
 #include <errno.h>
+#include <fcntl.h>
+#include <pthread.h>
 #include <string.h>
 #include <fcntl.h>
 #include <sys/mman.h>
@@ -23,6 +25,14 @@ enum vfe_dev_state {
     VFE_DEV_NEW,
     VFE_DEV_OWNED,
     VFE_DEV_RUNNING,
+};
+
+/* A guest memory region sent region by region (CONFIGURE_MEM_SLOTS). */
+struct vfe_dev_region {
+    struct vfe_vu_region r;
+    int fd;     /* ours (a dup), sent with ADD_MEM_REG */
+    bool live;  /* wanted in the backend's table */
+    bool sent;  /* the backend has it */
 };
 
 struct vfe_dev {
@@ -43,6 +53,16 @@ struct vfe_dev {
     uint8_t *log;
     uint64_t log_size;
     bool logging;
+
+    /* CONFIGURE_MEM_SLOTS negotiated: guest memory region by region. The
+     * regions, started and rst are protected by regions_lock (any thread adds
+     * and removes regions; the backend channel does for a DAX window). Lock
+     * order: regions_lock, then the connection's call lock. */
+    bool mem_slots;
+    pthread_mutex_t regions_lock;
+    GArray *regions;     /* struct vfe_dev_region, in the order they came */
+    bool started;        /* changes go out at once (QEMU: hdev->started) */
+    struct vfe_dev_region_stats rst;
 };
 
 #define assert_dev_state(d, s) assert((d)->state == (s))
@@ -76,8 +96,15 @@ static int negotiate(struct vfe_dev *d)
     }
     if (d->backend_queues && d->nqueues > d->backend_queues)
         return -ERANGE;
+    d->mem_slots = d->protocol & (1ull << VFE_VU_PF_CONFIGURE_MEM_SLOTS);
+    if (d->mem_slots) {
+        r = vfe_conn_get_u64(c, VFE_VU_GET_MAX_MEM_SLOTS, &d->rst.max_mem_slots);
+        if (r < 0)
+            return r;
+    }
     if (!d->cfg.no_backend_channel && (d->protocol & (1ull << VFE_VU_PF_BACKEND_REQ))) {
-        r = vfe_conn_start_backend_channel(c, d->cfg.backend_req, d->cfg.backend_req_opaque);
+        r = vfe_conn_start_backend_channel(c, d->cfg.backend_req, d->cfg.backend_post,
+                                           d->cfg.backend_req_opaque);
         if (r < 0)
             return r;
     }
@@ -86,12 +113,16 @@ static int negotiate(struct vfe_dev *d)
     return vfe_conn_call(c, &m, NULL, 0, NULL);
 }
 
+static int list_ram(struct vfe_dev *d);
+
 int vfe_dev_connect(const struct vfe_dev_config *cfg, struct vfe_dev **out)
 {
     struct vfe_dev *d = g_new0(struct vfe_dev, 1);
     d->state = VFE_DEV_NEW;
     d->log_fd = -1;
     d->cfg = *cfg;
+    pthread_mutex_init(&d->regions_lock, NULL);
+    d->regions = g_array_new(FALSE, TRUE, sizeof(struct vfe_dev_region));
     d->nqueues = 1 + (cfg->request_queues ? cfg->request_queues : 1);
     if (!d->cfg.queue_size)
         d->cfg.queue_size = 128;
@@ -105,6 +136,8 @@ int vfe_dev_connect(const struct vfe_dev_config *cfg, struct vfe_dev **out)
     if (r < 0)
         goto out_close;
     r = negotiate(d);
+    if (r == 0 && d->mem_slots)
+        r = list_ram(d);
     if (r < 0)
         goto out_close;
     d->state = VFE_DEV_OWNED;
@@ -168,6 +201,173 @@ static int enable_rings(struct vfe_dev *d, bool on)
     return ret;
 }
 
+/* ---- Guest memory region by region --------------------------------------------------- */
+
+static unsigned live_regions_locked(const struct vfe_dev *d)
+{
+    unsigned n = 0;
+    for (unsigned i = 0; i < d->regions->len; i++)
+        n += g_array_index(d->regions, struct vfe_dev_region, i).live;
+    return n;
+}
+
+static int send_region(struct vfe_dev *d, uint32_t request, const struct vfe_vu_region *r, int fd)
+{
+    struct vfe_msg m;
+    vfe_msg_init(&m, request, 0);
+    vfe_msg_set_mem_reg(&m, r);
+    return vfe_conn_call(d->conn, &m, fd >= 0 ? &fd : NULL, fd >= 0 ? 1 : 0, NULL);
+}
+
+/*
+ * What QEMU's vhost_user_add_remove_regions sends for a change of its table:
+ * REM_MEM_REG of the regions gone (last first), then ADD_MEM_REG of the new
+ * ones. A region the backend refused is gone from both sides. Caller holds
+ * regions_lock. The first error, after trying everything.
+ */
+static int flush_regions_locked(struct vfe_dev *d)
+{
+    int ret = 0;
+    for (unsigned i = d->regions->len; i-- > 0;) {
+        struct vfe_dev_region *e = &g_array_index(d->regions, struct vfe_dev_region, i);
+        if (e->live)
+            continue;
+        if (e->sent) {
+            struct vfe_vu_region rem = e->r;
+            rem.mmap_offset = 0; /* as QEMU fills it */
+            int r = send_region(d, VFE_VU_REM_MEM_REG, &rem, -1);
+            if (r < 0) {
+                d->rst.errors++;
+                ret = ret ? ret : r;
+            } else {
+                d->rst.removes++;
+            }
+        }
+        vufs_close(&e->fd);
+        g_array_remove_index(d->regions, i);
+    }
+    for (unsigned i = 0; i < d->regions->len;) {
+        struct vfe_dev_region *e = &g_array_index(d->regions, struct vfe_dev_region, i);
+        if (e->sent) {
+            i++;
+            continue;
+        }
+        int r = send_region(d, VFE_VU_ADD_MEM_REG, &e->r, e->fd);
+        if (r < 0) {
+            d->rst.errors++;
+            ret = ret ? ret : r;
+            vufs_close(&e->fd);
+            g_array_remove_index(d->regions, i);
+            continue;
+        }
+        d->rst.adds++;
+        e->sent = true;
+        i++;
+    }
+    return ret;
+}
+
+int vfe_dev_add_region(struct vfe_dev *d, const struct vfe_vu_region *r, int fd)
+{
+    if (!d->mem_slots)
+        return -ENOTSUP;
+    pthread_mutex_lock(&d->regions_lock);
+    int ret = 0;
+    if (live_regions_locked(d) >= VFE_VU_QEMU_MAX_SLOTS) {
+        d->rst.overflows++;
+        ret = -ENOSPC;
+        goto out_unlock;
+    }
+    struct vfe_dev_region e = { .r = *r, .live = true };
+    e.fd = fcntl(fd, F_DUPFD_CLOEXEC, 3);
+    if (e.fd < 0) {
+        ret = -errno;
+        goto out_unlock;
+    }
+    g_array_append_val(d->regions, e);
+    if (d->started)
+        ret = flush_regions_locked(d);
+out_unlock:
+    pthread_mutex_unlock(&d->regions_lock);
+    return ret;
+}
+
+int vfe_dev_remove_region(struct vfe_dev *d, const struct vfe_vu_region *r)
+{
+    if (!d->mem_slots)
+        return -ENOTSUP;
+    pthread_mutex_lock(&d->regions_lock);
+    int ret = -ENOENT;
+    for (unsigned i = 0; i < d->regions->len; i++) {
+        struct vfe_dev_region *e = &g_array_index(d->regions, struct vfe_dev_region, i);
+        if (e->live && e->r.guest_phys_addr == r->guest_phys_addr &&
+            e->r.memory_size == r->memory_size && e->r.userspace_addr == r->userspace_addr) {
+            e->live = false;
+            ret = d->started ? flush_regions_locked(d) : 0;
+            break;
+        }
+    }
+    pthread_mutex_unlock(&d->regions_lock);
+    return ret;
+}
+
+void vfe_dev_get_region_stats(struct vfe_dev *d, struct vfe_dev_region_stats *st)
+{
+    pthread_mutex_lock(&d->regions_lock);
+    *st = d->rst;
+    st->regions = live_regions_locked(d);
+    pthread_mutex_unlock(&d->regions_lock);
+}
+
+/* The start's memory: SET_MEM_TABLE, or with CONFIGURE_MEM_SLOTS what changed
+ * since the last start (the guest RAM the first time), and from then on every
+ * change at once. */
+static int start_memory(struct vfe_dev *d)
+{
+    if (!d->mem_slots) {
+        unsigned n = vfe_mem_nregions(d->mem);
+        if (n > VFE_VU_MAX_REGIONS)
+            return -E2BIG;
+        struct vfe_vu_region regs[VFE_VU_MAX_REGIONS];
+        int fds[VFE_VU_MAX_REGIONS];
+        for (unsigned i = 0; i < n; i++)
+            vfe_mem_region(d->mem, i, &regs[i]);
+        for (unsigned i = 0; i < n; i++)
+            fds[i] = vfe_mem_fd(d->mem);
+        struct vfe_msg m;
+        vfe_msg_init(&m, VFE_VU_SET_MEM_TABLE, 0);
+        int r = vfe_msg_set_mem(&m, regs, n);
+        return r < 0 ? r : vfe_conn_call(d->conn, &m, fds, n, NULL);
+    }
+    pthread_mutex_lock(&d->regions_lock);
+    d->started = true;
+    int r = flush_regions_locked(d);
+    pthread_mutex_unlock(&d->regions_lock);
+    return r;
+}
+
+/* CONFIGURE_MEM_SLOTS: the guest RAM is the table's first regions (by
+ * address, as QEMU's), sent with the first start. */
+static int list_ram(struct vfe_dev *d)
+{
+    for (unsigned i = 0; i < vfe_mem_nregions(d->mem); i++) {
+        struct vfe_dev_region e = { .live = true };
+        vfe_mem_region(d->mem, i, &e.r);
+        e.fd = fcntl(vfe_mem_fd(d->mem), F_DUPFD_CLOEXEC, 3);
+        if (e.fd < 0)
+            return -errno;
+        g_array_append_val(d->regions, e);
+    }
+    return 0;
+}
+
+static void stop_memory(struct vfe_dev *d)
+{
+    pthread_mutex_lock(&d->regions_lock);
+    d->started = false;
+    pthread_mutex_unlock(&d->regions_lock);
+}
+
 int vfe_dev_start(struct vfe_dev *d)
 {
     assert_dev_state(d, VFE_DEV_OWNED);
@@ -185,25 +385,11 @@ int vfe_dev_start(struct vfe_dev *d)
     if (r < 0)
         return r;
     d->acked = feat;
+    r = start_memory(d);
+    if (r < 0)
+        return r;
 
-    struct vfe_vu_region regs[VFE_VU_MAX_REGIONS];
-    int fds[VFE_VU_MAX_REGIONS];
-    unsigned n = vfe_mem_nregions(d->mem);
-    if (n > VFE_VU_MAX_REGIONS)
-        return -E2BIG;
-    for (unsigned i = 0; i < n; i++) {
-        vfe_mem_region(d->mem, i, &regs[i]);
-        fds[i] = vfe_mem_fd(d->mem);
-    }
     struct vfe_msg m;
-    vfe_msg_init(&m, VFE_VU_SET_MEM_TABLE, 0);
-    r = vfe_msg_set_mem(&m, regs, n);
-    if (r < 0)
-        return r;
-    r = vfe_conn_call(c, &m, fds, n, NULL);
-    if (r < 0)
-        return r;
-
     for (unsigned i = 0; i < d->nqueues; i++) {
         struct vfe_vq *vq = d->vqs[i];
         r = set_state(c, VFE_VU_SET_VRING_NUM, i, vfe_vq_size(vq));
@@ -244,6 +430,7 @@ int vfe_dev_stop(struct vfe_dev *d)
 {
     assert_dev_state(d, VFE_DEV_RUNNING);
     d->state = VFE_DEV_OWNED;
+    stop_memory(d);
     /* QEMU's vhost_dev_stop for vhost-user-fs: every ring disabled first, then
      * GET_VRING_BASE on each (which stops it). */
     int ret = enable_rings(d, false);
@@ -326,6 +513,10 @@ int vfe_dev_close_status(struct vfe_dev *d, int *status, bool *on_its_own)
         munmap(d->log, d->log_size);
     if (d->log_fd >= 0)
         close(d->log_fd);
+    for (unsigned i = 0; i < d->regions->len; i++)
+        vufs_close(&g_array_index(d->regions, struct vfe_dev_region, i).fd);
+    g_array_free(d->regions, TRUE);
+    pthread_mutex_destroy(&d->regions_lock);
     g_free(d);
     return r;
 }

@@ -13,6 +13,7 @@ _Static_assert(VFE_VU_HDR_SIZE == offsetof(struct vfe_msg, payload), "header lay
 _Static_assert(sizeof(struct vfe_vu_addr) == 40, "vring addr layout");
 _Static_assert(sizeof(struct vfe_vu_region) == 32, "region layout");
 _Static_assert(sizeof(struct vfe_vu_mem) == 8 + 32 * VFE_VU_MAX_REGIONS, "mem layout");
+_Static_assert(sizeof(struct vfe_vu_mem_reg) == 40, "mem_reg layout");
 
 void vfe_msg_init(struct vfe_msg *m, uint32_t request, uint32_t flags)
 {
@@ -52,6 +53,13 @@ int vfe_msg_set_mem(struct vfe_msg *m, const struct vfe_vu_region *r, unsigned n
      * vhost crate refuses anything else), and the fds match the regions. */
     m->size = (uint32_t)(offsetof(struct vfe_vu_mem, regions) + n * sizeof(*r));
     return 0;
+}
+
+void vfe_msg_set_mem_reg(struct vfe_msg *m, const struct vfe_vu_region *r)
+{
+    m->payload.mem_reg.padding = 0;
+    m->payload.mem_reg.region = *r;
+    m->size = sizeof(m->payload.mem_reg);
 }
 
 size_t vfe_msg_wire_len(const struct vfe_msg *m)
@@ -96,6 +104,8 @@ static const char *const vfe_msg_names[] = {
     [VFE_VU_GET_CONFIG] = "GET_CONFIG",
     [VFE_VU_RESET_DEVICE] = "RESET_DEVICE",
     [VFE_VU_GET_MAX_MEM_SLOTS] = "GET_MAX_MEM_SLOTS",
+    [VFE_VU_ADD_MEM_REG] = "ADD_MEM_REG",
+    [VFE_VU_REM_MEM_REG] = "REM_MEM_REG",
     [VFE_VU_SET_STATUS] = "SET_STATUS",
     [VFE_VU_GET_STATUS] = "GET_STATUS",
     [VFE_VU_GET_SHMEM_CONFIG] = "GET_SHMEM_CONFIG",

@@ -66,6 +66,8 @@ enum vfe_vu_request {
     VFE_VU_GET_CONFIG = 24,
     VFE_VU_RESET_DEVICE = 34,
     VFE_VU_GET_MAX_MEM_SLOTS = 36,
+    VFE_VU_ADD_MEM_REG = 37,
+    VFE_VU_REM_MEM_REG = 38,
     VFE_VU_SET_STATUS = 39,
     VFE_VU_GET_STATUS = 40,
     VFE_VU_SET_DEVICE_STATE_FD = 42,
@@ -146,6 +148,17 @@ struct vfe_vu_mem {
     struct vfe_vu_region regions[VFE_VU_MAX_REGIONS];
 };
 
+/* ADD_MEM_REG / REM_MEM_REG payload: one region. */
+struct vfe_vu_mem_reg {
+    uint64_t padding;
+    struct vfe_vu_region region;
+};
+
+/* QEMU's own limit on guest memory regions (VHOST_USER_MAX_RAM_SLOTS): QEMU
+ * 11.1 aborts when a change would make more (an assertion in
+ * vhost_user_add_remove_regions), whatever GET_MAX_MEM_SLOTS said. */
+#define VFE_VU_QEMU_MAX_SLOTS 512u
+
 /* One message as it travels: header, then size bytes of payload. */
 struct vfe_msg {
     uint32_t request;
@@ -156,6 +169,7 @@ struct vfe_msg {
         struct vfe_vu_state state;
         struct vfe_vu_addr addr;
         struct vfe_vu_mem mem;
+        struct vfe_vu_mem_reg mem_reg;
         uint8_t raw[VFE_VU_MAX_PAYLOAD];
     } payload;
 } __attribute__((packed));
@@ -166,6 +180,8 @@ void vfe_msg_set_state(struct vfe_msg *m, uint32_t index, uint32_t num);
 void vfe_msg_set_addr(struct vfe_msg *m, const struct vfe_vu_addr *a);
 /* -E2BIG with more than VFE_VU_MAX_REGIONS regions. */
 int vfe_msg_set_mem(struct vfe_msg *m, const struct vfe_vu_region *r, unsigned n);
+/* ADD_MEM_REG / REM_MEM_REG: the padding, then the region (40 bytes). */
+void vfe_msg_set_mem_reg(struct vfe_msg *m, const struct vfe_vu_region *r);
 /* Bytes on the wire: header plus payload. */
 size_t vfe_msg_wire_len(const struct vfe_msg *m);
 /* Is reply a well-formed reply to request carrying a payload of exactly
@@ -184,6 +200,13 @@ struct vfe_conn;
  */
 typedef uint64_t (*vfe_backend_req_fn)(void *opaque, const struct vfe_msg *m, const int *fds,
                                        unsigned nfds);
+/*
+ * Runs on the channel thread after the reply to m went out (or right after the
+ * handler when m wanted none), with the handler's result: what a VMM does once
+ * it has answered, as QEMU 11.1 commits a mapping to the guest's memory (and
+ * tells the backend with ADD_MEM_REG) after its reply to BACKEND_SHMEM_MAP.
+ */
+typedef void (*vfe_backend_post_fn)(void *opaque, const struct vfe_msg *m, uint64_t result);
 
 struct vfe_conn_config {
     /* Exactly one of socket_path (connect to a running backend) or backend_cmd. */
@@ -225,15 +248,19 @@ bool vfe_conn_wait_closed(struct vfe_conn *c, int timeout_ms);
 
 /* Checked: send m (with fds) and, if the request has its own reply (GET_*),
  * read and validate it into reply. With REPLY_ACK on, other requests carry
- * NEED_REPLY and the u64 ack is checked (-EIO when non-zero). */
+ * NEED_REPLY and the u64 ack is checked (-EIO when non-zero). Calls from
+ * several threads (a test's and the backend channel's) take turns: each call's
+ * request and reply stay together. */
 int vfe_conn_call(struct vfe_conn *c, struct vfe_msg *m, const int *fds, unsigned nfds,
                   struct vfe_msg *reply);
 int vfe_conn_get_u64(struct vfe_conn *c, uint32_t request, uint64_t *v);
 int vfe_conn_set_u64(struct vfe_conn *c, uint32_t request, uint64_t v);
 
 /* Creates the backend request socketpair, sends SET_BACKEND_REQ_FD and starts
- * the thread serving it. handler NULL: every request gets a failure ack. */
-int vfe_conn_start_backend_channel(struct vfe_conn *c, vfe_backend_req_fn handler, void *opaque);
+ * the thread serving it. handler NULL: every request gets a failure ack; post
+ * may be NULL. */
+int vfe_conn_start_backend_channel(struct vfe_conn *c, vfe_backend_req_fn handler,
+                                   vfe_backend_post_fn post, void *opaque);
 /* Requests served on the channel so far. */
 unsigned vfe_conn_backend_requests(const struct vfe_conn *c);
 
@@ -392,6 +419,13 @@ int vfe_vq_raw_wait_used(struct vfe_vq *vq, uint16_t from, int timeout_ms);
  *   queues keep their memory; start again resumes at the returned indices).
  * reset: stop, then RESET_DEVICE (negotiated when offered) or, from a backend
  *   without it, the deprecated RESET_OWNER (QEMU 7.2's fallback).
+ * With CONFIGURE_MEM_SLOTS (asked for in protocol_features and offered), as
+ *   QEMU 11.1: GET_MAX_MEM_SLOTS after GET_QUEUE_NUM, and guest memory goes
+ *   region by region: the first start sends ADD_MEM_REG per region where
+ *   SET_MEM_TABLE would go, later starts only what changed since (REM_MEM_REG
+ *   of regions removed meanwhile, then ADD_MEM_REG of new ones); while the
+ *   device runs, vfe_dev_add_region / vfe_dev_remove_region send theirs at
+ *   once (QEMU's memory listener commits only on a started device).
  * SET_VRING_ENABLE is sent only with VHOST_USER_F_PROTOCOL_FEATURES acked.
  * With REPLY_ACK every request without a reply of its own carries NEED_REPLY
  * (the spec allows it on any; QEMU sets it on fewer) and its ack is checked.
@@ -409,6 +443,7 @@ struct vfe_dev_config {
     bool no_backend_channel;      /* skip SET_BACKEND_REQ_FD */
     bool send_vring_err;          /* also SET_VRING_ERR */
     vfe_backend_req_fn backend_req;
+    vfe_backend_post_fn backend_post; /* may be NULL */
     void *backend_req_opaque;
 };
 
@@ -496,6 +531,30 @@ int vfe_dev_migrate(struct vfe_dev *d, const struct vfe_conn_config *to,
  * refuse). */
 int vfe_dev_log_base_raw(struct vfe_dev *d, int fd, uint64_t size, uint64_t offset,
                          uint64_t *answer);
+
+/*
+ * Guest memory region by region (CONFIGURE_MEM_SLOTS negotiated; -ENOTSUP
+ * otherwise), any thread: a region beside the guest RAM of struct
+ * vfe_dev_config.mem (memory hotplug; a DAX window's mapping, vfe_dax does it).
+ * fd is the region's (the caller keeps it; it goes with ADD_MEM_REG). Sent at
+ * once while the device runs, else at its next start. A region that would
+ * make more than VFE_VU_QEMU_MAX_SLOTS is not added (-ENOSPC) and counted as
+ * an overflow: QEMU 11.1 aborts there. A refused ADD/REM_MEM_REG (-EIO) is
+ * counted as an error; the region is then treated as gone.
+ * vfe_dev_remove_region names the region by gpa, size and userspace_addr
+ * (REM_MEM_REG carries mmap_offset 0, as QEMU sends it). -ENOENT if unknown.
+ */
+int vfe_dev_add_region(struct vfe_dev *d, const struct vfe_vu_region *r, int fd);
+int vfe_dev_remove_region(struct vfe_dev *d, const struct vfe_vu_region *r);
+
+struct vfe_dev_region_stats {
+    unsigned regions;        /* live: guest RAM and added ones, sent or not */
+    uint64_t max_mem_slots;  /* GET_MAX_MEM_SLOTS; 0 when not negotiated */
+    uint64_t adds, removes;  /* ADD_MEM_REG / REM_MEM_REG the backend acked */
+    uint64_t errors;         /* ... it refused */
+    uint64_t overflows;      /* regions past VFE_VU_QEMU_MAX_SLOTS (QEMU aborts) */
+};
+void vfe_dev_get_region_stats(struct vfe_dev *d, struct vfe_dev_region_stats *st);
 
 /* ---- FUSE client (fuse.c) ----------------------------------------------------- */
 
@@ -675,8 +734,26 @@ uint64_t vfe_dax_handle(void *opaque, const struct vfe_msg *m, const int *fds, u
 /* Is all of [off, off+len) mapped right now? */
 bool vfe_dax_is_mapped(struct vfe_dax *x, uint64_t off, uint64_t len);
 void vfe_dax_get_stats(struct vfe_dax *x, struct vfe_dax_stats *st);
-/* Drops every mapping (a device reset). */
+/* Drops every mapping (a device reset; with regions reported, their
+ * REM_MEM_REGs go with the device's next start, as QEMU's). */
 void vfe_dax_reset(struct vfe_dax *x);
+/*
+ * Reports mappings to the backend as guest memory, as QEMU 11.1 does (shmem
+ * protocol; d must have CONFIGURE_MEM_SLOTS negotiated; pass vfe_dax_post as
+ * the device's backend_post): BACKEND_SHMEM_MAP is answered with the range
+ * still showing zeros to the guest (stores there are lost), then, after
+ * commit_delay_us, the file appears in the window and ADD_MEM_REG tells the
+ * backend (gpa window_gpa + shm_offset, userspace_addr the range in our window,
+ * mmap_offset fd_offset, the file's fd). BACKEND_SHMEM_UNMAP is answered, then
+ * the range goes and REM_MEM_REG follows. A backend that answers the guest's
+ * SETUPMAPPING on the map's reply alone lets it see the zeros: QEMU 11.1's
+ * commit takes 1-2 ms under TCG. vfe_dax_is_mapped is true from the commit on.
+ */
+void vfe_dax_report_regions(struct vfe_dax *x, struct vfe_dev *d, uint64_t window_gpa,
+                            unsigned commit_delay_us);
+void vfe_dax_post(void *opaque, const struct vfe_msg *m, uint64_t result);
+/* Guest-physical address of window offset off (vfe_dax_report_regions). */
+uint64_t vfe_dax_gpa(const struct vfe_dax *x, uint64_t off);
 /* GET_SHMEM_CONFIG: the size of shared memory region 0 (the window) the
  * backend asks for; -EPROTO on a malformed reply. */
 int vfe_conn_get_shmem_window(struct vfe_conn *c, uint64_t *size);

@@ -12,9 +12,13 @@
 #
 # usage: scripts/bench-dax-guest.sh [BUILD_DIR] [OUT_DIR]
 #   env: FILE_MB (per file, default 16), ROUNDS (default 2), RUNTIME (s per
-#        fio run, default 8)
+#        fio run, default 8), PLOT (png path, default docs/dax-guest-sweep.png;
+#        none: no plot)
 # OUT_DIR gets sweep.txt (every VUFS-SWEEP line), dax-guest-tables.md, and
-# each boot's log directory.
+# each boot's log directory; PLOT the three workloads' IOPS against the window
+# (medians, the bars the range over the rounds). The plot needs Debian's
+# python3-matplotlib (apt-get install -y python3-matplotlib; not a build or
+# test dependency), checked before the first boot.
 {
 set -euo pipefail
 here=$(cd "$(dirname "$0")/.." && pwd)
@@ -23,6 +27,12 @@ out=${2:-/tmp/vufs-dax-guest-sweep}
 file_mb=${FILE_MB:-16}
 rounds=${ROUNDS:-2}
 runtime=${RUNTIME:-8}
+plot=${PLOT:-$here/docs/dax-guest-sweep.png}
+if [ "$plot" != none ] && ! /usr/bin/python3 -c 'import matplotlib' 2>/dev/null; then
+    echo "bench-dax-guest: the plot needs python3-matplotlib (apt-get install -y" \
+        "python3-matplotlib), or PLOT=none" >&2
+    exit 2
+fi
 mkdir -p "$out"
 data=$out/share
 mkdir -p "$data"
@@ -81,5 +91,60 @@ for job in ("randread", "randwrite", "seqread"):
             med.get("auto", 0) / med["never"] if med.get("never") else 0))
 PY
 cat "$out/dax-guest-tables.md"
+[ "$plot" = none ] && exit 0
+/usr/bin/python3 - "$out/sweep.txt" "$ws" "$plot" "$rounds" "$runtime" <<'PY'
+import re, statistics, sys
+from collections import defaultdict
+import matplotlib
+matplotlib.use("Agg")
+import matplotlib.pyplot as plt
+runs = defaultdict(list)
+for line in open(sys.argv[1]):
+    m = re.search(r"cell=w(\d+)-(\S+) job=(\S+) iops=([0-9.]+)(k?)", line)
+    if m:
+        runs[(int(m.group(1)), m.group(2), m.group(3))].append(
+            float(m.group(4)) * (1000 if m.group(5) else 1))
+ws, png, rounds, runtime = int(sys.argv[2]), sys.argv[3], sys.argv[4], sys.argv[5]
+wins = sorted({k[0] for k in runs})
+
+def label(w):
+    r = w / ws
+    return "1/%d" % round(1 / r) if r < 1 else "%g" % r
+
+cells = {"never": ("tab:gray", "o", "-"), "always": ("tab:red", "s", "-"),
+         "auto": ("tab:blue", "^", "-"), "dax=always": ("tab:orange", "v", "--")}
+jobs = (("randread", "4 KiB randread"), ("randwrite", "4 KiB randwrite"),
+        ("seqread", "1 MiB seqread"))
+fig, axes = plt.subplots(1, 3, figsize=(16, 4.6))
+for ax, (job, title) in zip(axes, jobs):
+    for cell, (col, mk, ls) in cells.items():
+        xs, ys, lo, hi = [], [], [], []
+        for w in wins:
+            v = runs.get((w, cell, job))
+            if not v:
+                continue
+            med = statistics.median(v)
+            xs.append(w / ws)
+            ys.append(med)
+            lo.append(med - min(v))
+            hi.append(max(v) - med)
+        name = ("--dax-policy " + cell) if cell != "dax=always" else "mount -o dax=always"
+        ax.errorbar(xs, ys, yerr=[lo, hi], marker=mk, color=col, linestyle=ls, capsize=3,
+                    label=name)
+    ax.set_xscale("log", base=2)
+    ax.set_yscale("log")
+    ax.set_xticks([w / ws for w in wins])
+    ax.set_xticklabels(["%s\n(%d MiB)" % (label(w), w) for w in wins])
+    ax.set_xlabel("DAX window / working set (%d MiB in 4 files)" % ws)
+    ax.set_ylabel("IOPS")
+    ax.set_title(title)
+    ax.grid(True, which="both", alpha=0.3)
+    ax.legend(fontsize=7)
+fig.suptitle("Linux 6.1 guest, QEMU 11.1 (TCG), vufsd: fio psync QD1, %s s runs, "
+             "median of %s round(s) (bars: min-max)" % (runtime, rounds), fontsize=10)
+fig.tight_layout()
+fig.savefig(png, dpi=100)
+print("plot:", png)
+PY
 exit 0
 }

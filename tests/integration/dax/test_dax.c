@@ -24,6 +24,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/mman.h>
 #include <sys/stat.h>
 #include <sys/wait.h>
 #include <time.h>
@@ -62,7 +63,15 @@ struct opts {
     bool no_shmem_feature;         /* the frontend does not ask for SHMEM */
     uint32_t uid, gid;
     uint64_t init_flags;           /* 0: MAP_ALIGNMENT | HAS_INODE_DAX and the usual */
+    uint64_t window;               /* the frontend's window; 0: WINDOW */
+    /* As QEMU 11.1 (shmem): guest memory region by region, every mapping a
+     * region of its own, committed (ADD_MEM_REG) this long after its reply. */
+    bool qemu_regions;
+    unsigned commit_delay_us;
 };
+
+/* Where the window sits in guest-physical space when mappings are regions. */
+#define WIN_GPA 0x10000000000ull
 
 static const char *hpath(struct env *e, const char *name)
 {
@@ -112,7 +121,7 @@ static struct env *prepare(const struct opts *o)
     close(lfd);
     snprintf(e->cmd, sizeof(e->cmd), "%s --socket-path={socket} --shared-dir={dir} %s %s",
              opt_vufsd, opt_extra, o->daemon ? o->daemon : "");
-    assert_int_equal(vfe_dax_new(WINDOW, o->proto, &e->dax), 0);
+    assert_int_equal(vfe_dax_new(o->window ? o->window : WINDOW, o->proto, &e->dax), 0);
     return e;
 }
 
@@ -123,6 +132,8 @@ static void attach(struct env *e, const struct opts *o, const char *socket)
                   (1ull << VFE_VU_PF_BACKEND_REQ) | (1ull << VFE_VU_PF_BACKEND_SEND_FD);
     if (o->proto == VFE_DAX_SHMEM && !o->no_shmem_feature)
         pf |= 1ull << VFE_VU_PF_SHMEM;
+    if (o->qemu_regions)
+        pf |= 1ull << VFE_VU_PF_CONFIGURE_MEM_SLOTS;
     struct vfe_dev_config cfg = {
         .conn = { .backend_cmd = socket ? NULL : e->cmd, .socket_path = socket, .dir = e->dir,
                   .backend_log = e->log, .timeout_ms = 20000 },
@@ -130,9 +141,14 @@ static void attach(struct env *e, const struct opts *o, const char *socket)
         .queue_size = 128,
         .protocol_features = pf,
         .backend_req = vfe_dax_handle,
+        .backend_post = o->qemu_regions ? vfe_dax_post : NULL,
         .backend_req_opaque = e->dax,
     };
     assert_int_equal(vfe_dev_connect(&cfg, &e->dev), 0);
+    if (o->qemu_regions) {
+        assert_true(vfe_dev_protocol_features(e->dev) & (1ull << VFE_VU_PF_CONFIGURE_MEM_SLOTS));
+        vfe_dax_report_regions(e->dax, e->dev, WIN_GPA, o->commit_delay_us);
+    }
     assert_int_equal(vfe_conn_get_u64(vfe_dev_conn(e->dev), VFE_VU_GET_PROTOCOL_FEATURES,
                                       &e->offered_protocol),
                      0);
@@ -163,12 +179,18 @@ static void assert_alive(struct env *e)
     assert_false(vfe_conn_backend_exited(vfe_dev_conn(e->dev), &status));
 }
 
-/* The frontend never had to refuse a request: the daemon kept the mainline rules. */
+/* The frontend never had to refuse a request: the daemon kept the mainline rules;
+ * and as QEMU it never had a region refused, nor one past its limit (where QEMU
+ * 11.1 aborts). */
 static void assert_no_rejects(struct env *e)
 {
     struct vfe_dax_stats st;
     vfe_dax_get_stats(e->dax, &st);
     assert_int_equal(st.rejects, 0);
+    struct vfe_dev_region_stats rs;
+    vfe_dev_get_region_stats(e->dev, &rs);
+    assert_int_equal(rs.errors, 0);
+    assert_int_equal(rs.overflows, 0);
 }
 
 static void teardown(struct env *e)
@@ -450,6 +472,198 @@ static void test_qemu_map_rules(void **state)
     struct vfe_dax_stats ds;
     vfe_dax_get_stats(e->dax, &ds);
     assert_int_equal(ds.rejects, 0); /* nothing QEMU would refuse was sent */
+    stop(e);
+}
+
+/* ---- QEMU 11.1: every mapping a guest memory region ------------------------------------ */
+
+static void region_stats(struct env *e, struct vfe_dev_region_stats *rs)
+{
+    vfe_dev_get_region_stats(e->dev, rs);
+}
+
+/* Waits until the frontend's REM_MEM_REGs reached n (each is acked by the
+ * daemon once its table no longer holds the region). */
+static void wait_removes(struct env *e, uint64_t n)
+{
+    struct vfe_dev_region_stats rs;
+    for (int i = 0; i < 5000; i++) {
+        region_stats(e, &rs);
+        if (rs.removes >= n)
+            return;
+        usleep(1000);
+    }
+    fail_msg("REM_MEM_REG %llu of %llu", (unsigned long long)rs.removes, (unsigned long long)n);
+}
+
+/*
+ * QEMU 11.1 answers BACKEND_SHMEM_MAP before the range is in the guest's
+ * memory (its commit, 1-2 ms later under TCG, sends ADD_MEM_REG). The
+ * frontend here commits 50 ms after its reply: a SETUPMAPPING answered on the
+ * map's reply alone finds zeros in the window (the real guest's fio read
+ * zeros back), one answered when the region has come finds the file.
+ */
+static void test_qemu_map_waits_for_region(void **state)
+{
+    struct opts o = { .daemon = "--dax-window 16M", .proto = VFE_DAX_SHMEM,
+                      .qemu_regions = true, .commit_delay_us = 50 * 1000 };
+    struct env *e = start(&o);
+    host_file(e, "f", 4 * MiB, 21);
+    uint64_t f = lookup(e, "f", NULL);
+    struct vfe_dev_region_stats rs;
+    region_stats(e, &rs);
+    uint64_t ram = rs.regions;
+    assert_true(ram >= 1);
+    for (unsigned i = 0; i < 6; i++) {
+        uint64_t moff = (i % 8) * 2 * MiB, foff = (i % 2) * 2 * MiB;
+        assert_int_equal(vfe_fuse_setupmapping(e->fuse, f, NOFH, foff, 2 * MiB,
+                                               i % 2 ? RW : RD, moff), 0);
+        /* At once: no wait here, the guest reads right after the reply. */
+        if (!vfe_dax_is_mapped(e->dax, moff, 2 * MiB))
+            fail_msg("map %u answered before its memory region came: the guest reads zeros", i);
+        assert_window_is_file(e, "f", moff, foff, 2 * MiB);
+        region_stats(e, &rs);
+        assert_int_equal(rs.regions, ram + 1);
+        assert_int_equal(rm1(e, f, moff, 2 * MiB), 0);
+        wait_removes(e, i + 1);
+    }
+    region_stats(e, &rs);
+    assert_int_equal(rs.regions, ram);
+    assert_int_equal(rs.adds, ram + 6);
+    stop(e);
+}
+
+/* The largest window QEMU 11.1 can carry, 512 MiB (256 ranges), every range
+ * mapped at once: 256 regions beside the guest RAM, none refused. */
+static void test_qemu_window_full(void **state)
+{
+    struct opts o = { .daemon = "--dax-window 512M", .proto = VFE_DAX_SHMEM, .window = 512 * MiB,
+                      .qemu_regions = true };
+    struct env *e = start(&o);
+    assert_int_equal(e->shmem_window, 512 * MiB);
+    host_file(e, "f", 4 * MiB, 22);
+    uint64_t f = lookup(e, "f", NULL);
+    struct vfe_dev_region_stats rs;
+    region_stats(e, &rs);
+    uint64_t ram = rs.regions;
+    for (uint64_t i = 0; i < 256; i++)
+        if (vfe_fuse_setupmapping(e->fuse, f, NOFH, (i % 2) * 2 * MiB, 2 * MiB, RD, i * 2 * MiB))
+            fail_msg("map %llu of 256 refused (the daemon's table holds %llu regions)",
+                     (unsigned long long)i, (unsigned long long)(ram + i));
+    region_stats(e, &rs);
+    assert_int_equal(rs.regions, ram + 256);
+    assert_window_is_file(e, "f", 255 * 2 * MiB, 2 * MiB, 2 * MiB);
+    const uint64_t all[1][2] = { { 0, 512 * MiB } };
+    assert_int_equal(vfe_fuse_removemapping(e->fuse, f, all, 1), 0);
+    wait_removes(e, 256);
+    stop(e);
+}
+
+/*
+ * QEMU 11.1 checks no slot limit when a mapping becomes a region and aborts
+ * past 512 of them. With 300 more RAM regions (memory hotplug) a 512 MiB window
+ * cannot all be mapped: the map that would need the 513th region is refused
+ * (ENOSPC), the frontend never sees it, and once a range is unmapped (its
+ * REM_MEM_REG done) the next map succeeds.
+ */
+static void test_qemu_region_cap(void **state)
+{
+    struct opts o = { .daemon = "--dax-window 512M", .proto = VFE_DAX_SHMEM, .window = 512 * MiB,
+                      .qemu_regions = true };
+    struct env *e = start(&o);
+    int ram = memfd_create("hotplug", MFD_CLOEXEC);
+    assert_true(ram >= 0);
+    const unsigned extra = 300;
+    assert_int_equal(ftruncate(ram, (off_t)extra * 4096), 0);
+    void *base = mmap(NULL, extra * 4096ull, PROT_READ | PROT_WRITE, MAP_SHARED, ram, 0);
+    assert_true(base != MAP_FAILED);
+    for (unsigned i = 0; i < extra; i++) {
+        struct vfe_vu_region r = { .guest_phys_addr = 0x20000000000ull + i * 4096ull,
+                                   .memory_size = 4096,
+                                   .userspace_addr = (uint64_t)(uintptr_t)base + i * 4096ull,
+                                   .mmap_offset = i * 4096ull };
+        assert_int_equal(vfe_dev_add_region(e->dev, &r, ram), 0);
+    }
+    struct vfe_dev_region_stats rs;
+    region_stats(e, &rs);
+    uint64_t before = rs.regions, room = VFE_VU_QEMU_MAX_SLOTS - before;
+    assert_true(room < 256);
+    host_file(e, "f", 2 * MiB, 23);
+    uint64_t f = lookup(e, "f", NULL);
+    for (uint64_t i = 0; i < room; i++)
+        if (vfe_fuse_setupmapping(e->fuse, f, NOFH, 0, 2 * MiB, RD, i * 2 * MiB))
+            fail_msg("map %llu refused with %llu regions", (unsigned long long)i,
+                     (unsigned long long)(before + i));
+    int r = vfe_fuse_setupmapping(e->fuse, f, NOFH, 0, 2 * MiB, RD, room * 2 * MiB);
+    region_stats(e, &rs);
+    if (rs.overflows)
+        fail_msg("the daemon mapped past QEMU's 512 regions: QEMU 11.1 aborts there");
+    assert_int_equal(r, -ENOSPC);
+    assert_int_equal(rs.regions, VFE_VU_QEMU_MAX_SLOTS);
+    assert_false(vfe_dax_is_mapped(e->dax, room * 2 * MiB, 4096));
+    assert_alive(e);
+    /* Room again once a mapping and its region are gone. */
+    uint64_t removes = rs.removes;
+    assert_int_equal(rm1(e, f, 0, 2 * MiB), 0);
+    wait_removes(e, removes + 1);
+    assert_int_equal(vfe_fuse_setupmapping(e->fuse, f, NOFH, 0, 2 * MiB, RD, room * 2 * MiB), 0);
+    assert_window_is_file(e, "f", room * 2 * MiB, 0, 2 * MiB);
+    munmap(base, extra * 4096ull);
+    close(ram);
+    stop(e);
+}
+
+/*
+ * A descriptor may point into the window: the guest's O_DIRECT read into (or
+ * write from) a buffer that is a DAX mapping. The daemon reads and writes such
+ * buffers through its own mapping of the window's regions, each only its part
+ * of the file: 64 ranges of a sparse 8 TiB file mapped from 4 TiB on (mapping
+ * each file from offset 0 would need 256 TiB of address space). A buffer
+ * straddling two ranges is split between their regions.
+ */
+static void test_qemu_descriptor_in_window(void **state)
+{
+    struct opts o = { .daemon = "--dax-window 512M", .proto = VFE_DAX_SHMEM, .window = 512 * MiB,
+                      .qemu_regions = true };
+    struct env *e = start(&o);
+    const uint64_t far = 4ull << 40, n = 64;
+    int big = open(hpath(e, "big"), O_RDWR | O_CREAT | O_TRUNC, 0644);
+    assert_true(big >= 0);
+    assert_int_equal(ftruncate(big, (off_t)(2 * far)), 0);
+    host_file(e, "src", 256 * KiB, 24);
+    host_file(e, "dst", 0, 0);
+    uint64_t b = lookup(e, "big", NULL);
+    for (uint64_t i = 0; i < n; i++)
+        assert_int_equal(vfe_fuse_setupmapping(e->fuse, b, NOFH, far + i * 2 * MiB, 2 * MiB, RW,
+                                               i * 2 * MiB), 0);
+    struct vfe_dev_region_stats rs;
+    region_stats(e, &rs);
+    assert_int_equal(rs.errors, 0);
+
+    /* READ of src into the window: range 62's last 64 KiB and range 63's first. */
+    struct fuse_entry_out eo;
+    struct fuse_open_out oo;
+    uint64_t src = lookup(e, "src", &eo);
+    assert_int_equal(vfe_fuse_open(e->fuse, src, O_RDONLY, &oo), 0);
+    const uint64_t at = 63 * 2 * MiB - 64 * KiB;
+    struct vfe_sg sg = { vfe_dax_gpa(e->dax, at), 128 * KiB };
+    assert_int_equal(vfe_fuse_read_sg(e->fuse, src, oo.fh, 4096, &sg, 1, false), 128 * KiB);
+    uint8_t *want = malloc(128 * KiB), *got = malloc(128 * KiB);
+    host_pread(e, "src", want, 128 * KiB, 4096);
+    assert_int_equal(pread(big, got, 128 * KiB, (off_t)(far + at)), 128 * KiB);
+    assert_memory_equal(got, want, 128 * KiB);
+    assert_memory_equal(win(e, at), want, 128 * KiB);
+
+    /* WRITE to dst from the window (the same bytes, now in big). */
+    uint64_t dst = lookup(e, "dst", &eo);
+    assert_int_equal(vfe_fuse_open(e->fuse, dst, O_WRONLY, &oo), 0);
+    assert_int_equal(vfe_fuse_write_sg(e->fuse, dst, oo.fh, 0, &sg, 1, false), 128 * KiB);
+    host_pread(e, "dst", got, 128 * KiB, 0);
+    assert_memory_equal(got, want, 128 * KiB);
+    free(want);
+    free(got);
+    close(big);
+    assert_alive(e);
     stop(e);
 }
 
@@ -967,6 +1181,10 @@ int main(int argc, char **argv)
         cmocka_unit_test(test_write_needs_permission),
         cmocka_unit_test(test_readonly_share),
         cmocka_unit_test(test_qemu_map_rules),
+        cmocka_unit_test(test_qemu_map_waits_for_region),
+        cmocka_unit_test(test_qemu_window_full),
+        cmocka_unit_test(test_qemu_region_cap),
+        cmocka_unit_test(test_qemu_descriptor_in_window),
         cmocka_unit_test(test_no_window),
         cmocka_unit_test(test_frontend_without_shmem),
         cmocka_unit_test(test_policy),

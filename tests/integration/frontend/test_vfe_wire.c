@@ -102,8 +102,13 @@ struct rec {
     unsigned nfds;
     uint64_t u64;        /* first 8 payload bytes */
     uint32_t nregions;   /* SET_MEM_TABLE */
+    struct vfe_vu_region region; /* ADD_MEM_REG, REM_MEM_REG */
+    ino_t fd_ino;        /* the first fd's inode */
     bool refused;
+    bool before_map_reply; /* ADD/REM_MEM_REG while a backend request was unanswered */
 };
+
+#define FAKE_MAX_REGIONS 64u
 
 struct fake {
     char *dir, *path;
@@ -122,8 +127,14 @@ struct fake {
     uint64_t acked_protocol, acked_features;
     bool features_set;
     unsigned nregions;
-    struct vfe_vu_region regions[VFE_VU_MAX_REGIONS];
+    struct vfe_vu_region regions[FAKE_MAX_REGIONS];
     uint32_t base[64];
+
+    /* The backend request channel (SET_BACKEND_REQ_FD's fd), driven by the
+     * test; under lock: whether a request sent on it awaits its reply. */
+    int chan_fd;
+    bool chan_waiting;
+    GCond chan_cond;
 };
 
 static bool in_table(const struct fake *f, uint64_t uaddr)
@@ -138,7 +149,8 @@ static bool in_table(const struct fake *f, uint64_t uaddr)
 static bool has_own_reply(uint32_t req)
 {
     return req == VFE_VU_GET_FEATURES || req == VFE_VU_GET_PROTOCOL_FEATURES ||
-           req == VFE_VU_GET_QUEUE_NUM || req == VFE_VU_GET_VRING_BASE;
+           req == VFE_VU_GET_QUEUE_NUM || req == VFE_VU_GET_VRING_BASE ||
+           req == VFE_VU_GET_MAX_MEM_SLOTS;
 }
 
 /* NULL when the request is acceptable, else why not (g_free). */
@@ -198,6 +210,15 @@ static char *check(struct fake *f, const struct vfe_msg *m, unsigned nfds)
         want_fds = n;
         break;
     }
+    case VFE_VU_GET_MAX_MEM_SLOTS:
+        break;
+    case VFE_VU_ADD_MEM_REG:
+        want = sizeof(struct vfe_vu_mem_reg);
+        want_fds = 1;
+        break;
+    case VFE_VU_REM_MEM_REG:
+        want = sizeof(struct vfe_vu_mem_reg); /* QEMU attaches no fd */
+        break;
     default:
         return g_strdup_printf("request %u (%s) not expected", req, name);
     }
@@ -244,6 +265,26 @@ static char *check(struct fake *f, const struct vfe_msg *m, unsigned nfds)
     case VFE_VU_SET_MEM_TABLE:
         if (!f->owned)
             return g_strdup("SET_MEM_TABLE before SET_OWNER");
+        break;
+    case VFE_VU_GET_MAX_MEM_SLOTS:
+    case VFE_VU_ADD_MEM_REG:
+    case VFE_VU_REM_MEM_REG:
+        if (!(f->acked_protocol & (1ull << VFE_VU_PF_CONFIGURE_MEM_SLOTS)))
+            return g_strdup_printf("%s without CONFIGURE_MEM_SLOTS negotiated", name);
+        if (req != VFE_VU_GET_MAX_MEM_SLOTS && !f->owned)
+            return g_strdup_printf("%s before SET_OWNER", name);
+        if (req == VFE_VU_ADD_MEM_REG && f->nregions == FAKE_MAX_REGIONS)
+            return g_strdup("ADD_MEM_REG past GET_MAX_MEM_SLOTS");
+        if (req == VFE_VU_REM_MEM_REG) {
+            struct vfe_vu_region r = m->payload.mem_reg.region;
+            bool known = false;
+            for (unsigned i = 0; i < f->nregions && !known; i++)
+                known = f->regions[i].guest_phys_addr == r.guest_phys_addr &&
+                        f->regions[i].memory_size == r.memory_size &&
+                        f->regions[i].userspace_addr == r.userspace_addr;
+            if (!known)
+                return g_strdup("REM_MEM_REG of a region never added");
+        }
         break;
     case VFE_VU_SET_VRING_NUM:
     case VFE_VU_SET_VRING_BASE:
@@ -310,6 +351,18 @@ static void apply(struct fake *f, const struct vfe_msg *m)
         f->nregions = m->payload.mem.nregions;
         memcpy(f->regions, m->payload.mem.regions, f->nregions * sizeof(f->regions[0]));
         break;
+    case VFE_VU_ADD_MEM_REG:
+        f->regions[f->nregions++] = m->payload.mem_reg.region;
+        break;
+    case VFE_VU_REM_MEM_REG:
+        for (unsigned i = 0; i < f->nregions; i++)
+            if (f->regions[i].guest_phys_addr == m->payload.mem_reg.region.guest_phys_addr) {
+                memmove(&f->regions[i], &f->regions[i + 1],
+                        (f->nregions - i - 1) * sizeof(f->regions[0]));
+                f->nregions--;
+                break;
+            }
+        break;
     case VFE_VU_SET_VRING_BASE:
         f->base[m->payload.state.index] = m->payload.state.num;
         break;
@@ -332,9 +385,12 @@ static int fake_send(int fd, uint32_t req, const void *payload, uint32_t size)
     return write(fd, buf, VFE_VU_HDR_SIZE + size) == (ssize_t)(VFE_VU_HDR_SIZE + size) ? 0 : -1;
 }
 
-/* Reads exactly len bytes; the fds of the first recvmsg are closed and counted. */
-static int fake_recv(int fd, void *buf, size_t len, unsigned *nfds)
+/* Reads exactly len bytes; the fds of the first recvmsg are counted and closed,
+ * but the first one is returned in *keep when keep is not NULL (-1 if none). */
+static int fake_recv(int fd, void *buf, size_t len, unsigned *nfds, int *keep)
 {
+    if (keep)
+        *keep = -1;
     uint8_t *p = buf;
     while (len > 0) {
         char ctl[CMSG_SPACE(VFE_VU_MAX_FDS * sizeof(int))];
@@ -350,8 +406,12 @@ static int fake_recv(int fd, void *buf, size_t len, unsigned *nfds)
             unsigned k = (unsigned)((cm->cmsg_len - CMSG_LEN(0)) / sizeof(int));
             int fds[VFE_VU_MAX_FDS];
             memcpy(fds, CMSG_DATA(cm), k * sizeof(int));
-            for (unsigned i = 0; i < k; i++)
-                close(fds[i]);
+            for (unsigned i = 0; i < k; i++) {
+                if (keep && *keep < 0)
+                    *keep = fds[i];
+                else
+                    close(fds[i]);
+            }
             if (nfds)
                 *nfds += k;
         }
@@ -368,18 +428,39 @@ static void *fake_main(void *arg)
     struct vfe_msg *m = g_new0(struct vfe_msg, 1);
     while (f->fd >= 0) {
         unsigned nfds = 0;
+        int fd0;
         memset(m, 0, sizeof(*m));
-        if (fake_recv(f->fd, m, VFE_VU_HDR_SIZE, &nfds) < 0)
+        if (fake_recv(f->fd, m, VFE_VU_HDR_SIZE, &nfds, &fd0) < 0)
             break;
-        if (m->size > VFE_VU_MAX_PAYLOAD || fake_recv(f->fd, m->payload.raw, m->size, NULL) < 0)
+        struct stat fst = { 0 };
+        if (fd0 >= 0 && fstat(fd0, &fst) < 0)
+            fst.st_ino = 0;
+        if (fd0 >= 0 && m->request == VFE_VU_SET_BACKEND_REQ_FD && f->chan_fd < 0)
+            f->chan_fd = fd0; /* the test drives it (fake_chan_call) */
+        else if (fd0 >= 0)
+            close(fd0);
+        if (m->size > VFE_VU_MAX_PAYLOAD ||
+            fake_recv(f->fd, m->payload.raw, m->size, NULL, NULL) < 0)
             break;
         char *why = check(f, m, nfds);
         struct rec r = { .req = m->request, .flags = m->flags, .size = m->size, .nfds = nfds,
-                         .refused = why != NULL };
+                         .fd_ino = fst.st_ino, .refused = why != NULL };
         memcpy(&r.u64, m->payload.raw, 8);
         if (m->request == VFE_VU_SET_MEM_TABLE && m->size >= 8)
             r.nregions = m->payload.mem.nregions;
+        if (m->request == VFE_VU_ADD_MEM_REG || m->request == VFE_VU_REM_MEM_REG)
+            r.region = m->payload.mem_reg.region;
         g_mutex_lock(&f->lock);
+        if (m->request == VFE_VU_ADD_MEM_REG || m->request == VFE_VU_REM_MEM_REG) {
+            /* A frontend that answers its backend request first gets its
+             * answer read by the test meanwhile; one that sends the region
+             * first waits for this ack before it answers, so a second is
+             * plenty to tell the two apart. */
+            gint64 until = g_get_monotonic_time() + G_TIME_SPAN_SECOND;
+            while (f->chan_waiting && g_cond_wait_until(&f->chan_cond, &f->lock, until))
+                ;
+            r.before_map_reply = f->chan_waiting;
+        }
         g_array_append_val(f->log, r);
         if (why && !f->why)
             f->why = g_strdup(why);
@@ -393,7 +474,10 @@ static void *fake_main(void *arg)
             w = fake_send(f->fd, m->request, &f->protocol, 8);
         else if (!why && m->request == VFE_VU_GET_QUEUE_NUM)
             w = fake_send(f->fd, m->request, &f->queues, 8);
-        else if (!why && m->request == VFE_VU_GET_VRING_BASE) {
+        else if (!why && m->request == VFE_VU_GET_MAX_MEM_SLOTS) {
+            uint64_t slots = FAKE_MAX_REGIONS;
+            w = fake_send(f->fd, m->request, &slots, 8);
+        } else if (!why && m->request == VFE_VU_GET_VRING_BASE) {
             struct vfe_vu_state st = { m->payload.state.index, f->base[m->payload.state.index] };
             w = fake_send(f->fd, m->request, &st, sizeof(st));
         } else if ((m->flags & VFE_VU_FLAG_NEED_REPLY) && !has_own_reply(m->request)) {
@@ -422,7 +506,9 @@ static struct fake *fake_new(uint64_t features, uint64_t protocol, uint64_t queu
     f->protocol = protocol;
     f->queues = queues;
     f->fd = -1;
+    f->chan_fd = -1;
     g_mutex_init(&f->lock);
+    g_cond_init(&f->chan_cond);
     f->log = g_array_new(FALSE, TRUE, sizeof(struct rec));
     f->dir = g_dir_make_tmp("vfe-wire-XXXXXX", NULL);
     assert_non_null(f->dir);
@@ -448,6 +534,9 @@ static void fake_join(struct fake *f)
 static void fake_free(struct fake *f)
 {
     fake_join(f);
+    if (f->chan_fd >= 0)
+        close(f->chan_fd);
+    g_cond_clear(&f->chan_cond);
     close(f->lfd);
     unlink(f->path);
     rmdir(f->dir);
@@ -824,6 +913,239 @@ static void test_queues_and_regions(void **state)
     }
 }
 
+/* ---- Guest memory region by region, and a DAX window's mappings as regions -------- */
+
+/* A request on the backend request channel, as the backend sends it (with
+ * NEED_REPLY, REPLY_ACK being negotiated), and vfe's u64 answer. */
+static uint64_t fake_chan_call(struct fake *f, uint32_t req, const void *payload, uint32_t size,
+                               int fd)
+{
+    g_mutex_lock(&f->lock);
+    int cfd = f->chan_fd;
+    f->chan_waiting = true;
+    g_mutex_unlock(&f->lock);
+    assert_true(cfd >= 0);
+    uint8_t buf[VFE_VU_HDR_SIZE + 64];
+    uint32_t h[3] = { req, VFE_VU_VERSION | VFE_VU_FLAG_NEED_REPLY, size };
+    memcpy(buf, h, sizeof(h));
+    memcpy(buf + VFE_VU_HDR_SIZE, payload, size);
+    union {
+        char b[CMSG_SPACE(sizeof(int))];
+        struct cmsghdr align;
+    } ctl = { 0 };
+    struct iovec iov = { buf, VFE_VU_HDR_SIZE + size };
+    struct msghdr mh = { .msg_iov = &iov, .msg_iovlen = 1 };
+    if (fd >= 0) {
+        mh.msg_control = ctl.b;
+        mh.msg_controllen = sizeof(ctl.b);
+        struct cmsghdr *cm = CMSG_FIRSTHDR(&mh);
+        cm->cmsg_level = SOL_SOCKET;
+        cm->cmsg_type = SCM_RIGHTS;
+        cm->cmsg_len = CMSG_LEN(sizeof(int));
+        memcpy(CMSG_DATA(cm), &fd, sizeof(int));
+    }
+    assert_int_equal(sendmsg(cfd, &mh, 0), (ssize_t)(VFE_VU_HDR_SIZE + size));
+    struct vfe_msg rep;
+    assert_int_equal(fake_recv(cfd, &rep, VFE_VU_HDR_SIZE + 8, NULL, NULL), 0);
+    g_mutex_lock(&f->lock);
+    f->chan_waiting = false;
+    g_cond_broadcast(&f->chan_cond);
+    g_mutex_unlock(&f->lock);
+    assert_int_equal(rep.request, req);
+    assert_int_equal(rep.flags, VFE_VU_VERSION | VFE_VU_FLAG_REPLY);
+    assert_int_equal(rep.size, 8);
+    return rep.payload.u64;
+}
+
+/* Index of the first message from `from` on with request req, waiting for it
+ * up to 5 s (-1 if none came). */
+static int fake_find(struct fake *f, unsigned from, uint32_t req)
+{
+    for (int t = 0; t < 5000; t++) {
+        for (unsigned i = from; i < fake_count(f); i++)
+            if (fake_rec(f, i).req == req)
+                return (int)i;
+        usleep(1000);
+    }
+    return -1;
+}
+
+struct shmem_map {
+    uint8_t shmid;
+    uint8_t padding[7];
+    uint64_t fd_offset, shm_offset, len, flags;
+};
+
+#define WIN_GPA 0x10000000000ull /* 1 TiB: no guest RAM there */
+#define MiB (1ull << 20)
+
+/*
+ * As QEMU 11.1 with CONFIGURE_MEM_SLOTS: GET_MAX_MEM_SLOTS in the connect,
+ * ADD_MEM_REG per region where SET_MEM_TABLE went, nothing at a restart; a
+ * window's map answered first, then its ADD_MEM_REG (the mapped range: its
+ * window address, the file's fd at its offset), an unmap answered, then its
+ * REM_MEM_REG (no fd, mmap_offset 0); mappings a reset dropped are removed at
+ * the next start, before the rings.
+ */
+static void test_regions_like_qemu(void **state)
+{
+    (void)state;
+    struct fake *f = fake_new(RUST_FEATURES, RUST_PROTOCOL | (1ull << VFE_VU_PF_SHMEM), RUST_QUEUES);
+    struct vfe_dax *x;
+    assert_int_equal(vfe_dax_new(8 * MiB, VFE_DAX_SHMEM, &x), 0);
+    struct vfe_dev_config cfg = {
+        .protocol_features = (1ull << VFE_VU_PF_MQ) | (1ull << VFE_VU_PF_REPLY_ACK) |
+                             (1ull << VFE_VU_PF_BACKEND_REQ) | (1ull << VFE_VU_PF_BACKEND_SEND_FD) |
+                             (1ull << VFE_VU_PF_RESET_DEVICE) |
+                             (1ull << VFE_VU_PF_CONFIGURE_MEM_SLOTS) | (1ull << VFE_VU_PF_SHMEM),
+        .backend_req = vfe_dax_handle,
+        .backend_post = vfe_dax_post,
+        .backend_req_opaque = x,
+    };
+    struct vfe_dev *d = connect_fake(f, &cfg);
+    vfe_dax_report_regions(x, d, WIN_GPA, 100 * 1000);
+    unsigned connected = fake_count(f);
+    /* Connect: QEMU's up to SET_OWNER, GET_MAX_MEM_SLOTS where QEMU sends it. */
+    unsigned k = 0;
+    for (unsigned i = 0; i < 7; i++)
+        if (fake_rec(f, k).req == qemu_connect[i].req)
+            k++;
+    if (k != 7 || connected != 7) {
+        dump(f, 0, fake_count(f));
+        fail_msg("connect differs from QEMU's (GET_MAX_MEM_SLOTS included)");
+    }
+
+    DEV_OK(f, vfe_dev_start(d));
+    assert_no_refusal(f);
+    struct vfe_mem *mem = vfe_dev_mem(d);
+    unsigned nram = vfe_mem_nregions(mem);
+    /* Start: SET_FEATURES, then one ADD_MEM_REG per region (QEMU recorded one,
+     * for its one RAM region), NEED_REPLY, 40 bytes and the region's fd. */
+    assert_int_equal(fake_rec(f, connected).req, VFE_VU_SET_FEATURES);
+    for (unsigned i = 0; i < nram; i++) {
+        struct rec r = fake_rec(f, connected + 1 + i);
+        struct vfe_vu_region want;
+        vfe_mem_region(mem, i, &want);
+        assert_int_equal(r.req, VFE_VU_ADD_MEM_REG);
+        assert_int_equal(r.flags, VFE_VU_VERSION | VFE_VU_FLAG_NEED_REPLY);
+        assert_int_equal(r.size, 40);
+        assert_int_equal(r.nfds, 1);
+        assert_memory_equal(&r.region, &want, sizeof(want));
+    }
+    assert_int_equal(fake_rec(f, connected + 1 + nram).req, VFE_VU_SET_VRING_NUM);
+    for (unsigned i = connected; i < fake_count(f); i++)
+        assert_int_not_equal(fake_rec(f, i).req, VFE_VU_SET_MEM_TABLE);
+
+    /* A map: answered while the guest still sees zeros, then committed. */
+    char path[] = "/tmp/vfe-wire-file-XXXXXX";
+    int fd = mkstemp(path);
+    assert_true(fd >= 0);
+    unlink(path);
+    assert_int_equal(ftruncate(fd, 4 * MiB), 0);
+    assert_int_equal(pwrite(fd, "second range", 12, 2 * MiB), 12);
+    struct stat st;
+    assert_int_equal(fstat(fd, &st), 0);
+    unsigned before = fake_count(f);
+    struct shmem_map mm = { .fd_offset = 2 * MiB, .shm_offset = 4 * MiB, .len = 2 * MiB, .flags = 1 };
+    assert_int_equal(fake_chan_call(f, VFE_VU_BACKEND_SHMEM_MAP, &mm, sizeof(mm), fd), 0);
+    int a = fake_find(f, before, VFE_VU_ADD_MEM_REG);
+    assert_true(a >= 0);
+    struct rec r = fake_rec(f, (unsigned)a);
+    if (r.before_map_reply)
+        fail_msg("ADD_MEM_REG before the map's reply: QEMU 11.1 answers first");
+    assert_int_equal(r.region.guest_phys_addr, WIN_GPA + 4 * MiB);
+    assert_int_equal(r.region.memory_size, 2 * MiB);
+    assert_int_equal(r.region.userspace_addr,
+                     (uint64_t)(uintptr_t)vfe_dax_window(x) + 4 * MiB);
+    assert_int_equal(r.region.mmap_offset, 2 * MiB);
+    assert_int_equal(r.nfds, 1);
+    assert_int_equal(r.fd_ino, st.st_ino);
+    assert_true(vfe_dax_is_mapped(x, 4 * MiB, 2 * MiB));
+    assert_memory_equal((char *)vfe_dax_window(x) + 4 * MiB, "second range", 12);
+    struct vfe_dev_region_stats rs;
+    vfe_dev_get_region_stats(d, &rs);
+    assert_int_equal(rs.regions, nram + 1);
+    assert_int_equal(rs.max_mem_slots, FAKE_MAX_REGIONS);
+
+    /* The unmap: answered, then REM_MEM_REG. */
+    before = fake_count(f);
+    struct shmem_map um = { .shm_offset = 4 * MiB, .len = 2 * MiB };
+    assert_int_equal(fake_chan_call(f, VFE_VU_BACKEND_SHMEM_UNMAP, &um, sizeof(um), -1), 0);
+    int rm = fake_find(f, before, VFE_VU_REM_MEM_REG);
+    assert_true(rm >= 0);
+    r = fake_rec(f, (unsigned)rm);
+    assert_false(r.before_map_reply);
+    assert_int_equal(r.region.guest_phys_addr, WIN_GPA + 4 * MiB);
+    assert_int_equal(r.region.memory_size, 2 * MiB);
+    assert_int_equal(r.region.mmap_offset, 0);
+    assert_int_equal(r.nfds, 0);
+    assert_false(vfe_dax_is_mapped(x, 4 * MiB, 4096));
+
+    /* A restart sends no region; a mapping dropped by a reset goes at the
+     * next start, after SET_FEATURES and before the rings. */
+    assert_int_equal(fake_chan_call(f, VFE_VU_BACKEND_SHMEM_MAP, &mm, sizeof(mm), fd), 0);
+    assert_true(fake_find(f, fake_count(f) - 1, VFE_VU_ADD_MEM_REG) >= 0);
+    DEV_OK(f, vfe_dev_stop(d));
+    before = fake_count(f);
+    DEV_OK(f, vfe_dev_start(d));
+    for (unsigned i = before; i < fake_count(f); i++) {
+        assert_int_not_equal(fake_rec(f, i).req, VFE_VU_ADD_MEM_REG);
+        assert_int_not_equal(fake_rec(f, i).req, VFE_VU_REM_MEM_REG);
+    }
+    DEV_OK(f, vfe_dev_reset(d));
+    vfe_dax_reset(x);
+    before = fake_count(f);
+    DEV_OK(f, vfe_dev_start(d));
+    assert_int_equal(fake_rec(f, before).req, VFE_VU_SET_FEATURES);
+    assert_int_equal(fake_rec(f, before + 1).req, VFE_VU_REM_MEM_REG);
+    assert_int_equal(fake_rec(f, before + 1).region.guest_phys_addr, WIN_GPA + 4 * MiB);
+    assert_int_equal(fake_rec(f, before + 2).req, VFE_VU_SET_VRING_NUM);
+    assert_no_refusal(f);
+    vfe_dev_get_region_stats(d, &rs);
+    assert_int_equal(rs.regions, nram);
+    assert_int_equal(rs.adds, nram + 2);
+    assert_int_equal(rs.removes, 2);
+    assert_int_equal(rs.errors, 0);
+    assert_int_equal(rs.overflows, 0);
+    assert_need_reply_like_qemu(f);
+    vfe_dev_close(d);
+    vfe_dax_free(x);
+    close(fd);
+    fake_free(f);
+}
+
+/* QEMU 11.1 aborts past 512 regions: vfe counts the region that would have
+ * been the 513th as an overflow and sends nothing for it. */
+static void test_region_overflow(void **state)
+{
+    (void)state;
+    struct fake *f = fake_new(RUST_FEATURES, RUST_PROTOCOL, RUST_QUEUES);
+    struct vfe_dev_config cfg = {
+        .protocol_features = (1ull << VFE_VU_PF_MQ) | (1ull << VFE_VU_PF_REPLY_ACK) |
+                             (1ull << VFE_VU_PF_CONFIGURE_MEM_SLOTS),
+    };
+    struct vfe_dev *d = connect_fake(f, &cfg);
+    unsigned nram = vfe_mem_nregions(vfe_dev_mem(d));
+    int fd = vfe_mem_fd(vfe_dev_mem(d));
+    /* Before the start: kept for it (the guest RAM counts). */
+    for (unsigned i = nram; i < VFE_VU_QEMU_MAX_SLOTS; i++) {
+        struct vfe_vu_region r = { .guest_phys_addr = WIN_GPA + i * 4096ull, .memory_size = 4096,
+                                   .userspace_addr = 0x500000000000ull + i * 4096ull };
+        assert_int_equal(vfe_dev_add_region(d, &r, fd), 0);
+    }
+    struct vfe_vu_region last = { .guest_phys_addr = WIN_GPA - 4096, .memory_size = 4096,
+                                  .userspace_addr = 0x4f0000000000ull };
+    assert_int_equal(vfe_dev_add_region(d, &last, fd), -ENOSPC);
+    struct vfe_dev_region_stats rs;
+    vfe_dev_get_region_stats(d, &rs);
+    assert_int_equal(rs.regions, VFE_VU_QEMU_MAX_SLOTS);
+    assert_int_equal(rs.overflows, 1);
+    assert_int_equal(rs.adds, 0);
+    assert_int_equal(vfe_dev_remove_region(d, &last), -ENOENT);
+    vfe_dev_close(d);
+    fake_free(f);
+}
+
 /* ---- Against a real backend (--backend) ---------------------------------------- */
 
 static char *make_share(void)
@@ -955,6 +1277,8 @@ int main(int argc, char **argv)
         cmocka_unit_test(test_reset_without_reset_device),
         cmocka_unit_test(test_no_protocol_features),
         cmocka_unit_test(test_queues_and_regions),
+        cmocka_unit_test(test_regions_like_qemu),
+        cmocka_unit_test(test_region_overflow),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }

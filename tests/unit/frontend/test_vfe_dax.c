@@ -225,7 +225,7 @@ static void test_over_channel(void **state)
     assert_int_equal(vfe_conn_open(&cfg, &c), 0);
     int peer = accept4(lfd, NULL, NULL, SOCK_CLOEXEC);
     assert_true(peer >= 0);
-    assert_int_equal(vfe_conn_start_backend_channel(c, vfe_dax_handle, f->x), 0);
+    assert_int_equal(vfe_conn_start_backend_channel(c, vfe_dax_handle, NULL, f->x), 0);
     /* The backend side: take the channel fd out of SET_BACKEND_REQ_FD. */
     uint8_t hdr[12];
     char ctl[CMSG_SPACE(sizeof(int))];

@@ -67,6 +67,18 @@ static void test_mem_table(void **state)
     assert_int_equal(m.payload.mem.regions[2].guest_phys_addr, 2 << 20);
     assert_int_equal(m.payload.mem.regions[2].mmap_offset, 2);
     assert_int_equal(m.payload.mem.regions[3].memory_size, 0); /* unused entries zeroed */
+
+    /* ADD_MEM_REG: 8 bytes of padding, then one region. */
+    vfe_msg_init(&m, VFE_VU_ADD_MEM_REG, 0);
+    memset(m.payload.raw, 0xff, 8);
+    vfe_msg_set_mem_reg(&m, &r[2]);
+    assert_int_equal(m.size, 40);
+    uint64_t pad;
+    memcpy(&pad, m.payload.raw, 8);
+    assert_int_equal(pad, 0);
+    struct vfe_vu_region got;
+    memcpy(&got, m.payload.raw + 8, sizeof(got));
+    assert_memory_equal(&got, &r[2], sizeof(got));
 }
 
 static void test_check_reply(void **state)
@@ -87,6 +99,8 @@ static void test_names(void **state)
 {
     assert_string_equal(vfe_msg_name(VFE_VU_SET_VRING_KICK), "SET_VRING_KICK");
     assert_string_equal(vfe_msg_name(VFE_VU_SET_BACKEND_REQ_FD), "SET_BACKEND_REQ_FD");
+    assert_string_equal(vfe_msg_name(VFE_VU_ADD_MEM_REG), "ADD_MEM_REG");
+    assert_string_equal(vfe_msg_name(VFE_VU_REM_MEM_REG), "REM_MEM_REG");
     assert_string_equal(vfe_msg_name(19), "UNKNOWN");
     assert_string_equal(vfe_msg_name(0xffffffffu), "UNKNOWN");
 }
@@ -274,7 +288,7 @@ static void test_backend_channel(void **state)
 {
     struct fake *f = *state;
     int seen = 0;
-    assert_int_equal(vfe_conn_start_backend_channel(f->c, handler_ok, &seen), 0);
+    assert_int_equal(vfe_conn_start_backend_channel(f->c, handler_ok, NULL, &seen), 0);
     uint8_t buf[64];
     int fds[8];
     unsigned nfds;
@@ -307,7 +321,7 @@ static void test_backend_channel(void **state)
 static void test_backend_channel_default_fails(void **state)
 {
     struct fake *f = *state;
-    assert_int_equal(vfe_conn_start_backend_channel(f->c, NULL, NULL), 0);
+    assert_int_equal(vfe_conn_start_backend_channel(f->c, NULL, NULL, NULL), 0);
     uint8_t buf[64];
     int fds[8];
     unsigned nfds;
