@@ -241,24 +241,9 @@ static void test_stop_marks_used_ring(void **state)
 
 int main(int argc, char **argv)
 {
-    static const struct option longopts[] = {
-        { "backend", required_argument, NULL, 'b' },
-        { NULL, 0, NULL, 0 },
-    };
-    int c;
-    while ((c = getopt_long(argc, argv, "", longopts, NULL)) != -1) {
-        if (c != 'b') {
-            fprintf(stderr, "usage: %s --backend CMD\n", argv[0]);
-            return 2;
-        }
-        opt_backend = optarg;
-    }
-    g_auto(GStrv) av = NULL;
-    if (!opt_backend || !g_shell_parse_argv(opt_backend, NULL, &av, NULL) ||
-        access(av[0], X_OK) != 0) {
-        fprintf(stderr, "%s: --backend CMD (an executable) is required\n", argv[0]);
-        return 2;
-    }
+    int r = it_backend_arg(argc, argv, &opt_backend);
+    if (r)
+        return r;
     const struct CMUnitTest tests[] = {
         cmocka_unit_test_setup_teardown(test_log_marks_what_was_written, setup, teardown),
         cmocka_unit_test_setup_teardown(test_log_base_hostile, setup, teardown),

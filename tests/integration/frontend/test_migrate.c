@@ -310,24 +310,9 @@ static void test_state_messages_refused(void **state)
 
 int main(int argc, char **argv)
 {
-    static const struct option longopts[] = {
-        {"backend", required_argument, NULL, 'b'},
-        {NULL, 0, NULL, 0},
-    };
-    int c;
-    while ((c = getopt_long(argc, argv, "", longopts, NULL)) != -1) {
-        if (c != 'b') {
-            fprintf(stderr, "usage: %s --backend CMD\n", argv[0]);
-            return 2;
-        }
-        opt_backend = optarg;
-    }
-    g_auto(GStrv) av = NULL;
-    if (!opt_backend || !g_shell_parse_argv(opt_backend, NULL, &av, NULL) ||
-        access(av[0], X_OK) != 0) {
-        fprintf(stderr, "%s: --backend CMD (an executable) is required\n", argv[0]);
-        return 2;
-    }
+    int r = it_backend_arg(argc, argv, &opt_backend);
+    if (r)
+        return r;
     const struct CMUnitTest tests[] = {
         cmocka_unit_test_setup_teardown(test_migrate_keeps_open_files, setup, teardown),
         cmocka_unit_test_setup_teardown(test_damaged_state_refused, setup, teardown),
