@@ -108,6 +108,8 @@ struct vufsd_queue {
     unsigned num; /* 0 = not set */
     bool addr_set;
     uint64_t desc_uva, avail_uva, used_uva;
+    uint32_t addr_flags; /* SET_VRING_ADDR's flags: VU_VRING_F_LOG */
+    uint64_t log_gpa;    /* SET_VRING_ADDR's log_guest_addr: where the used ring is logged */
     uint16_t base; /* SET_VRING_BASE; last_avail_idx when stopped */
     int kick_fd;   /* owned */
     int err_fd;    /* owned; written when the ring breaks */
@@ -139,6 +141,11 @@ struct vufsd_queue {
     int call_fd;            /* owned; -1 = no notifications */
     bool notify_pending;    /* a completion inside the thread's batch deferred its signal */
     pthread_cond_t drained; /* inflight dropped to 0 */
+    /* Dirty page logging (vdev_log_apply): the device's log while VHOST_F_LOG_ALL
+     * is acked, else NULL; completions mark what they wrote in it. */
+    struct vmem_log *log;
+    bool log_used;          /* and the used ring's writes, at log_used_gpa */
+    uint64_t log_used_gpa;
 };
 
 /* A queue thread: serves the queues in members (see "Threads" above). */
@@ -181,6 +188,16 @@ struct vdev_config {
     /* Completes every request the fs parked (a SETLKW waiting for its lock) with
      * EINTR, from the calling thread (pt_fs_cancel_waits); NULL if it never parks. */
     void (*fs_cancel_waits)(void *fs);
+    /*
+     * Live migration (migration.c): state_save makes the state of what the guest
+     * holds, without fds (malloc'd into *buf, *len bytes), with every queue
+     * stopped; state_load loads such bytes, untrusted, into the device before
+     * its queues first start. Both NULL: the device offers no migration
+     * (VHOST_USER_PROTOCOL_F_DEVICE_STATE is not offered). 0 or -errno.
+     */
+    int (*state_save)(struct vufsd_dev *dev, uint8_t **buf, size_t *len);
+    int (*state_load)(struct vufsd_dev *dev, const uint8_t *buf, size_t len);
+    void *state_ctx; /* for the two above */
     /* A restart: takes every request the fs parked off its wait unanswered,
      * handing each to fn (pt_fs_detach_waits); NULL if it never parks. */
     void (*fs_detach_waits)(void *fs, void (*fn)(void *ctx, struct fll_req *r), void *ctx);
@@ -197,6 +214,28 @@ struct vdev_config {
     int loadavg_fd;
 };
 
+/* Largest device state accepted from a frontend (the saved state's own bound). */
+#define VMIG_MAX_STATE ((size_t)1 << 30)
+/* How long CHECK_DEVICE_STATE waits for the transfer thread before it cancels:
+ * QEMU sends it only after it has read or written the whole pipe. */
+#define VMIG_CHECK_WAIT_MS 10000
+
+/* A device state transfer in progress (migration.c has its diagram). */
+struct vmig {
+    enum { VMIG_NONE, VMIG_SAVE, VMIG_LOAD } dir; /* message thread */
+    int fd;          /* the frontend's pipe end; the thread closes it */
+    int cancel_fd;   /* eventfd: the thread gives up */
+    uint8_t *buf;    /* SAVE: the state; LOAD: what was read so far */
+    size_t len, cap, max; /* max: VMIG_MAX_STATE (tests lower it) */
+    int check_wait_ms;    /* VMIG_CHECK_WAIT_MS (tests lower it) */
+    pthread_t thread;
+    bool thread_started;
+    pthread_mutex_t lock;
+    pthread_cond_t cond; /* with lock: done became true */
+    bool done;       /* protected by lock */
+    int result;      /* protected by lock: the thread's 0 or -errno */
+};
+
 struct vufsd_dev {
     struct vdev_config c;
     struct fll_session *se;
@@ -209,6 +248,8 @@ struct vufsd_dev {
     uint8_t status;             /* SET_STATUS */
     uint64_t unknown_logged;    /* bitmap: unknown request ids already logged */
     bool unknown_big_logged;
+    struct vmem_log *log;       /* SET_LOG_BASE's dirty page log, or NULL */
+    struct vmig mig;            /* SET_DEVICE_STATE_FD's transfer */
 
     int broken; /* atomic: 0 or 1 */
 
@@ -258,6 +299,16 @@ bool vdev_mem_wait_added(struct vufsd_dev *dev, unsigned since, int timeout_ms);
 void vdev_set_broken(struct vufsd_dev *dev, unsigned queue, const char *why, int err);
 bool vdev_is_broken(const struct vufsd_dev *dev);
 void vdev_clear_broken(struct vufsd_dev *dev);
+/*
+ * Dirty page logging: hands every queue the device's log while VHOST_F_LOG_ALL
+ * is acked (NULL otherwise) and its used-ring logging address, under each
+ * queue's lock, so no completion writes to a log after this returns unless it
+ * is the current one. Message thread.
+ */
+void vdev_log_apply(struct vufsd_dev *dev);
+/* SET_LOG_BASE: makes l the device's log (takes it) and frees the old one once no
+ * queue can reach it. */
+void vdev_set_log(struct vufsd_dev *dev, struct vmem_log *l);
 /* Replaces the backend request channel fd (takes fd; -1 closes it). */
 void vdev_set_backend_fd(struct vufsd_dev *dev, int fd);
 /* Whether a DAX window can be mapped through this frontend: the backend channel
@@ -276,6 +327,27 @@ int vdev_recv_all(int fd, void *buf, size_t len);
 int vdev_backend_request(struct vufsd_dev *dev, uint32_t request, const void *payload, size_t size,
                          int fd, uint64_t *reply);
 
+/* ---- migration.c: the device state transfer ------------------------------------------ */
+
+void vmig_init(struct vmig *m);
+void vmig_destroy(struct vmig *m);
+/* Cancels a transfer in progress (a reset, a new SET_DEVICE_STATE_FD). */
+void vmig_abort(struct vmig *m);
+/* Whether the device can save and load its state (state_save and state_load set). */
+bool vmig_supported(const struct vufsd_dev *dev);
+/*
+ * SET_DEVICE_STATE_FD: direction VU_STATE_DIR_*, phase VU_STATE_PHASE_STOPPED
+ * (the only one), fd a pipe or socket end open the right way. Every queue must
+ * be stopped. Saving makes the state now. Takes fd on success (0); on failure
+ * (-EINVAL, -EBUSY, -EBADF, -EOPNOTSUPP, the save's error) the caller keeps it.
+ */
+int vmig_set_fd(struct vufsd_dev *dev, uint32_t direction, uint32_t phase, int fd);
+/* CHECK_DEVICE_STATE: the transfer's result; loading, the state's (state_load). */
+int vmig_check(struct vufsd_dev *dev);
+/* state_save and state_load for the passthrough: the FUSE session and the
+ * filesystem's parts of a saved state (restart.h), without fds. */
+int vmig_save_state(struct vufsd_dev *dev, uint8_t **buf, size_t *len);
+int vmig_load_state(struct vufsd_dev *dev, const uint8_t *buf, size_t len);
 /* ---- device_state.c: restart and the vhost-user part of a saved state ---------------- */
 
 struct vst_writer;

@@ -761,8 +761,9 @@ char *vopt_capabilities_json(void)
     /*
      * The "fs" features virtiofsd implementations print, limited to what vufsd
      * does: "separate-options" (the long options above exist next to the legacy
-     * -o forms). No "migrate-precopy": vufsd offers no dirty logging
-     * (VHOST_F_LOG_ALL, LOG_SHMFD) and no device state transfer.
+     * -o forms) and "migrate-precopy" (dirty page logging, VHOST_F_LOG_ALL with
+     * LOG_SHMFD, and the device state transfer, DEVICE_STATE: QEMU's pre-copy
+     * live migration; not with --dax-window).
      */
-    return g_strdup("{\"type\": \"fs\", \"features\": [\"separate-options\"]}");
+    return g_strdup("{\"type\": \"fs\", \"features\": [\"separate-options\", \"migrate-precopy\"]}");
 }

@@ -144,6 +144,8 @@ void vqt_reset(struct vufsd_queue *q)
     assert(q->state == VQT_IDLE);
     q->num = 0;
     q->addr_set = false;
+    q->addr_flags = 0;
+    q->log_gpa = 0;
     q->base = 0;
     q->nresume = 0;
     q->was_running = false;
@@ -289,11 +291,28 @@ static struct vqt_req *vqt_req_alloc(struct vufsd_queue *q, size_t n)
     return req;
 }
 
+/*
+ * While the frontend migrates the VM (q->log set): the used element just
+ * published and the used index, at the ring's logging address. The flags and
+ * avail_event words the queue thread writes are logged when the queue stops
+ * (vqt_stop), which is before the frontend reads the log for the last time.
+ */
+static void vqt_log_used_locked(struct vufsd_queue *q)
+{
+    uint16_t slot = (uint16_t)(q->ring.used_idx - 1) & (uint16_t)(q->ring.num - 1);
+    vmem_log_mark(q->log, q->log_used_gpa + offsetof(struct vring_used, ring) +
+                              (uint64_t)slot * sizeof(struct vring_used_elem),
+                  sizeof(struct vring_used_elem));
+    vmem_log_mark(q->log, q->log_used_gpa + offsetof(struct vring_used, idx), sizeof(uint16_t));
+}
+
 /* Publishes one used element; signals unless the queue thread batches it. */
 static void vqt_push(struct vufsd_queue *q, uint16_t head, uint32_t len)
 {
     pthread_mutex_lock(&q->lock);
     vq_ring_push(&q->ring, head, len);
+    if (q->log_used)
+        vqt_log_used_locked(q);
     if (vqt_batch_queue == q)
         q->notify_pending = true;
     else if (vq_ring_should_notify(&q->ring))
@@ -311,7 +330,13 @@ static void vqt_complete(struct fll_req *fr, size_t out_len)
         out_len = req->out_total;
 
     pthread_mutex_lock(&q->lock);
+    /* Predictable branches when the VM is not migrating. The reply's bytes are
+     * logged before the used element that hands them to the driver. */
+    if (q->log)
+        vmem_log_mark_iov(q->log, &req->mem->t->mem, req->fr.out, req->fr.out_cnt, out_len);
     vq_ring_push(&q->ring, req->head, (uint32_t)out_len);
+    if (q->log_used) /* implies q->log */
+        vqt_log_used_locked(q);
     if (vqt_batch_queue == q)
         q->notify_pending = true;
     else if (vq_ring_should_notify(&q->ring))
@@ -969,6 +994,9 @@ void vqt_stop(struct vufsd_queue *q)
         int r = pthread_cond_timedwait(&q->drained, &q->lock, &until);
         (void)r; /* ETIMEDOUT: cancel again */
     }
+    /* The whole used ring: the flags and avail_event words the thread wrote. */
+    if (q->log_used)
+        vmem_log_mark(q->log, q->log_used_gpa, vq_used_bytes(q->num));
     pthread_mutex_unlock(&q->lock);
 
     q->base = q->ring.last_avail_idx;

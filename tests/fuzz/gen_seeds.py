@@ -263,7 +263,8 @@ VU = dict(GET_FEATURES=1, SET_FEATURES=2, SET_OWNER=3, SET_MEM_TABLE=5, SET_VRIN
           SET_VRING_ADDR=9, SET_VRING_BASE=10, GET_VRING_BASE=11, SET_VRING_KICK=12,
           SET_VRING_CALL=13, GET_PROTOCOL_FEATURES=15, SET_PROTOCOL_FEATURES=16,
           SET_VRING_ENABLE=18, SET_BACKEND_REQ_FD=21, GET_MAX_MEM_SLOTS=36,
-          ADD_MEM_REG=37, REM_MEM_REG=38, SET_STATUS=39, GET_CONFIG=24, SET_CONFIG=25)
+          ADD_MEM_REG=37, REM_MEM_REG=38, SET_STATUS=39, GET_CONFIG=24, SET_CONFIG=25,
+          SET_LOG_BASE=6, SET_LOG_FD=7, SET_DEVICE_STATE_FD=42, CHECK_DEVICE_STATE=43)
 
 
 def vu(req, payload=b"", nfds=0, flags=1):
@@ -296,6 +297,16 @@ def vu_seeds():
     write("fuzz_vu_msg", "get-config", vu("GET_CONFIG", struct.pack("<III", 0, 40, 0) + bytes(40)))
     write("fuzz_vu_msg", "get-config-window", vu("GET_CONFIG", struct.pack("<III", 36, 4, 0) + bytes(4)))
     write("fuzz_vu_msg", "set-config", vu("SET_CONFIG", struct.pack("<III", 0, 4, 0) + b"abcd"))
+    # Live migration: the dirty log (QEMU's: 24 KiB for 768 MiB at offset 0), the
+    # used-ring logging flag, the device state transfer both ways and its check.
+    write("fuzz_vu_msg", "set-log-base", vu("SET_LOG_BASE", struct.pack("<QQ", 24576, 0), 1))
+    write("fuzz_vu_msg", "set-log-base-wrap", vu("SET_LOG_BASE", struct.pack("<QQ", 1 << 20, (1 << 64) - 4096), 1))
+    write("fuzz_vu_msg", "set-log-fd", vu("SET_LOG_FD", nfds=1))
+    write("fuzz_vu_msg", "set-vring-addr-log", vu("SET_VRING_ADDR", struct.pack(
+        "<IIQQQQ", 1, 1, 0x7f0000001000, 0x7f0000003000, 0x7f0000002000, 0x3000)))
+    write("fuzz_vu_msg", "set-device-state-save", vu("SET_DEVICE_STATE_FD", struct.pack("<II", 0, 0), 1))
+    write("fuzz_vu_msg", "set-device-state-load", vu("SET_DEVICE_STATE_FD", struct.pack("<II", 1, 0), 1))
+    write("fuzz_vu_msg", "check-device-state", vu("CHECK_DEVICE_STATE"))
 
 
 # ---- fuzz_dax: window byte + operations (see fuzz_dax.c)

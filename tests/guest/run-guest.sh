@@ -168,19 +168,8 @@ log() { echo "run-guest: $*" >&2; }
 qemu_pid= backend_pid= live_pid=
 dev_pids=()
 
-# Stop one process group (the legacy daemon forks into a pid namespace, so its
-# children are only reachable through the group), politely first.
-stop_group() {
-    local pid=$1 i
-    [ -n "$pid" ] || return 0
-    kill -TERM -- "-$pid" 2>/dev/null || kill -TERM "$pid" 2>/dev/null || return 0
-    for i in $(seq 50); do
-        kill -0 -- "-$pid" 2>/dev/null || break
-        sleep 0.1
-    done
-    kill -KILL -- "-$pid" 2>/dev/null || true
-    wait "$pid" 2>/dev/null || true
-}
+# stop_group PID
+. "$here/procs.sh"
 cleanup() {
     local p
     stop_group "$qemu_pid"; qemu_pid=
