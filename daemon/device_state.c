@@ -298,7 +298,7 @@ int vdev_state_load(struct vufsd_dev *dev, const struct vst_state *st, struct vs
         !vst_get_u32(&r, &backend_idx))
         return vst_fail(err, -EBADMSG, "state: vhost-user section is cut short");
     if (owned > 1 || broken > 1 || (features & ~vu_offered_features()) ||
-        (protocol & ~vu_offered_protocol_features(dev->c.cfg)))
+        (protocol & ~vu_dev_protocol_features(dev)))
         return vst_fail(err, -EINVAL,
                         "state: features %#llx / protocol features %#llx this vufsd does not offer",
                         (unsigned long long)features, (unsigned long long)protocol);

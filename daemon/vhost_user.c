@@ -116,9 +116,7 @@ static int vu_set_features(struct vufsd_dev *dev, struct vu_msg *m, int *fds, in
     return 0;
 }
 
-/* What this device offers: the configuration's, and the device state
- * transfer when it can save and load its state. */
-static uint64_t vu_dev_protocol_features(const struct vufsd_dev *dev)
+uint64_t vu_dev_protocol_features(const struct vufsd_dev *dev)
 {
     uint64_t f = vu_offered_protocol_features(dev->c.cfg);
     if (vmig_supported(dev))

@@ -322,6 +322,17 @@ void vfe_dev_get_region_stats(struct vfe_dev *d, struct vfe_dev_region_stats *st
 /* The start's memory: SET_MEM_TABLE, or with CONFIGURE_MEM_SLOTS what changed
  * since the last start (the guest RAM the first time), and from then on every
  * change at once. */
+/* A new connection (a reconnect, a migration's destination): the backend has
+ * none of the regions yet, so the next start sends them all, as QEMU's
+ * vhost_dev_start does. */
+static void regions_unsent(struct vfe_dev *d)
+{
+    pthread_mutex_lock(&d->regions_lock);
+    for (unsigned i = 0; i < d->regions->len; i++)
+        g_array_index(d->regions, struct vfe_dev_region, i).sent = false;
+    pthread_mutex_unlock(&d->regions_lock);
+}
+
 static int start_memory(struct vfe_dev *d)
 {
     if (!d->mem_slots) {
@@ -487,6 +498,7 @@ int vfe_dev_reconnect(struct vfe_dev *d, const struct vfe_conn_config *conn)
     r = negotiate(d);
     if (r < 0)
         return r;
+    regions_unsent(d);
     d->state = VFE_DEV_OWNED;
     return 0;
 }
@@ -862,5 +874,6 @@ int vfe_dev_migrate(struct vfe_dev *d, const struct vfe_conn_config *to,
         return r;
     }
     vfe_conn_close(old);
+    regions_unsent(d);
     return vfe_dev_start(d);
 }

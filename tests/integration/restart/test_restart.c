@@ -212,9 +212,13 @@ static struct env *prepare(const char *daemon_opts)
 
 static void attach(struct env *e, const char *socket, bool dax)
 {
-    uint64_t pf = (1ull << VFE_VU_PF_MQ) | (1ull << VFE_VU_PF_REPLY_ACK) |
-                  (1ull << VFE_VU_PF_BACKEND_REQ) | (1ull << VFE_VU_PF_BACKEND_SEND_FD) |
-                  (1ull << VFE_VU_PF_RESET_DEVICE);
+    /* What QEMU 11.1's vhost-user-fs-pci negotiates (0x9a42b): the device
+     * state transfer and dirty logging too, offered only without a window. */
+    uint64_t pf = (1ull << VFE_VU_PF_MQ) | (1ull << VFE_VU_PF_LOG_SHMFD) |
+                  (1ull << VFE_VU_PF_REPLY_ACK) | (1ull << VFE_VU_PF_BACKEND_REQ) |
+                  (1ull << VFE_VU_PF_BACKEND_SEND_FD) | (1ull << VFE_VU_PF_RESET_DEVICE) |
+                  (1ull << VFE_VU_PF_CONFIGURE_MEM_SLOTS) | (1ull << VFE_VU_PF_STATUS) |
+                  (1ull << VFE_VU_PF_DEVICE_STATE);
     if (dax) {
         assert_int_equal(vfe_dax_new(16 * MiB, VFE_DAX_SHMEM, &e->dax), 0);
         pf |= 1ull << VFE_VU_PF_SHMEM;
