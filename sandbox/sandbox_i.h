@@ -4,6 +4,7 @@
 #define VUFS_SANDBOX_I_H
 
 #include <errno.h>
+#include <signal.h>
 #include <stdint.h>
 #include <unistd.h>
 
@@ -62,11 +63,12 @@ int sb_seccomp_build_api(const struct sb_config *cfg, unsigned api_level, scmp_f
 /* ---- Namespaces (ns.c) -------------------------------------------------------------- */
 
 /*
- * The pid namespace parent's loop, separated so tests can run it: forwards
- * SIGTERM/SIGINT/SIGHUP to child, waits for it, and returns the exit status
- * to exit with (128+signo if it was killed by a signal).
+ * The keeper's loop: forwards SIGTERM/SIGINT/SIGHUP/SIGUSR1/SIGUSR2 to child,
+ * waits for it, serves its handover channel (chan -1: none; k says what a
+ * handover runs, exec_mask the signal mask it runs with, NULL: the caller's),
+ * and returns the exit status to exit with (128+signo if it was killed).
  */
-int sb_pidns_parent_wait(pid_t child);
+int sb_keeper_wait(pid_t child, int chan, const struct sb_keeper *k, const sigset_t *exec_mask);
 
 /* ---- Capabilities (caps.c) ----------------------------------------------------------- */
 

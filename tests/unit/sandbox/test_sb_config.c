@@ -229,59 +229,79 @@ static void test_rlimit_apply(void **state)
     sb_assert_child_ok(sb_test_fork(child_rlimit_default, NULL));
 }
 
-/* The pid namespace parent's loop: the exit status it forwards, and signals. */
-static void test_pidns_parent_wait(void **state)
+/*
+ * Runs body(arg) in the child of a keeper (sb_enter_keeper, no handover) that
+ * a process of its own forks; returns the status that process, the keeper,
+ * exits with. mask: signals blocked before the keeper forks (the child inherits them).
+ */
+static int keeper_status(int (*body)(int), int arg, const sigset_t *mask, pid_t *keeper)
 {
-    pid_t c = fork();
-    assert_true(c >= 0);
-    if (c == 0)
-        _exit(3);
-    assert_int_equal(sb_pidns_parent_wait(c), 3);
-
-    c = fork();
-    assert_true(c >= 0);
-    if (c == 0) {
-        raise(SIGKILL);
-        _exit(0);
+    pid_t outer = fork();
+    assert_true(outer >= 0);
+    if (outer == 0) {
+        static const struct sb_keeper k = {0};
+        if (mask)
+            sigprocmask(SIG_BLOCK, mask, NULL);
+        if (sb_enter_keeper(&k, NULL) != 0)
+            _exit(99);
+        _exit(body(arg));
     }
-    assert_int_equal(sb_pidns_parent_wait(c), 128 + SIGKILL);
+    if (keeper)
+        *keeper = outer;
+    return outer;
+}
 
-    /* SIGINT sent to the waiting parent reaches the child (which reports it). */
+static int keeper_wait(pid_t outer)
+{
+    int st;
+    assert_int_equal(waitpid(outer, &st, 0), outer);
+    assert_true(WIFEXITED(st));
+    return WEXITSTATUS(st);
+}
+
+static int body_exit(int code)
+{
+    return code;
+}
+
+static int body_killed(int unused)
+{
+    raise(SIGKILL);
+    return 0;
+}
+
+/* Tells the test it waits (fd), then reports the signal that came. */
+static int body_sigwait(int fd)
+{
+    sigset_t set;
+    int sig = 0;
+    sigemptyset(&set);
+    sigaddset(&set, SIGINT);
+    if (write(fd, "r", 1) != 1 || sigwait(&set, &sig) != 0)
+        return 90;
+    return sig == SIGINT ? 40 : 91;
+}
+
+/* The keeper's loop: the exit status it forwards, and signals. */
+static void test_keeper_wait(void **state)
+{
+    assert_int_equal(keeper_wait(keeper_status(body_exit, 3, NULL, NULL)), 3);
+    assert_int_equal(keeper_wait(keeper_status(body_killed, 0, NULL, NULL)), 128 + SIGKILL);
+
+    /* SIGINT sent to the keeper reaches the child (which reports it). */
     int ready[2];
     assert_int_equal(pipe(ready), 0);
-    pid_t waiter = fork();
-    assert_true(waiter >= 0);
-    if (waiter == 0) {
-        close(ready[0]);
-        sigset_t set;
-        sigemptyset(&set);
-        sigaddset(&set, SIGINT);
-        sigprocmask(SIG_BLOCK, &set, NULL); /* inherited: no signal lost before sigwait */
-        pid_t child = fork();
-        if (child == 0) {
-            int sig = 0;
-            if (write(ready[1], "r", 1) != 1 || sigwait(&set, &sig) != 0)
-                _exit(90);
-            _exit(sig == SIGINT ? 40 : 91);
-        }
-        close(ready[1]);
-        _exit(sb_pidns_parent_wait(child));
-    }
+    sigset_t set;
+    sigemptyset(&set);
+    sigaddset(&set, SIGINT); /* blocked in the child: no signal lost before sigwait */
+    pid_t keeper;
+    keeper_status(body_sigwait, ready[1], &set, &keeper);
     close(ready[1]);
     char r;
     assert_int_equal(read(ready[0], &r, 1), 1);
     close(ready[0]);
-    assert_int_equal(kill(waiter, SIGINT), 0);
-    int st;
-    assert_int_equal(waitpid(waiter, &st, 0), waiter);
-    assert_true(WIFEXITED(st));
-    assert_int_equal(WEXITSTATUS(st), 40);
-
-    /* The caller's signal mask is restored afterwards. */
-    sigset_t now;
-    assert_int_equal(sigprocmask(SIG_SETMASK, NULL, &now), 0);
-    assert_false(sigismember(&now, SIGCHLD));
-    assert_false(sigismember(&now, SIGTERM));
+    assert_int_equal(kill(keeper, SIGINT), 0);
+    assert_int_equal(keeper_wait(keeper), 40);
 }
 
 int main(void)
@@ -291,7 +311,7 @@ int main(void)
         cmocka_unit_test(test_describe),
         cmocka_unit_test(test_cap_names),      cmocka_unit_test(test_caps_compute),
         cmocka_unit_test(test_rlimit_default),
-        cmocka_unit_test(test_rlimit_apply),   cmocka_unit_test(test_pidns_parent_wait),
+        cmocka_unit_test(test_rlimit_apply),   cmocka_unit_test(test_keeper_wait),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }

@@ -23,6 +23,14 @@
     (BIT(CAP_CHOWN) | BIT(CAP_DAC_OVERRIDE) | BIT(CAP_FOWNER) | BIT(CAP_FSETID) |                  \
      BIT(CAP_SETGID) | BIT(CAP_SETUID) | BIT(CAP_MKNOD) | BIT(CAP_SETFCAP))
 
+/* A pid namespace of its own, as the daemon's keeper makes it (the caller
+ * becomes its pid 1; the keeper outside waits and forwards its status). */
+static int enter_pid_ns(void)
+{
+    static const struct sb_keeper k = {.new_pid_ns = true};
+    return sb_enter_keeper(&k, NULL);
+}
+
 static char share[256];
 
 /* A scratch shared directory: two files and a subdirectory. */
@@ -169,7 +177,7 @@ static int child_namespace(void *arg)
 {
     int with_pidns = *(int *)arg;
     if (with_pidns) {
-        int r = sb_enter_pid_ns();
+        int r = enter_pid_ns();
         SB_CHECK(r == 0); /* only the child of the namespace gets here */
         SB_CHECK(getpid() == 1);
     }
@@ -307,7 +315,7 @@ static void test_none_and_errors(void **state)
 
 static int child_pidns_exit(void *arg)
 {
-    if (sb_enter_pid_ns() != 0)
+    if (enter_pid_ns() != 0)
         return 99;
     /* pid 1 of the new namespace; the parent exits with our status. */
     _exit(getpid() == 1 ? 42 : 98);
@@ -317,7 +325,7 @@ static int ready_pipe[2];
 
 static int child_pidns_signal(void *arg)
 {
-    if (sb_enter_pid_ns() != 0)
+    if (enter_pid_ns() != 0)
         return 99;
     close(ready_pipe[0]);
     if (write(ready_pipe[1], "r", 1) != 1)
@@ -436,7 +444,7 @@ static void test_caps_errors(void **state)
 /* The whole sequence main runs, in order, then real work inside the sandbox. */
 static int child_full_sequence(void *arg)
 {
-    SB_CHECK(sb_enter_pid_ns() == 0);
+    SB_CHECK(enter_pid_ns() == 0);
     struct sb_config cfg = {.mode = SB_MODE_NAMESPACE,
                             .shared_dir = share,
                             .seccomp = SB_SECCOMP_KILL,
