@@ -903,6 +903,9 @@ void vqt_stop(struct vufsd_queue *q)
         return;
     vqt_set_state(q, VQT_STOPPING);
     vqt_stop_serving(q);
+    /* A DAX map of this queue may be waiting for a REM_MEM_REG queued behind
+     * the message this thread is serving: it gives up, the drain completes. */
+    vdev_mem_stopping(q->dev);
 
     /*
      * A parked SETLKW is in flight until its lock comes, which another client may

@@ -259,6 +259,7 @@ static int vu_rem_mem_reg(struct vufsd_dev *dev, struct vu_msg *m, int *fds, int
     }
     vu_log_table(t, false);
     vdev_mem_swap(dev, t);
+    vdev_mem_removal_settled(dev);
     return 0;
 }
 
