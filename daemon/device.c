@@ -250,10 +250,13 @@ void vdev_mem_removal_settled(struct vufsd_dev *dev)
     pthread_mutex_unlock(&dev->mem_lock);
 }
 
-void vdev_mem_stopping(struct vufsd_dev *dev)
+void vdev_mem_stopping(struct vufsd_dev *dev, bool begin)
 {
     pthread_mutex_lock(&dev->mem_lock);
-    dev->mem_stops++;
+    if (begin)
+        dev->mem_stopping++;
+    else
+        dev->mem_stopping--;
     pthread_cond_broadcast(&dev->mem_changed);
     pthread_mutex_unlock(&dev->mem_lock);
 }
@@ -262,10 +265,9 @@ int vdev_mem_wait_room(struct vufsd_dev *dev, int timeout_ms)
 {
     struct timespec until = vufs_deadline(CLOCK_MONOTONIC, (uint64_t)timeout_ms * 1000000u);
     pthread_mutex_lock(&dev->mem_lock);
-    unsigned stops = dev->mem_stops;
     int ret = 0;
     while (dev->mem->mem.nregions >= VMEM_MAX_REGIONS) {
-        if (!dev->mem_rems_pending || dev->mem_stops != stops) {
+        if (!dev->mem_rems_pending || dev->mem_stopping) {
             ret = -ENOSPC;
             break;
         }

@@ -210,7 +210,7 @@ struct vufsd_dev {
     /* protected by mem_lock: regions the frontend is expected to remove
      * (vdev_mem_expect_removal) whose REM_MEM_REG has not come yet */
     unsigned mem_rems_pending;
-    unsigned mem_stops;     /* protected by mem_lock; queue stops begun (vdev_mem_stopping) */
+    unsigned mem_stopping;  /* protected by mem_lock; queue stops under way (vdev_mem_stopping) */
     /* with mem_lock: the table was swapped, mem_adds changed or a stop began */
     pthread_cond_t mem_changed;
 
@@ -256,14 +256,14 @@ bool vdev_mem_wait_added(struct vufsd_dev *dev, unsigned since, int timeout_ms);
  */
 void vdev_mem_expect_removal(struct vufsd_dev *dev);
 void vdev_mem_removal_settled(struct vufsd_dev *dev);
-/* A queue is stopping (message thread): wakes vdev_mem_wait_room, which gives up. */
-void vdev_mem_stopping(struct vufsd_dev *dev);
+/* A queue stop begins / has drained (message thread): while one is under way
+ * vdev_mem_wait_room gives up at once (and is woken to). */
+void vdev_mem_stopping(struct vufsd_dev *dev, bool begin);
 /*
  * Room for one more region in the table. If it is full while removals are
- * pending, waits for them, at most timeout_ms, and gives up when a queue stops
- * meanwhile (the message thread may be waiting for the caller's request, with
+ * pending, waits for them, at most timeout_ms, and gives up while a queue stops (the message thread may be waiting for the caller's request, with
  * the REM_MEM_REG queued behind that). 0: room; -ENOSPC: full with nothing
- * pending, or a stop; -ETIMEDOUT: the pending removals did not come (they are
+ * pending, or a stop under way; -ETIMEDOUT: the pending removals did not come (they are
  * forgotten: a frontend that does not send them is not waited for again).
  * Never on the message thread.
  */

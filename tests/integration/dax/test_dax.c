@@ -768,14 +768,20 @@ static void test_qemu_stop_while_map_waits(void **state)
     pthread_t t;
     assert_int_equal(pthread_create(&t, NULL, bg_map_run, &b), 0);
     usleep(50 * 1000); /* the map is in the daemon, waiting */
+    /* GET_VRING_BASE of the map's queue alone: vfe_dev_stop would reset the
+     * ring under the thread that waits for the reply. */
+    struct vfe_msg m, rep;
+    vfe_msg_init(&m, VFE_VU_GET_VRING_BASE, 0);
+    vfe_msg_set_state(&m, 1, 0);
     uint64_t t0 = now_ms();
-    assert_int_equal(vfe_dev_stop(e->dev), 0);
+    assert_int_equal(vfe_conn_call(vfe_dev_conn(e->dev), &m, NULL, 0, &rep), 0);
     uint64_t took = now_ms() - t0;
     pthread_join(t, NULL);
     if (took >= 500)
         fail_msg("the stop took %llu ms: it waited for the map's wait to run out",
                  (unsigned long long)took);
     assert_int_equal(b.ret, -ENOSPC);
+    assert_int_equal(vfe_dev_stop(e->dev), 0);
     assert_int_equal(vfe_dev_start(e->dev), 0);
     wait_removes(e, removes + 1);
     vfe_dax_delay_removals(e->dax, 0);
