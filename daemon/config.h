@@ -80,6 +80,10 @@ struct vufsd_config {
     enum vufsd_dax_protocol dax_protocol;
     char *stats_file;
 
+    /* Restart */
+    char *save_state;    /* --save-state: written on SIGUSR2 and on stop */
+    char *restore_state; /* --restore-state: loaded before serving */
+
     /* Security */
     enum sb_mode sandbox;
     bool sandbox_explicit; /* --sandbox (or -o sandbox=) was given */

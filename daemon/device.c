@@ -61,6 +61,7 @@ struct vufsd_dev *vdev_new(const struct vdev_config *c, int *err)
     }
     for (unsigned i = 0; i < VDEV_MAX_QUEUES; i++)
         vqt_init(&dev->q[i], dev, i);
+    vmig_init(&dev->mig);
     dev->nthreads = vdev_request_threads(c->queue_threads);
     for (unsigned i = 0; i <= dev->nthreads; i++) {
         int ret = vqt_thread_init(&dev->t[i], dev, i);
@@ -100,6 +101,7 @@ free_queues:
         vqt_destroy(&dev->q[i]);
         vqt_thread_destroy(&dev->t[i]);
     }
+    vmig_destroy(&dev->mig);
     vmem_table_unref(dev->mem);
 free_dev:
     pthread_mutex_destroy(&dev->mem_lock);
@@ -118,8 +120,14 @@ static void vdev_stop_all(struct vufsd_dev *dev)
         dax_window_reset(dev->c.dax);
 }
 
+void vdev_stop(struct vufsd_dev *dev)
+{
+    vdev_stop_all(dev);
+}
+
 void vdev_reset(struct vufsd_dev *dev)
 {
+    vmig_abort(&dev->mig);
     vdev_stop_all(dev);
     for (unsigned i = 0; i < VDEV_MAX_QUEUES; i++)
         vqt_reset(&dev->q[i]);
@@ -132,6 +140,7 @@ void vdev_reset(struct vufsd_dev *dev)
      */
     dev->features = 0;
     dev->status = 0;
+    vdev_log_apply(dev); /* VHOST_F_LOG_ALL went with the features; the log stays mapped */
     vdev_clear_broken(dev);
     fll_session_shutdown(dev->se); /* no request runs: every queue is stopped */
     if (dev->c.fs_reset)
@@ -142,6 +151,7 @@ void vdev_free(struct vufsd_dev *dev)
 {
     if (!dev)
         return;
+    vmig_destroy(&dev->mig);
     vdev_stop_all(dev);
     vpool_free(dev->pool); /* idle by now: every queue drained */
     for (unsigned i = 0; i < VDEV_MAX_QUEUES; i++) {
@@ -153,11 +163,35 @@ void vdev_free(struct vufsd_dev *dev)
     if (dev->c.fs_reset)
         dev->c.fs_reset(dev->c.fs);
     vdev_set_backend_fd(dev, -1);
+    vmem_log_free(dev->log); /* no queue holds it: every queue is destroyed */
     vmem_table_unref(dev->mem);
     pthread_mutex_destroy(&dev->mem_lock);
     pthread_cond_destroy(&dev->mem_changed);
     pthread_mutex_destroy(&dev->backend_lock);
     free(dev);
+}
+
+void vdev_log_apply(struct vufsd_dev *dev)
+{
+    struct vmem_log *l = vdev_has_feature(dev, VU_F_LOG_ALL) ? dev->log : NULL;
+
+    for (unsigned i = 0; i < VDEV_MAX_QUEUES; i++) {
+        struct vufsd_queue *q = &dev->q[i];
+        pthread_mutex_lock(&q->lock);
+        q->log = l;
+        q->log_used = l && (q->addr_flags & VU_VRING_F_LOG);
+        q->log_used_gpa = q->log_gpa;
+        pthread_mutex_unlock(&q->lock);
+    }
+}
+
+void vdev_set_log(struct vufsd_dev *dev, struct vmem_log *l)
+{
+    struct vmem_log *old = dev->log;
+
+    dev->log = l;
+    vdev_log_apply(dev); /* no queue points at old after this */
+    vmem_log_free(old);
 }
 
 void vdev_set_owned(struct vufsd_dev *dev, bool owned)

@@ -108,6 +108,8 @@ struct vufsd_queue {
     unsigned num; /* 0 = not set */
     bool addr_set;
     uint64_t desc_uva, avail_uva, used_uva;
+    uint32_t addr_flags; /* SET_VRING_ADDR's flags: VU_VRING_F_LOG */
+    uint64_t log_gpa;    /* SET_VRING_ADDR's log_guest_addr: where the used ring is logged */
     uint16_t base; /* SET_VRING_BASE; last_avail_idx when stopped */
     int kick_fd;   /* owned */
     int err_fd;    /* owned; written when the ring breaks */
@@ -124,6 +126,12 @@ struct vufsd_queue {
     struct vqt_req **req_cache; /* completed requests kept for reuse (queue.c) */
     unsigned req_cached;
     bool kick_watched;     /* kick_fd is in the thread's ep_fd */
+    /* Heads popped before a restart and not answered (parked SETLKWs): the
+     * thread runs them again before anything else (vdev_quiesce, vdev_state_load).
+     * Written by the message thread while the queue is IDLE. */
+    uint16_t *resume;
+    unsigned nresume;
+    bool was_running;      /* quiesced while RUNNING: vdev_resume starts it again */
 
     pthread_mutex_t lock;
     /* Protected by lock: the used side of ring (used_idx, signalled_*), and: */
@@ -133,6 +141,11 @@ struct vufsd_queue {
     int call_fd;            /* owned; -1 = no notifications */
     bool notify_pending;    /* a completion inside the thread's batch deferred its signal */
     pthread_cond_t drained; /* inflight dropped to 0 */
+    /* Dirty page logging (vdev_log_apply): the device's log while VHOST_F_LOG_ALL
+     * is acked, else NULL; completions mark what they wrote in it. */
+    struct vmem_log *log;
+    bool log_used;          /* and the used ring's writes, at log_used_gpa */
+    uint64_t log_used_gpa;
 };
 
 /* A queue thread: serves the queues in members (see "Threads" above). */
@@ -175,6 +188,19 @@ struct vdev_config {
     /* Completes every request the fs parked (a SETLKW waiting for its lock) with
      * EINTR, from the calling thread (pt_fs_cancel_waits); NULL if it never parks. */
     void (*fs_cancel_waits)(void *fs);
+    /*
+     * Live migration (migration.c): state_save makes the state of what the guest
+     * holds, without fds (malloc'd into *buf, *len bytes), with every queue
+     * stopped; state_load loads such bytes, untrusted, into the device before
+     * its queues first start. Both NULL: the device offers no migration
+     * (VHOST_USER_PROTOCOL_F_DEVICE_STATE is not offered). 0 or -errno.
+     */
+    int (*state_save)(struct vufsd_dev *dev, uint8_t **buf, size_t *len);
+    int (*state_load)(struct vufsd_dev *dev, const uint8_t *buf, size_t len);
+    void *state_ctx; /* for the two above */
+    /* A restart: takes every request the fs parked off its wait unanswered,
+     * handing each to fn (pt_fs_detach_waits); NULL if it never parks. */
+    void (*fs_detach_waits)(void *fs, void (*fn)(void *ctx, struct fll_req *r), void *ctx);
     /* The DAX window, or NULL. Cleared without frontend calls when the device is
      * reset or the frontend leaves (the frontend drops its mappings itself),
      * after the queues stopped and before the fs hears of it. */
@@ -186,6 +212,28 @@ struct vdev_config {
      * cpus_online 0 or loadavg_fd -1: not known, only preemption stops a poll. */
     unsigned cpus_online;
     int loadavg_fd;
+};
+
+/* Largest device state accepted from a frontend (the saved state's own bound). */
+#define VMIG_MAX_STATE ((size_t)1 << 30)
+/* How long CHECK_DEVICE_STATE waits for the transfer thread before it cancels:
+ * QEMU sends it only after it has read or written the whole pipe. */
+#define VMIG_CHECK_WAIT_MS 10000
+
+/* A device state transfer in progress (migration.c has its diagram). */
+struct vmig {
+    enum { VMIG_NONE, VMIG_SAVE, VMIG_LOAD } dir; /* message thread */
+    int fd;          /* the frontend's pipe end; the thread closes it */
+    int cancel_fd;   /* eventfd: the thread gives up */
+    uint8_t *buf;    /* SAVE: the state; LOAD: what was read so far */
+    size_t len, cap, max; /* max: VMIG_MAX_STATE (tests lower it) */
+    int check_wait_ms;    /* VMIG_CHECK_WAIT_MS (tests lower it) */
+    pthread_t thread;
+    bool thread_started;
+    pthread_mutex_t lock;
+    pthread_cond_t cond; /* with lock: done became true */
+    bool done;       /* protected by lock */
+    int result;      /* protected by lock: the thread's 0 or -errno */
 };
 
 struct vufsd_dev {
@@ -200,6 +248,8 @@ struct vufsd_dev {
     uint8_t status;             /* SET_STATUS */
     uint64_t unknown_logged;    /* bitmap: unknown request ids already logged */
     bool unknown_big_logged;
+    struct vmem_log *log;       /* SET_LOG_BASE's dirty page log, or NULL */
+    struct vmig mig;            /* SET_DEVICE_STATE_FD's transfer */
 
     int broken; /* atomic: 0 or 1 */
 
@@ -230,6 +280,9 @@ struct vufsd_dev {
 struct vufsd_dev *vdev_new(const struct vdev_config *c, int *err);
 /* Stops every queue (waiting for in-flight requests), closes all fds, resets the fs. */
 void vdev_free(struct vufsd_dev *dev);
+/* Stops every queue as vdev_free does (parked requests answered EINTR), keeping
+ * the fs and the session: what they hold can still be saved. */
+void vdev_stop(struct vufsd_dev *dev);
 /* NEW -> OWNED (SET_OWNER; repeated SET_OWNER is tolerated); false: back to NEW. */
 void vdev_set_owned(struct vufsd_dev *dev, bool owned);
 /* RESET_OWNER / RESET_DEVICE: queues stopped and reset, fs reset; stays OWNED with
@@ -272,6 +325,16 @@ int vdev_mem_wait_room(struct vufsd_dev *dev, int timeout_ms);
 void vdev_set_broken(struct vufsd_dev *dev, unsigned queue, const char *why, int err);
 bool vdev_is_broken(const struct vufsd_dev *dev);
 void vdev_clear_broken(struct vufsd_dev *dev);
+/*
+ * Dirty page logging: hands every queue the device's log while VHOST_F_LOG_ALL
+ * is acked (NULL otherwise) and its used-ring logging address, under each
+ * queue's lock, so no completion writes to a log after this returns unless it
+ * is the current one. Message thread.
+ */
+void vdev_log_apply(struct vufsd_dev *dev);
+/* SET_LOG_BASE: makes l the device's log (takes it) and frees the old one once no
+ * queue can reach it. */
+void vdev_set_log(struct vufsd_dev *dev, struct vmem_log *l);
 /* Replaces the backend request channel fd (takes fd; -1 closes it). */
 void vdev_set_backend_fd(struct vufsd_dev *dev, int fd);
 /* Whether a DAX window can be mapped through this frontend: the backend channel
@@ -290,6 +353,63 @@ int vdev_recv_all(int fd, void *buf, size_t len);
 int vdev_backend_request(struct vufsd_dev *dev, uint32_t request, const void *payload, size_t size,
                          int fd, uint64_t *reply);
 
+/* ---- migration.c: the device state transfer ------------------------------------------ */
+
+void vmig_init(struct vmig *m);
+void vmig_destroy(struct vmig *m);
+/* Cancels a transfer in progress (a reset, a new SET_DEVICE_STATE_FD). */
+void vmig_abort(struct vmig *m);
+/* Whether the device can save and load its state (state_save and state_load set). */
+bool vmig_supported(const struct vufsd_dev *dev);
+/*
+ * SET_DEVICE_STATE_FD: direction VU_STATE_DIR_*, phase VU_STATE_PHASE_STOPPED
+ * (the only one), fd a pipe or socket end open the right way. Every queue must
+ * be stopped. Saving makes the state now. Takes fd on success (0); on failure
+ * (-EINVAL, -EBUSY, -EBADF, -EOPNOTSUPP, the save's error) the caller keeps it.
+ */
+int vmig_set_fd(struct vufsd_dev *dev, uint32_t direction, uint32_t phase, int fd);
+/* CHECK_DEVICE_STATE: the transfer's result; loading, the state's (state_load). */
+int vmig_check(struct vufsd_dev *dev);
+/* state_save and state_load for the passthrough: the FUSE session and the
+ * filesystem's parts of a saved state (restart.h), without fds. */
+int vmig_save_state(struct vufsd_dev *dev, uint8_t **buf, size_t *len);
+int vmig_load_state(struct vufsd_dev *dev, const uint8_t *buf, size_t len);
+/* ---- device_state.c: restart and the vhost-user part of a saved state ---------------- */
+
+struct vst_writer;
+struct vst_state;
+struct vst_fds;
+struct vst_err;
+
+/*
+ * A restart: every RUNNING queue stops without the frontend asking (its
+ * thread joined, in-flight requests completed; the requests the fs parked
+ * are taken back unanswered and their heads kept in q->resume), keeping its
+ * configuration and eventfds. The device is then still, and its state can be
+ * saved. Message thread only. 0, or -ENOMEM before anything stopped.
+ */
+int vdev_quiesce(struct vufsd_dev *dev);
+/* Starts again the queues vdev_quiesce stopped (a restart that did not happen);
+ * each first runs the requests in q->resume. */
+void vdev_resume(struct vufsd_dev *dev);
+/*
+ * VST_SEC_VHOST: ownership, virtio and protocol features, status, the memory
+ * table, every configured queue (size, ring addresses, position, enable,
+ * eventfds, the heads to run again), the backend channel and conn_fd (the
+ * frontend's connection), the fds added to fds. After vdev_quiesce.
+ */
+int vdev_state_save(struct vufsd_dev *dev, int conn_fd, struct vst_writer *w, struct vst_fds *fds);
+/*
+ * Loads it into a new device (vdev_new, nothing received yet) and starts the
+ * queues that were running: after this the device serves as the old one did.
+ * Untrusted: features within what vufsd offers, every region validated as
+ * SET_MEM_TABLE's, queue indices, sizes, alignment and ring addresses as the
+ * vring messages', heads below the ring size and not repeated, fds present
+ * once. *conn_fd gets the frontend's connection. 0 or -errno with err.
+ */
+int vdev_state_load(struct vufsd_dev *dev, const struct vst_state *st, struct vst_fds *fds,
+                    int *conn_fd, struct vst_err *err);
+
 /* ---- queue.c ----------------------------------------------------------------------- */
 
 void vqt_init(struct vufsd_queue *q, struct vufsd_dev *dev, unsigned index);
@@ -304,6 +424,15 @@ int vqt_start(struct vufsd_queue *q);
  * (fs_cancel_waits, again while a worker may still park one) and waits for its
  * in-flight requests. */
 void vqt_stop(struct vufsd_queue *q);
+/* A restart: stops a RUNNING queue keeping its kick fd; the heads of requests
+ * the fs gives back (vqt_detached) join q->resume. Returns with q IDLE. */
+void vqt_quiesce_begin(struct vufsd_queue *q);
+/* For fs_detach_waits: the request goes back unanswered (its head to resume). */
+void vqt_detached(void *ctx, struct fll_req *r);
+/* Waits up to timeout_ns for the queue's in-flight requests; true when none is left. */
+bool vqt_wait_drained(struct vufsd_queue *q, long timeout_ns);
+/* After the drain: the queue is IDLE at its last avail index. */
+void vqt_quiesce_end(struct vufsd_queue *q);
 /* Wakes the queue's thread (enable flag changed, new memory table). */
 void vqt_wake(struct vufsd_queue *q);
 /* Hands a RUNNING queue's thread the new memory table t (takes the caller's

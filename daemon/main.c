@@ -35,24 +35,15 @@
 #include "log.h"
 #include "options.h"
 #include "passthrough.h"
+#include "restart.h"
 #include "sandbox.h"
 #include "vhost_user.h"
 #include "vufs_util.h"
 #include "vufsd-config.h"
 
-/* The listening side: socket, pid file, and how to remove both at exit. */
-struct vmain_listener {
-    int fd;
-    int dir_fd;      /* directory of --socket-path, kept across pivot_root for cleanup */
-    char *sock_name; /* basename of the socket */
-    char *pid_name;  /* basename of the pid file */
-    int pid_fd;      /* locked with flock for the daemon's lifetime */
-    pid_t pid;       /* what the pid file says: the process an operator signals */
-    bool bound;      /* we created the socket file (so we remove it) */
-};
 
 /* Locks PATH.pid; refuses when another live daemon holds it. 0 or -errno. */
-static int vmain_lock_pidfile(struct vmain_listener *l)
+static int vmain_lock_pidfile(struct vrs_listener *l)
 {
     int fd = openat(l->dir_fd, l->pid_name, O_RDWR | O_CREAT | O_CLOEXEC | O_NOFOLLOW, 0644);
     if (fd < 0) {
@@ -86,7 +77,7 @@ static int vmain_lock_pidfile(struct vmain_listener *l)
     return 0;
 }
 
-static int vmain_listen_path(struct vmain_listener *l, const struct vufsd_config *cfg)
+static int vmain_listen_path(struct vrs_listener *l, const struct vufsd_config *cfg)
 {
     struct sockaddr_un sa = {.sun_family = AF_UNIX};
     g_autofree char *path = g_strdup(cfg->socket_path);
@@ -142,7 +133,7 @@ static int vmain_listen_path(struct vmain_listener *l, const struct vufsd_config
     return 0;
 }
 
-static int vmain_listen_fd(struct vmain_listener *l, int fd)
+static int vmain_listen_fd(struct vrs_listener *l, int fd)
 {
     int accepting = 0;
     socklen_t len = sizeof(accepting);
@@ -156,7 +147,7 @@ static int vmain_listen_fd(struct vmain_listener *l, int fd)
     return 0;
 }
 
-static void vmain_listener_close(struct vmain_listener *l)
+static void vmain_listener_close(struct vrs_listener *l)
 {
     vufs_close(&l->fd);
     /* Only what is ours: a daemon refused by the pid file lock removes nothing. */
@@ -174,33 +165,49 @@ static void vmain_listener_close(struct vmain_listener *l)
 /* ---- Signals ----------------------------------------------------------------------- */
 
 /*
- * SIGTERM/SIGINT write to an eventfd the serving loops poll; SIGUSR1 (the DAX
- * statistics) to one the statistics thread polls. A handler rather than a
- * sigwait thread: write(2) is in every seccomp allowlist, and any thread may
- * take the signal (the loops retry on EINTR).
+ * SIGTERM/SIGINT write to an eventfd the serving loops poll, SIGHUP (a
+ * restart) and SIGUSR2 (a saved state, with --save-state) to theirs; SIGUSR1
+ * (the DAX statistics) to one the statistics thread polls. A handler rather
+ * than a sigwait thread: write(2) is in every seccomp allowlist, and any
+ * thread may take the signal (the loops retry on EINTR).
  */
 static int vmain_stop_fd = -1;
 static int vmain_stats_fd = -1;
+static int vmain_restart_fd = -1;
+static int vmain_save_fd = -1;
 
 static void vmain_on_signal(int sig)
 {
     int saved = errno;
     uint64_t one = 1;
-    ssize_t w = write(sig == SIGUSR1 ? vmain_stats_fd : vmain_stop_fd, &one, sizeof(one));
+    int fd = sig == SIGUSR1   ? vmain_stats_fd
+             : sig == SIGHUP  ? vmain_restart_fd
+             : sig == SIGUSR2 ? vmain_save_fd
+                              : vmain_stop_fd;
+    ssize_t w = write(fd, &one, sizeof(one));
     (void)w;
     errno = saved;
 }
 
-static int vmain_install_signals(void)
+static int vmain_install_signals(bool save_state)
 {
     struct sigaction sa = {.sa_handler = vmain_on_signal, .sa_flags = SA_RESTART};
     sigemptyset(&sa.sa_mask);
     vmain_stop_fd = eventfd(0, EFD_CLOEXEC | EFD_NONBLOCK);
-    if (vmain_stop_fd < 0)
+    vmain_restart_fd = eventfd(0, EFD_CLOEXEC | EFD_NONBLOCK);
+    if (vmain_stop_fd < 0 || vmain_restart_fd < 0)
         return -errno;
-    if (sigaction(SIGTERM, &sa, NULL) < 0 || sigaction(SIGINT, &sa, NULL) < 0)
+    if (sigaction(SIGTERM, &sa, NULL) < 0 || sigaction(SIGINT, &sa, NULL) < 0 ||
+        sigaction(SIGHUP, &sa, NULL) < 0)
         return -errno;
-    signal(SIGHUP, SIG_IGN);
+    /* SIGUSR2 without --save-state is ignored: its default action would end the daemon. */
+    if (!save_state) {
+        signal(SIGUSR2, SIG_IGN);
+        return 0;
+    }
+    vmain_save_fd = eventfd(0, EFD_CLOEXEC | EFD_NONBLOCK);
+    if (vmain_save_fd < 0 || sigaction(SIGUSR2, &sa, NULL) < 0)
+        return -errno;
     return 0;
 }
 
@@ -264,59 +271,224 @@ static int vmain_load_open(struct vmain_load *ld, const struct vufsd_config *cfg
     return 0;
 }
 
-static int vmain_serve(const struct vufsd_config *cfg, int listen_fd, struct pt_fs *fs,
-                       struct vdax *dax, const struct vmain_load *ld)
+static void vmain_fs_detach_waits(void *fs, void (*fn)(void *ctx, struct fll_req *r), void *ctx)
 {
+    pt_fs_detach_waits(fs, fn, ctx);
+}
+
+/* What serving needs besides the config: the fs, the window, the listener, and a
+ * state loaded before the sandbox whose device part is still to come. */
+struct vmain_ctx {
+    const struct vufsd_config *cfg;
+    struct vrs_listener *l;
+    struct pt_fs *fs;
+    struct vdax *dax;
+    int keeper_chan;              /* the keeper's handover channel, -1 */
+    const struct vmain_load *load; /* what adaptive polling looks at */
+    const struct vst_state *st;   /* NULL: nothing (more) to restore */
+    struct vst_fds *st_fds;
+    bool st_handover;             /* a restart: the device comes in the state */
+    int save_dir_fd;              /* --save-state's directory, -1 */
+    char *save_name;
+};
+
+static struct vrs_parts vmain_parts(const struct vmain_ctx *ctx, struct vufsd_dev *dev, int conn)
+{
+    return (struct vrs_parts){
+        .dev = dev,
+        .conn_fd = conn,
+        .fs = ctx->fs,
+        .dax = ctx->dax ? vdax_window(ctx->dax) : NULL,
+        .listener = ctx->l,
+    };
+}
+
+/*
+ * --save-state: the FUSE session and the filesystem, without fds, into the
+ * file. With resume (SIGUSR2) the device is quiesced meanwhile (a consistent
+ * picture; the guest waits a moment; a parked SETLKW is taken back and parks
+ * again after) and serves on. Without (a stop) the queues stop for good
+ * first, so no request is left unanswered outside the file: a parked SETLKW
+ * is answered EINTR, as on any stop.
+ */
+static void vmain_save_file(struct vmain_ctx *ctx, struct vufsd_dev *dev, int conn, bool resume)
+{
+    struct vst_writer w;
+    int ret = 0;
+
+    if (ctx->save_dir_fd < 0)
+        return;
+    if (dev && resume)
+        ret = vdev_quiesce(dev);
+    else if (dev)
+        vdev_stop(dev);
+    vst_writer_init(&w);
+    struct vrs_parts p = vmain_parts(ctx, dev, conn);
+    if (ret == 0)
+        ret = vrs_save(&p, VST_PART_FUSE | VST_PART_FS, NULL, &w);
+    if (dev && resume)
+        vdev_resume(dev);
+    if (ret == 0)
+        ret = vrs_write_file(ctx->save_dir_fd, ctx->save_name, &w);
+    if (ret < 0)
+        vlog_err("cannot save the state to %s: %s", ctx->cfg->save_state, strerror(-ret));
+    else
+        vlog_info("state saved to %s (%zu bytes)", ctx->cfg->save_state, w.len);
+    vst_writer_free(&w);
+}
+
+/* SIGHUP: hand everything to the keeper, which runs the binary at our path now. */
+static void vmain_restart(struct vmain_ctx *ctx, struct vufsd_dev *dev, int conn)
+{
+    struct vrs_parts p = vmain_parts(ctx, dev, conn);
+
+    vlog_info("restart asked for: quiescing%s", dev ? " the device" : "");
+    int ret = vrs_handover(&p, ctx->keeper_chan);
+    if (ret == 0) {
+        vlog_info("restart: the next vufsd takes over");
+        _exit(0); /* nothing of what the next process now holds is touched */
+    }
+    vlog_err("restart did not happen (%s): serving on", strerror(-ret));
+}
+
+/* The device a restart handed over, serving as the old one did; NULL when the
+ * state had none (no frontend was connected). Exits on a refused state. */
+static struct vufsd_dev *vmain_restored_dev(struct vmain_ctx *ctx, const struct vdev_config *dc,
+                                            int *conn)
+{
+    struct vst_err err = {""};
+    struct vst_reader r;
+    int e = 0;
+
+    *conn = -1;
+    if (!vst_section(ctx->st, VST_SEC_VHOST, &r, NULL))
+        return NULL;
+    struct vufsd_dev *dev = vdev_new(dc, &e);
+    if (!dev) {
+        vlog_err("restart: cannot create the device: %s", strerror(-e));
+        exit(1);
+    }
+    if (ctx->dax)
+        vdax_attach(ctx->dax, dev);
+    struct vrs_parts p = vmain_parts(ctx, dev, -1);
+    int ret = vrs_load(&p, VST_PART_FUSE | VST_PART_VHOST, ctx->st, ctx->st_fds, conn, NULL,
+                       &err);
+    if (ret < 0) {
+        vlog_err("restart: the handed-over device was refused: %s", err.msg);
+        exit(1);
+    }
+    vlog_info("restart: serving the frontend on (its rings, memory and session as they were)");
+    return dev;
+}
+
+static int vmain_serve(struct vmain_ctx *ctx)
+{
+    const struct vufsd_config *cfg = ctx->cfg;
+    int listen_fd = ctx->l->fd;
     struct vdev_config dc = {
         .cfg = cfg,
         .ops = pt_fs_ops(),
-        .fs = fs,
+        .fs = ctx->fs,
         .fs_reset = vmain_fs_reset,
         .fs_cancel_waits = vmain_fs_cancel_waits,
-        .dax = dax ? vdax_window(dax) : NULL,
+        .fs_detach_waits = vmain_fs_detach_waits,
+        .dax = ctx->dax ? vdax_window(ctx->dax) : NULL,
         .queue_threads = cfg->queue_threads,
-        .cpus_online = ld->cpus_online,
-        .loadavg_fd = ld->loadavg_fd,
+        .cpus_online = ctx->load->cpus_online,
+        .loadavg_fd = ctx->load->loadavg_fd,
+        /* Live migration; not with a DAX window: its mappings do not travel. */
+        .state_save = ctx->dax ? NULL : vmig_save_state,
+        .state_load = ctx->dax ? NULL : vmig_load_state,
+    };
+    struct vu_wake wake = {
+        .stop_fd = vmain_stop_fd,
+        .listen_fd = listen_fd,
+        .restart_fd = vmain_restart_fd,
+        .save_fd = vmain_save_fd,
     };
 
     for (;;) {
-        struct pollfd p[2] = {
-            {.fd = listen_fd, .events = POLLIN},
-            {.fd = vmain_stop_fd, .events = POLLIN},
-        };
-        if (poll(p, 2, -1) < 0) {
-            if (errno == EINTR)
+        int conn = -1;
+        struct vufsd_dev *dev = NULL;
+        if (ctx->st && ctx->st_handover) {
+            dev = vmain_restored_dev(ctx, &dc, &conn);
+            ctx->st = NULL;
+        }
+        while (!dev) {
+            struct pollfd p[4] = {
+                {.fd = listen_fd, .events = POLLIN},
+                {.fd = vmain_stop_fd, .events = POLLIN},
+                {.fd = vmain_restart_fd, .events = POLLIN},
+                {.fd = vmain_save_fd, .events = POLLIN},
+            };
+            if (poll(p, 4, -1) < 0) {
+                if (errno == EINTR)
+                    continue;
+                vlog_err("poll: %s", strerror(errno));
+                return 1;
+            }
+            if (p[1].revents & POLLIN) {
+                vlog_info("signal received: stopping");
+                return 0;
+            }
+            uint64_t v;
+            if ((p[2].revents & POLLIN) && read(vmain_restart_fd, &v, sizeof(v)) > 0)
+                vmain_restart(ctx, NULL, -1);
+            if ((p[3].revents & POLLIN) && read(vmain_save_fd, &v, sizeof(v)) > 0)
+                vmain_save_file(ctx, NULL, -1, true);
+            if (!(p[0].revents & POLLIN))
                 continue;
-            vlog_err("poll: %s", strerror(errno));
-            return 1;
+            conn = accept4(listen_fd, NULL, NULL, SOCK_CLOEXEC);
+            if (conn < 0) {
+                if (errno == EINTR || errno == ECONNABORTED || errno == EAGAIN)
+                    continue;
+                vlog_err("accept: %s", strerror(errno));
+                return 1;
+            }
+            vlog_info("frontend connected");
+            int err = 0;
+            dev = vdev_new(&dc, &err);
+            if (!dev) {
+                vlog_err("cannot create the device: %s", strerror(-err));
+                close(conn);
+                return 1;
+            }
+            if (ctx->dax)
+                vdax_attach(ctx->dax, dev);
+            if (ctx->st) {
+                /* --restore-state: the VMM that reconnects goes on with its session. */
+                struct vst_err serr = {""};
+                struct vrs_parts parts = vmain_parts(ctx, dev, conn);
+                if (vrs_load(&parts, VST_PART_FUSE, ctx->st, NULL, NULL, NULL, &serr) < 0) {
+                    vlog_err("--restore-state: %s", serr.msg);
+                    vdev_free(dev);
+                    close(conn);
+                    return 1;
+                }
+                vlog_info("--restore-state: the FUSE session goes on without a new INIT");
+                ctx->st = NULL;
+            }
         }
-        if (p[1].revents & POLLIN) {
-            vlog_info("signal received: stopping");
-            return 0;
-        }
-        int conn = accept4(listen_fd, NULL, NULL, SOCK_CLOEXEC);
-        if (conn < 0) {
-            if (errno == EINTR || errno == ECONNABORTED || errno == EAGAIN)
+        int ret;
+        for (;;) {
+            ret = vu_serve(dev, conn, &wake);
+            if (ret == VU_SERVE_SAVE) {
+                vmain_save_file(ctx, dev, conn, true);
                 continue;
-            vlog_err("accept: %s", strerror(errno));
-            return 1;
+            }
+            if (ret == VU_SERVE_RESTART) {
+                vmain_restart(ctx, dev, conn);
+                continue;
+            }
+            break;
         }
-        vlog_info("frontend connected");
-        int err = 0;
-        struct vufsd_dev *dev = vdev_new(&dc, &err);
-        if (!dev) {
-            vlog_err("cannot create the device: %s", strerror(-err));
-            close(conn);
-            return 1;
-        }
-        if (dax)
-            vdax_attach(dax, dev);
-        int ret = vu_serve(dev, conn, vmain_stop_fd, listen_fd);
+        if (ret == VU_SERVE_STOP)
+            vmain_save_file(ctx, dev, conn, false);
         vdev_free(dev); /* stops the queues, completes in-flight requests, resets the fs */
-        if (dax)
-            vdax_attach(dax, NULL);
+        if (ctx->dax)
+            vdax_attach(ctx->dax, NULL);
         close(conn);
-        if (ret == 1) {
+        if (ret == VU_SERVE_STOP) {
             vlog_info("signal received: stopped serving the frontend");
             return 0;
         }
@@ -343,6 +515,8 @@ static struct sb_config vmain_sb_config(const struct vufsd_config *cfg)
         features |= SB_FEAT_FILE_HANDLES;
     if (cfg->dax_window)
         features |= SB_FEAT_DAX;
+    if (!cfg->mountpoint)
+        features |= SB_FEAT_STATE; /* SIGHUP restarts, --save-state saves */
     return (struct sb_config){
         .mode = cfg->sandbox,
         .shared_dir = cfg->shared_dir,
@@ -517,18 +691,96 @@ static int vmain_enter_sandbox(const struct sb_config *sbc, const struct vufsd_c
     return 0;
 }
 
+/* The path of the running binary: what a restart runs (the file there now). */
+static char *vmain_exe_path(void)
+{
+    char buf[4096];
+    ssize_t n = readlink("/proc/self/exe", buf, sizeof(buf) - 1);
+    if (n <= 0 || (size_t)n >= sizeof(buf) - 1)
+        return NULL;
+    buf[n] = '\0';
+    static const char deleted[] = " (deleted)";
+    size_t dl = sizeof(deleted) - 1;
+    if ((size_t)n > dl && strcmp(buf + n - dl, deleted) == 0)
+        buf[n - dl] = '\0'; /* replaced under us: the path still names the new one */
+    return g_strdup(buf);
+}
+
+/* A state to start from: the one a restart handed over, or --restore-state's file.
+ * 1 with *buf and *len, 0 when there is none, -errno (logged). */
+static int vmain_take_state(const struct vufsd_config *cfg, void **buf, size_t *len,
+                            struct vst_fds *fds, bool *handover)
+{
+    int ret = vrs_take_handover(buf, len, fds);
+    *handover = ret == 1;
+    if (ret < 0) {
+        vlog_err("restart: cannot take the handed-over state: %s", strerror(-ret));
+        return ret;
+    }
+    if (ret == 1 || !cfg->restore_state)
+        return ret;
+    int fd = open(cfg->restore_state, O_RDONLY | O_CLOEXEC | O_NOCTTY);
+    if (fd < 0) {
+        ret = -errno;
+        vlog_err("--restore-state %s: %s", cfg->restore_state, strerror(-ret));
+        return ret;
+    }
+    ret = vrs_read_all(fd, buf, len);
+    close(fd);
+    if (ret < 0) {
+        vlog_err("--restore-state %s: %s", cfg->restore_state, strerror(-ret));
+        return ret;
+    }
+    return 1;
+}
+
+/* --save-state's directory, opened while the host's paths are visible. */
+static int vmain_save_prepare(const struct vufsd_config *cfg, struct vmain_ctx *ctx)
+{
+    if (!cfg->save_state)
+        return 0;
+    g_autofree char *dir = g_path_get_dirname(cfg->save_state);
+    ctx->save_name = g_path_get_basename(cfg->save_state);
+    ctx->save_dir_fd = open(dir, O_PATH | O_DIRECTORY | O_CLOEXEC);
+    if (ctx->save_dir_fd < 0) {
+        int ret = -errno;
+        vlog_err("--save-state: cannot open %s: %s", dir, strerror(-ret));
+        return ret;
+    }
+    return 0;
+}
+
+static void vmain_log_report(const char *what, const struct pt_state_report *rep)
+{
+    vlog_info("%s: %u node id(s), %u open file(s), %u lock owner(s) restored", what, rep->inodes,
+              rep->handles, rep->owners);
+    if (rep->inodes_lost || rep->handles_lost || rep->locks_lost)
+        vlog_warn("%s: %u node id(s) not found again (ESTALE), %u open file(s) lost (EBADF), "
+                  "%u lock(s) held by someone else now (EIO on those files)",
+                  what, rep->inodes_lost, rep->handles_lost, rep->locks_lost);
+}
+
 int main(int argc, char **argv)
 {
     struct vufsd_config cfg;
     enum vopt_action action;
     g_autofree char *errmsg = NULL;
     g_autofree char *mount_caps = NULL; /* --mount: the modcaps handed to the sandbox */
-    struct vmain_listener l = {.fd = -1, .dir_fd = -1, .pid_fd = -1};
-    struct vdax *dax = NULL;
+    g_autofree char *exe = NULL;
+    struct vrs_listener l = {.fd = -1, .dir_fd = -1, .pid_fd = -1};
     struct vmain_load load = {.loadavg_fd = -1};
+    struct vmain_ctx ctx = {.l = &l, .load = &load, .keeper_chan = -1, .save_dir_fd = -1};
+    struct vst_fds st_fds;
+    struct vst_state st;
+    void *st_buf = NULL;
+    size_t st_len = 0;
+    bool handover = false;
+    struct vdax *dax = NULL;
     int status = 1;
 
+    vst_fds_init(&st_fds);
     vopt_config_init(&cfg);
+    ctx.cfg = &cfg;
     if (vopt_parse(argc, argv, &cfg, &action, &errmsg) < 0) {
         fprintf(stderr, "vufsd: %s (see --help)\n", errmsg);
         vopt_config_clear(&cfg);
@@ -557,6 +809,8 @@ int main(int argc, char **argv)
         vlog_err("--translate-uid/--translate-gid: %s", ids_err);
         goto out;
     }
+    /* A restart: the keeper ran this binary; the user namespace is ours already. */
+    bool restarted = getenv(VRS_HANDOVER_ENV) != NULL;
     /* --uid-map/--gid-map: a user namespace, and the namespace sandbox inside it. */
     if (cfg.uid_map || cfg.gid_map) {
         if (cfg.sandbox_explicit && cfg.sandbox != SB_MODE_NAMESPACE) {
@@ -565,7 +819,7 @@ int main(int argc, char **argv)
         }
         cfg.sandbox = SB_MODE_NAMESPACE;
         const char *why_ns = NULL;
-        int ret = sb_enter_user_ns(cfg.uid_map, cfg.gid_map, &why_ns);
+        int ret = restarted ? 0 : sb_enter_user_ns(cfg.uid_map, cfg.gid_map, &why_ns);
         if (ret < 0) {
             vlog_err("cannot enter a user namespace: %s: %s", why_ns ? why_ns : "failed",
                      strerror(-ret));
@@ -573,8 +827,9 @@ int main(int argc, char **argv)
         }
         if (why_ns)
             vlog_warn("user namespace: %s", why_ns);
-        vlog_info("user namespace entered (uid map %s, gid map %s)",
-                  cfg.uid_map ? cfg.uid_map : "own uid", cfg.gid_map ? cfg.gid_map : "own gid");
+        if (!restarted)
+            vlog_info("user namespace entered (uid map %s, gid map %s)",
+                      cfg.uid_map ? cfg.uid_map : "own uid", cfg.gid_map ? cfg.gid_map : "own gid");
     }
     struct sb_config sbc = vmain_sb_config(&cfg);
     /* --mount: unmounting at the end needs CAP_SYS_ADMIN (a user's -sys_admin still wins). */
@@ -589,16 +844,26 @@ int main(int argc, char **argv)
         goto out;
     }
     /*
-     * The pid file names the process an operator signals: with a pid namespace,
-     * the parent that stays outside it and forwards signals (the child is pid 1
-     * inside, a number meaningless on the host).
+     * The pid file names the process an operator signals: the keeper, which
+     * stays outside every sandbox, forwards signals and runs the next binary
+     * on a restart (in namespace mode the daemon is pid 1 inside, a number
+     * meaningless on the host). --mount keeps no keeper: it cannot restart.
      */
     l.pid = getpid();
-    if (sbc.mode == SB_MODE_NAMESPACE) {
-        int ret = sb_enter_pid_ns(); /* only the child returns */
+    if (!cfg.mountpoint) {
+        exe = vmain_exe_path();
+        struct sb_keeper k = {
+            .new_pid_ns = sbc.mode == SB_MODE_NAMESPACE,
+            .exe = exe,
+            .argv = argv,
+            .env_name = VRS_HANDOVER_ENV,
+        };
+        int ret = sb_enter_keeper(&k, &ctx.keeper_chan); /* only the child returns */
         if (ret < 0) {
-            vlog_err("cannot create a pid namespace: %s (try --sandbox chroot or none)",
+            vlog_err("cannot start the keeper%s: %s", k.new_pid_ns ? " in a pid namespace" : "",
                      strerror(-ret));
+            if (k.new_pid_ns)
+                vlog_err("(try --sandbox chroot or none)");
             goto out;
         }
     }
@@ -607,7 +872,8 @@ int main(int argc, char **argv)
         vlog_warn("--mount: no sandbox (--sandbox none), the mount is made in the host's "
                   "mount namespace; seccomp still applies");
     /* --mount: the handlers stop the /dev/fuse loop, which then unmounts. */
-    if ((cfg.mountpoint ? vmain_install_devfuse_signals() : vmain_install_signals()) < 0 ||
+    if ((cfg.mountpoint ? vmain_install_devfuse_signals()
+                        : vmain_install_signals(cfg.save_state != NULL)) < 0 ||
         vmain_install_stats_signal(cfg.dax_window != 0) < 0) {
         vlog_err("cannot install signal handlers: %s", strerror(errno));
         goto out;
@@ -615,7 +881,37 @@ int main(int argc, char **argv)
     signal(SIGPIPE, SIG_IGN);
 
     vlog_info("vufsd %s starting: shared directory %s", VUFSD_VERSION, cfg.shared_dir);
-    if (!cfg.mountpoint) {
+    int sret = vmain_take_state(&cfg, &st_buf, &st_len, &st_fds, &handover);
+    if (sret < 0)
+        goto out;
+    if (sret == 1) {
+        struct vst_err serr = {""};
+        char origin[64];
+        if (vst_open(st_buf, st_len, &st, &serr) < 0 ||
+            (handover && st.nfds != st_fds.n &&
+             vst_fail(&serr, -EINVAL, "state: %u fds named, %u came", st.nfds, st_fds.n))) {
+            vlog_err("%s: %s", handover ? "restart" : "--restore-state", serr.msg);
+            goto out;
+        }
+        vrs_origin(&st, origin, sizeof(origin));
+        vlog_info("%s: a %zu-byte state written by %s", handover ? "restart" : "--restore-state",
+                  st_len, origin);
+        ctx.st = &st;
+        ctx.st_fds = &st_fds;
+        ctx.st_handover = handover;
+    }
+    if (handover) {
+        struct vst_err serr = {""};
+        struct vrs_parts p = {.listener = &l, .conn_fd = -1};
+        if (vrs_load(&p, VST_PART_LISTENER, &st, &st_fds, NULL, NULL, &serr) < 0) {
+            vlog_err("restart: %s", serr.msg);
+            goto out;
+        }
+        /* The --fd the keeper has kept since the first start: ours is in the state. */
+        if (cfg.listen_fd >= 0 && cfg.listen_fd != l.fd)
+            close(cfg.listen_fd);
+        vlog_info("restart: listening on the socket the previous vufsd had");
+    } else if (!cfg.mountpoint) {
         int ret =
             cfg.socket_path ? vmain_listen_path(&l, &cfg) : vmain_listen_fd(&l, cfg.listen_fd);
         if (ret < 0)
@@ -636,11 +932,28 @@ int main(int argc, char **argv)
         vlog_err("cannot serve %s: %s", cfg.shared_dir, strerror(-err));
         goto out;
     }
+    ctx.fs = fs;
     vlog_debug("fd budget for the guest: %ld (RLIMIT_NOFILE %llu)", pt_fs_fd_budget(fs),
                (unsigned long long)nofile);
 
     if (cfg.dax_window && vmain_dax_new(&cfg, fs, &dax) < 0)
         goto free_fs;
+    ctx.dax = dax;
+    if (vmain_save_prepare(&cfg, &ctx) < 0)
+        goto free_fs;
+    if (ctx.st) {
+        /* The filesystem's part now, while objects can still be found on the host. */
+        struct vst_err serr = {""};
+        struct pt_state_report rep;
+        struct vrs_parts p = vmain_parts(&ctx, NULL, -1);
+        const char *what = handover ? "restart" : "--restore-state";
+        if (vrs_load(&p, VST_PART_FS | (handover ? VST_PART_DAX : 0), &st, &st_fds, NULL, &rep,
+                     &serr) < 0) {
+            vlog_err("%s: %s", what, serr.msg);
+            goto free_fs;
+        }
+        vmain_log_report(what, &rep);
+    }
 
     if (!cfg.mountpoint && vmain_load_open(&load, &cfg) < 0)
         goto free_fs;
@@ -671,7 +984,7 @@ int main(int argc, char **argv)
         vlog_err("cannot start the statistics thread: %s", strerror(-err));
         goto free_fs;
     }
-    status = vmain_serve(&cfg, l.fd, fs, dax, &load);
+    status = vmain_serve(&ctx);
     vlog_info("exiting");
 
 free_fs:
@@ -680,6 +993,11 @@ free_fs:
 out:
     if (load.loadavg_fd >= 0)
         close(load.loadavg_fd);
+    vst_fds_free(&st_fds);
+    free(st_buf);
+    if (ctx.save_dir_fd >= 0)
+        close(ctx.save_dir_fd);
+    g_free(ctx.save_name);
     vmain_listener_close(&l);
     vopt_config_clear(&cfg);
     return status;

@@ -2,15 +2,18 @@
 #include "mem.h"
 
 #include <errno.h>
+#include <fcntl.h>
 #include <stdlib.h>
 #include <string.h>
 #include <sys/mman.h>
 #include <sys/stat.h>
+#include <unistd.h>
 
 struct vmem_map {
     int refcount; /* atomic */
     void *base;
     size_t len;
+    int fd; /* the region's fd, kept for a restart (vmem_region_fd) */
 };
 
 static const struct vmem_region *vmem_find_gpa(const struct vq_mem *m, uint64_t gpa)
@@ -77,6 +80,7 @@ static void vmem_map_unref(struct vmem_map *map)
     if (!map || __atomic_sub_fetch(&map->refcount, 1, __ATOMIC_ACQ_REL) != 0)
         return;
     munmap(map->base, map->len);
+    close(map->fd);
     free(map);
 }
 
@@ -169,10 +173,15 @@ int vmem_table_add(struct vmem_table *t, const struct vmem_desc *d, int fd)
     if (base == MAP_FAILED)
         return -errno;
     struct vmem_map *map = calloc(1, sizeof(*map));
-    if (!map) {
+    /* A restart hands the region to the next process: the fd is kept. */
+    int keep = map ? fcntl(fd, F_DUPFD_CLOEXEC, 3) : -1;
+    if (!map || keep < 0) {
+        int e = map ? errno : ENOMEM;
         munmap(base, len);
-        return -ENOMEM;
+        free(map);
+        return -e;
     }
+    map->fd = keep;
     map->refcount = 1;
     map->base = base;
     map->len = len;
@@ -189,6 +198,11 @@ int vmem_table_add(struct vmem_table *t, const struct vmem_desc *d, int fd)
     return 0;
 }
 
+int vmem_region_fd(const struct vmem_region *r)
+{
+    return r->map ? r->map->fd : -1;
+}
+
 int vmem_table_remove(struct vmem_table *t, const struct vmem_desc *d)
 {
     for (unsigned i = 0; i < t->mem.nregions; i++) {
@@ -201,4 +215,87 @@ int vmem_table_remove(struct vmem_table *t, const struct vmem_desc *d)
         }
     }
     return -ENOENT;
+}
+
+/* ---- The dirty page log ------------------------------------------------------ */
+
+int vmem_log_map(int fd, uint64_t size, uint64_t offset, struct vmem_log **out)
+{
+    struct stat st;
+
+    *out = NULL;
+    if (size == 0 || size > VMEM_LOG_MAX || offset > (uint64_t)INT64_MAX - size)
+        return -EINVAL;
+    if (fstat(fd, &st) < 0)
+        return -errno;
+    if (!S_ISREG(st.st_mode) || (uint64_t)st.st_size < offset + size)
+        return -EINVAL;
+    uint64_t start = offset & ~(uint64_t)(4096 - 1);
+    size_t len = (size_t)(offset - start + size);
+    void *base = mmap(NULL, len, PROT_READ | PROT_WRITE, MAP_SHARED, fd, (off_t)start);
+    if (base == MAP_FAILED)
+        return -errno;
+    struct vmem_log *l = calloc(1, sizeof(*l));
+    if (!l) {
+        munmap(base, len);
+        return -ENOMEM;
+    }
+    l->map = base;
+    l->map_len = len;
+    l->bits = (uint8_t *)base + (offset - start);
+    l->size = size;
+    *out = l;
+    return 0;
+}
+
+void vmem_log_free(struct vmem_log *l)
+{
+    if (!l)
+        return;
+    munmap(l->map, l->map_len);
+    free(l);
+}
+
+void vmem_log_mark_bits(uint8_t *bits, uint64_t size, uint64_t gpa, uint64_t len)
+{
+    if (len == 0 || size == 0)
+        return;
+    uint64_t last = gpa > UINT64_MAX - (len - 1) ? UINT64_MAX : gpa + (len - 1);
+    uint64_t first_page = gpa / VMEM_LOG_PAGE, last_page = last / VMEM_LOG_PAGE;
+    uint64_t first_byte = first_page / 8;
+
+    if (first_byte >= size)
+        return;
+    if (last_page / 8 >= size)
+        last_page = size * 8 - 1; /* the log's last page: size <= VMEM_LOG_MAX, no wrap */
+    for (uint64_t byte = first_byte; byte <= last_page / 8; byte++) {
+        unsigned lo = byte == first_byte ? (unsigned)(first_page % 8) : 0;
+        unsigned hi = byte == last_page / 8 ? (unsigned)(last_page % 8) : 7;
+        uint8_t mask = (uint8_t)((0xffu >> (7 - hi)) & (0xffu << lo));
+        __atomic_fetch_or(&bits[byte], mask, __ATOMIC_RELEASE);
+    }
+}
+
+void vmem_log_mark(struct vmem_log *l, uint64_t gpa, uint64_t len)
+{
+    vmem_log_mark_bits(l->bits, l->size, gpa, len);
+}
+
+void vmem_log_mark_iov(struct vmem_log *l, const struct vq_mem *m, const struct iovec *iov,
+                       unsigned cnt, size_t len)
+{
+    for (unsigned i = 0; i < cnt && len; i++) {
+        size_t n = iov[i].iov_len < len ? iov[i].iov_len : len;
+        const uint8_t *p = iov[i].iov_base;
+        len -= n;
+        if (!n)
+            continue;
+        for (unsigned j = 0; j < m->nregions; j++) {
+            const struct vmem_region *r = &m->r[j];
+            if (p >= r->host && (uint64_t)(p - r->host) < r->size) {
+                vmem_log_mark(l, r->gpa + (uint64_t)(p - r->host), n);
+                break;
+            }
+        }
+    }
 }

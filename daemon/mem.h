@@ -93,9 +93,57 @@ void vmem_table_unref(struct vmem_table *t);
  * must not be published yet. Does not take fd (the caller closes it). 0 / -errno.
  */
 int vmem_table_add(struct vmem_table *t, const struct vmem_desc *d, int fd);
+/* The fd a region was mapped from (kept, owned by the table), or -1. */
+int vmem_region_fd(const struct vmem_region *r);
 /* Removes the region matching d's gpa, size and uva. 0 or -ENOENT. */
 int vmem_table_remove(struct vmem_table *t, const struct vmem_desc *d);
 /* Pure validation used by vmem_table_add (exposed for tests). */
 int vmem_desc_check(const struct vq_mem *m, const struct vmem_desc *d);
+
+/* ---- The dirty page log (live migration) ------------------------------------- */
+
+/*
+ * While the frontend migrates the VM it shares a bitmap with the daemon
+ * (SET_LOG_BASE: an fd, a size and an offset) and acks VHOST_F_LOG_ALL; from
+ * then on every write the daemon makes to guest memory sets the bits of the
+ * pages it touched, so the frontend sends those pages again. Bit p (bit p % 8
+ * of byte p / 8) stands for guest-physical page p of VMEM_LOG_PAGE bytes
+ * (QEMU docs/interop/vhost-user.rst, "Migration"). The frontend clears bits
+ * concurrently: every mark is an atomic OR, published after the data it
+ * covers (release order). A page beyond the log's size is not marked (the
+ * frontend sizes the log for all of guest memory, so only a buggy frontend's
+ * log is too small, and writing past it would fault).
+ */
+#define VMEM_LOG_PAGE 4096u
+/* Largest log accepted: covers 2^48 bytes of guest-physical space (8 GiB of bits). */
+#define VMEM_LOG_MAX ((uint64_t)1 << 33)
+
+struct vmem_log {
+    uint8_t *bits; /* size bytes */
+    uint64_t size;
+    void *map;     /* the mapping bits lies in */
+    size_t map_len;
+};
+
+/*
+ * Maps [offset, offset+size) of fd, which must be at least that long (a
+ * mapping past the end of a file faults on access). Does not take fd.
+ * -EINVAL for a size of 0, above VMEM_LOG_MAX, an overflowing offset or an fd
+ * too short; -errno from fstat or mmap.
+ */
+int vmem_log_map(int fd, uint64_t size, uint64_t offset, struct vmem_log **out);
+void vmem_log_free(struct vmem_log *l);
+/* Marks the pages of guest-physical [gpa, gpa+len) in bits[0, size): the pure part,
+ * overflow safe (a range running past 2^64 ends there). */
+void vmem_log_mark_bits(uint8_t *bits, uint64_t size, uint64_t gpa, uint64_t len);
+/* The same on a mapped log. */
+void vmem_log_mark(struct vmem_log *l, uint64_t gpa, uint64_t len);
+/*
+ * Marks the guest pages behind the first len bytes of iov (host addresses
+ * into m's regions, as the chain walker made them: each iovec inside one
+ * region). An iovec in no region of m marks nothing.
+ */
+void vmem_log_mark_iov(struct vmem_log *l, const struct vq_mem *m, const struct iovec *iov,
+                       unsigned cnt, size_t len);
 
 #endif

@@ -152,6 +152,8 @@ static const struct vopt_row vopt_table[] = {
     {"dax-policy", VOPT_MODULE, F(dax_policy), &vopt_dax_policy},
     {"dax-protocol", VOPT_ENUM, F(dax_protocol), vopt_dax_protocol_names},
     {"stats-file", VOPT_STR, F(stats_file)},
+    {"save-state", VOPT_STR, F(save_state)},
+    {"restore-state", VOPT_STR, F(restore_state)},
     {"unsafe-no-isolation", VOPT_TRUE, F(unsafe_no_isolation)},
 
     /* Legacy -o keys (QEMU's C virtiofsd; the Rust daemon accepts them too). */
@@ -456,6 +458,8 @@ void vopt_config_clear(struct vufsd_config *cfg)
     g_free(cfg->uid_map);
     g_free(cfg->gid_map);
     g_free(cfg->stats_file);
+    g_free(cfg->save_state);
+    g_free(cfg->restore_state);
     g_free(cfg->modcaps);
     vopt_config_init(cfg);
 }
@@ -571,6 +575,15 @@ static const GOptionEntry vopt_entries[] = {
     CB_ARG("dax-policy", "Which files use the DAX window (default auto)", "never|always|auto"),
     CB_ARG("dax-protocol", "Frontend mapping protocol (default shmem)", "shmem|legacy"),
     CB_ARG("stats-file", "Rewrite the DAX statistics (JSON) in this file every second", "PATH"),
+    CB_ARG("save-state",
+           "Write what the guest holds (FUSE session, node ids, open files, locks) to this "
+           "file on SIGUSR2 and when stopping with a frontend connected, for --restore-state",
+           "PATH"),
+    CB_ARG("restore-state",
+           "Start from a state --save-state wrote: the frontend that connects next (a VMM "
+           "reconnecting) goes on with its node ids, open files and locks; objects that "
+           "cannot be found again answer ESTALE (see the man page)",
+           "PATH"),
     CB_SW("unsafe-no-isolation", "Allow --sandbox none together with --seccomp none"),
     {"o", 'o', 0, G_OPTION_ARG_CALLBACK, (gpointer)vopt_cb, "Legacy options", "KEY[=VALUE],..."},
     {"d", 'd', G_OPTION_FLAG_NO_ARG | G_OPTION_FLAG_HIDDEN, G_OPTION_ARG_CALLBACK,
@@ -656,6 +669,11 @@ static int vopt_validate(const struct vufsd_config *cfg, char **errmsg)
         *errmsg = g_strdup("--num-request-queues must be 1 to 16");
         return -EINVAL;
     }
+    if ((cfg->save_state || cfg->restore_state) && cfg->mountpoint) {
+        *errmsg = g_strdup("--save-state and --restore-state keep a vhost-user frontend's "
+                           "session: not with --mount");
+        return -EINVAL;
+    }
     if (cfg->stats_file && !cfg->dax_window) {
         *errmsg = g_strdup("--stats-file writes the DAX window's statistics: it needs --dax-window");
         return -EINVAL;
@@ -670,6 +688,16 @@ int vopt_parse(int argc, char **argv, struct vufsd_config *cfg, enum vopt_action
     GOptionEntry entries[G_N_ELEMENTS(vopt_entries)];
     g_autoptr(GError) err = NULL;
     g_autoptr(GOptionContext) ctx = g_option_context_new("- vhost-user virtio-fs daemon");
+    g_option_context_set_description(
+        ctx, "Signals (to the pid in SOCKET.pid, which forwards them):\n"
+             "  SIGTERM, SIGINT  stop: finish the requests in flight, exit 0\n"
+             "  SIGHUP           restart, or upgrade to the binary now at vufsd's path, under a\n"
+             "                   running guest: the VMM keeps its connection; node ids, open\n"
+             "                   files, locks and DAX mappings stay (see vufsd(1))\n"
+             "  SIGUSR1          log the DAX window statistics\n"
+             "  SIGUSR2          write --save-state's file now\n"
+             "With --restore-state, objects that cannot be found again answer ESTALE, and\n"
+             "open files whose lock another process took meanwhile answer EIO until closed.\n");
 
     memcpy(entries, vopt_entries, sizeof(entries));
     for (size_t i = 0; entries[i].long_name; i++) {
@@ -733,8 +761,9 @@ char *vopt_capabilities_json(void)
     /*
      * The "fs" features virtiofsd implementations print, limited to what vufsd
      * does: "separate-options" (the long options above exist next to the legacy
-     * -o forms). No "migrate-precopy": vufsd offers no dirty logging
-     * (VHOST_F_LOG_ALL, LOG_SHMFD) and no device state transfer.
+     * -o forms) and "migrate-precopy" (dirty page logging, VHOST_F_LOG_ALL with
+     * LOG_SHMFD, and the device state transfer, DEVICE_STATE: QEMU's pre-copy
+     * live migration; not with --dax-window).
      */
-    return g_strdup("{\"type\": \"fs\", \"features\": [\"separate-options\"]}");
+    return g_strdup("{\"type\": \"fs\", \"features\": [\"separate-options\", \"migrate-precopy\"]}");
 }

@@ -144,7 +144,11 @@ void vqt_reset(struct vufsd_queue *q)
     assert(q->state == VQT_IDLE);
     q->num = 0;
     q->addr_set = false;
+    q->addr_flags = 0;
+    q->log_gpa = 0;
     q->base = 0;
+    q->nresume = 0;
+    q->was_running = false;
     __atomic_store_n(&q->enabled, false, __ATOMIC_RELEASE);
     vufs_close(&q->kick_fd);
     vufs_close(&q->err_fd);
@@ -157,6 +161,9 @@ void vqt_destroy(struct vufsd_queue *q)
     vufs_close(&q->kick_fd);
     vufs_close(&q->err_fd);
     vufs_close(&q->call_fd);
+    free(q->resume);
+    q->resume = NULL;
+    q->nresume = 0;
     while (q->req_cached)
         free(q->req_cache[--q->req_cached]);
     free(q->req_cache);
@@ -284,11 +291,28 @@ static struct vqt_req *vqt_req_alloc(struct vufsd_queue *q, size_t n)
     return req;
 }
 
+/*
+ * While the frontend migrates the VM (q->log set): the used element just
+ * published and the used index, at the ring's logging address. The flags and
+ * avail_event words the queue thread writes are logged when the queue stops
+ * (vqt_stop), which is before the frontend reads the log for the last time.
+ */
+static void vqt_log_used_locked(struct vufsd_queue *q)
+{
+    uint16_t slot = (uint16_t)(q->ring.used_idx - 1) & (uint16_t)(q->ring.num - 1);
+    vmem_log_mark(q->log, q->log_used_gpa + offsetof(struct vring_used, ring) +
+                              (uint64_t)slot * sizeof(struct vring_used_elem),
+                  sizeof(struct vring_used_elem));
+    vmem_log_mark(q->log, q->log_used_gpa + offsetof(struct vring_used, idx), sizeof(uint16_t));
+}
+
 /* Publishes one used element; signals unless the queue thread batches it. */
 static void vqt_push(struct vufsd_queue *q, uint16_t head, uint32_t len)
 {
     pthread_mutex_lock(&q->lock);
     vq_ring_push(&q->ring, head, len);
+    if (q->log_used)
+        vqt_log_used_locked(q);
     if (vqt_batch_queue == q)
         q->notify_pending = true;
     else if (vq_ring_should_notify(&q->ring))
@@ -306,7 +330,13 @@ static void vqt_complete(struct fll_req *fr, size_t out_len)
         out_len = req->out_total;
 
     pthread_mutex_lock(&q->lock);
+    /* Predictable branches when the VM is not migrating. The reply's bytes are
+     * logged before the used element that hands them to the driver. */
+    if (q->log)
+        vmem_log_mark_iov(q->log, &req->mem->t->mem, req->fr.out, req->fr.out_cnt, out_len);
     vq_ring_push(&q->ring, req->head, (uint32_t)out_len);
+    if (q->log_used) /* implies q->log */
+        vqt_log_used_locked(q);
     if (vqt_batch_queue == q)
         q->notify_pending = true;
     else if (vq_ring_should_notify(&q->ring))
@@ -440,6 +470,8 @@ static void vqt_unwatch_kick(struct vqt_thread *t, struct vufsd_queue *q)
     q->kick_watched = false;
 }
 
+static void vqt_run_resumed(struct vqt_thread *t, struct vufsd_queue *q);
+
 /*
  * Takes up the message thread's changes of t->members: kick fds watched for the
  * queues that came, unwatched for those that went, then acknowledged, after
@@ -461,6 +493,10 @@ static void vqt_take_members(struct vqt_thread *t, bool leaving)
         else if (!(t->serving & bit) && (want & bit))
             vqt_watch_kick(t, &dev->q[i]);
     }
+    /* A queue that came back from a restart first runs what it took back. */
+    for (uint32_t m = want & ~t->serving; m; m &= m - 1)
+        if (dev->q[__builtin_ctz(m)].nresume)
+            vqt_run_resumed(t, &dev->q[__builtin_ctz(m)]);
     t->serving = want;
 
     pthread_mutex_lock(&t->lock);
@@ -573,6 +609,38 @@ static unsigned vqt_batch(struct vqt_thread *t, struct vufsd_queue *q)
     vqt_batch_queue = NULL;
     vqt_flush_notify(q);
     return done;
+}
+
+/*
+ * The requests a restart took back unanswered (vdev_quiesce), run again from
+ * the guest's buffers, which are the guest's until the used ring has the head:
+ * walked and checked like any chain, on the thread that serves q, before
+ * anything else of q.
+ */
+static void vqt_run_resumed(struct vqt_thread *t, struct vufsd_queue *q)
+{
+    struct iovec *rd = t->scratch, *wr = t->scratch + VQT_MAX_IOV;
+    unsigned rd_cnt, wr_cnt;
+
+    vqt_batch_queue = q;
+    for (unsigned k = 0; k < q->nresume; k++) {
+        uint16_t head = q->resume[k];
+        int ret = vq_walk_chain(&q->mem->t->mem, q->ring.desc, q->num, head, rd, &rd_cnt, wr,
+                                &wr_cnt, VQT_MAX_IOV);
+        if (ret == -E2BIG) {
+            vqt_push(q, head, 0);
+            continue;
+        }
+        if (ret < 0) {
+            vdev_set_broken(q->dev, q->index, "malformed descriptor chain", ret);
+            break;
+        }
+        vlog_debug("queue %u: request head %u runs again after the restart", q->index, head);
+        vqt_handle(q, head, rd, rd_cnt, wr, wr_cnt);
+    }
+    q->nresume = 0;
+    vqt_batch_queue = NULL;
+    vqt_flush_notify(q);
 }
 
 static inline void vqt_cpu_relax(void)
@@ -930,6 +998,9 @@ void vqt_stop(struct vufsd_queue *q)
         int r = pthread_cond_timedwait(&q->drained, &q->lock, &until);
         (void)r; /* ETIMEDOUT: cancel again */
     }
+    /* The whole used ring: the flags and avail_event words the thread wrote. */
+    if (q->log_used)
+        vmem_log_mark(q->log, q->log_used_gpa, vq_used_bytes(q->num));
     pthread_mutex_unlock(&q->lock);
 
     q->base = q->ring.last_avail_idx;
@@ -938,4 +1009,57 @@ void vqt_stop(struct vufsd_queue *q)
     vdev_mem_stopping(q->dev, false);
     vqt_set_state(q, VQT_IDLE);
     vlog_debug("queue %u stopped at avail index %u", q->index, q->base);
+}
+
+/* ---- Restart: stopping without the frontend ------------------------------------------- */
+
+void vqt_quiesce_begin(struct vufsd_queue *q)
+{
+    q->was_running = false;
+    if (q->state != VQT_RUNNING)
+        return;
+    vqt_set_state(q, VQT_STOPPING);
+    vqt_stop_serving(q);
+    q->was_running = true;
+}
+
+void vqt_detached(void *ctx, struct fll_req *fr)
+{
+    struct vqt_req *req = container_of(fr, struct vqt_req, fr);
+    struct vufsd_queue *q = req->q;
+
+    (void)ctx;
+    pthread_mutex_lock(&q->lock);
+    /* At most num heads are ever in flight on a ring of num entries. */
+    assert(q->resume && q->nresume < q->num);
+    if (q->resume && q->nresume < q->num)
+        q->resume[q->nresume++] = req->head;
+    unsigned left = __atomic_sub_fetch(&q->inflight, 1, __ATOMIC_ACQ_REL);
+    if (left == 0)
+        pthread_cond_broadcast(&q->drained);
+    pthread_mutex_unlock(&q->lock);
+    vqt_req_free(req);
+}
+
+bool vqt_wait_drained(struct vufsd_queue *q, long timeout_ns)
+{
+    struct timespec until = vufs_deadline(CLOCK_MONOTONIC, timeout_ns);
+    pthread_mutex_lock(&q->lock);
+    int r = 0;
+    while (q->inflight && r == 0)
+        r = pthread_cond_timedwait(&q->drained, &q->lock, &until);
+    bool drained = q->inflight == 0;
+    pthread_mutex_unlock(&q->lock);
+    return drained;
+}
+
+void vqt_quiesce_end(struct vufsd_queue *q)
+{
+    if (!q->was_running)
+        return;
+    assert(q->inflight == 0);
+    q->base = q->ring.last_avail_idx;
+    vqt_set_state(q, VQT_IDLE);
+    vlog_debug("queue %u quiesced at avail index %u (%u request(s) to run again)", q->index,
+               q->base, q->nresume);
 }

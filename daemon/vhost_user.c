@@ -25,7 +25,8 @@
 uint64_t vu_offered_features(void)
 {
     return (1ull << VIRTIO_F_VERSION_1) | (1ull << VIRTIO_RING_F_INDIRECT_DESC) |
-           (1ull << VIRTIO_RING_F_EVENT_IDX) | (1ull << VU_F_PROTOCOL_FEATURES);
+           (1ull << VIRTIO_RING_F_EVENT_IDX) | (1ull << VU_F_PROTOCOL_FEATURES) |
+           (1ull << VU_F_LOG_ALL);
 }
 
 /* A window the frontend learns about through GET_SHMEM_CONFIG (mainline protocol). */
@@ -39,7 +40,7 @@ uint64_t vu_offered_protocol_features(const struct vufsd_config *cfg)
     uint64_t f = (1ull << VU_PROTOCOL_F_MQ) | (1ull << VU_PROTOCOL_F_REPLY_ACK) |
                  (1ull << VU_PROTOCOL_F_BACKEND_REQ) | (1ull << VU_PROTOCOL_F_BACKEND_SEND_FD) |
                  (1ull << VU_PROTOCOL_F_CONFIGURE_MEM_SLOTS) | (1ull << VU_PROTOCOL_F_STATUS) |
-                 (1ull << VU_PROTOCOL_F_RESET_DEVICE);
+                 (1ull << VU_PROTOCOL_F_RESET_DEVICE) | (1ull << VU_PROTOCOL_F_LOG_SHMFD);
     if (vu_shmem_window(cfg))
         f |= 1ull << VU_PROTOCOL_F_SHMEM;
     /* As the Rust virtiofsd: the config space only with a tag to put in it. */
@@ -100,18 +101,35 @@ static int vu_set_features(struct vufsd_dev *dev, struct vu_msg *m, int *fds, in
     uint64_t f = m->payload.u64;
     if (f & ~vu_offered_features())
         return -EINVAL;
+    bool was_logging = vdev_has_feature(dev, VU_F_LOG_ALL);
     dev->features = f;
     /* A driver (re)starting the device with every queue stopped is a reset point. */
     if (vu_all_idle(dev))
         vdev_clear_broken(dev);
+    /* The frontend waits for this message's ack before it copies guest memory:
+     * from here on every completion logs its writes. */
+    vdev_log_apply(dev);
+    if (was_logging != vdev_has_feature(dev, VU_F_LOG_ALL))
+        vlog_info("dirty page logging %s%s", was_logging ? "off" : "on",
+                  !was_logging && !dev->log ? " (no log set yet)" : "");
     vlog_debug("features acked: %#llx", (unsigned long long)f);
     return 0;
+}
+
+/* What this device offers: the configuration's, and the device state
+ * transfer when it can save and load its state. */
+static uint64_t vu_dev_protocol_features(const struct vufsd_dev *dev)
+{
+    uint64_t f = vu_offered_protocol_features(dev->c.cfg);
+    if (vmig_supported(dev))
+        f |= 1ull << VU_PROTOCOL_F_DEVICE_STATE;
+    return f;
 }
 
 static int vu_get_protocol_features(struct vufsd_dev *dev, struct vu_msg *m, int *fds, int nfds,
                                     struct vu_msg *reply)
 {
-    vu_reply_u64(reply, vu_offered_protocol_features(dev->c.cfg));
+    vu_reply_u64(reply, vu_dev_protocol_features(dev));
     return 0;
 }
 
@@ -119,7 +137,7 @@ static int vu_set_protocol_features(struct vufsd_dev *dev, struct vu_msg *m, int
                                     struct vu_msg *reply)
 {
     uint64_t f = m->payload.u64;
-    if (f & ~vu_offered_protocol_features(dev->c.cfg))
+    if (f & ~vu_dev_protocol_features(dev))
         return -EINVAL;
     dev->protocol_features = f;
     return 0;
@@ -263,6 +281,98 @@ static int vu_rem_mem_reg(struct vufsd_dev *dev, struct vu_msg *m, int *fds, int
     return 0;
 }
 
+/* ---- Dirty page log (live migration) ------------------------------------------------ */
+
+/*
+ * SET_LOG_BASE: the log's fd, size and offset. Answered (a u64, 0 on success)
+ * once queues log into the new log only; a log that cannot be mapped is refused
+ * and the old one stays.
+ */
+static int vu_set_log_base(struct vufsd_dev *dev, struct vu_msg *m, int *fds, int nfds,
+                           struct vu_msg *reply)
+{
+    struct vmem_log *l;
+    int ret;
+
+    if (!vdev_has_protocol_feature(dev, VU_PROTOCOL_F_LOG_SHMFD))
+        return -EPROTO;
+    ret = vmem_log_map(fds[0], m->payload.log.mmap_size, m->payload.log.mmap_offset, &l);
+    if (ret < 0) {
+        vlog_warn("SET_LOG_BASE: log of %llu bytes at offset %llu refused: %s",
+                  (unsigned long long)m->payload.log.mmap_size,
+                  (unsigned long long)m->payload.log.mmap_offset, strerror(-ret));
+        return ret;
+    }
+    vdev_set_log(dev, l);
+    vlog_info("dirty page log: %llu KiB, covers %llu MiB of guest memory",
+              (unsigned long long)(l->size >> 10),
+              (unsigned long long)((l->size * 8 * VMEM_LOG_PAGE) >> 20));
+    vu_reply_u64(reply, 0);
+    return 0;
+}
+
+/* SET_LOG_FD: an eventfd to tell the frontend the log changed. Optional in the
+ * protocol, and QEMU reads the log without it: the fd is closed unused. */
+static int vu_set_log_fd(struct vufsd_dev *dev, struct vu_msg *m, int *fds, int nfds,
+                         struct vu_msg *reply)
+{
+    return 0;
+}
+
+/* ---- Device state (live migration) ---------------------------------------------------- */
+
+/*
+ * The u64 that says "failed" for a request whose own reply is a status
+ * (SET_LOG_BASE, SET_DEVICE_STATE_FD, CHECK_DEVICE_STATE: non-zero), also when
+ * the message was refused before its handler ran; 0 for the others (GET_*
+ * carry a value, not a status).
+ */
+static uint64_t vu_status_failed(uint32_t req, int err)
+{
+    uint64_t code = (uint64_t)-err & 0xff;
+    if (!code)
+        code = 1; /* an errno that is 0 in the low byte still fails */
+    switch (req) {
+    case VU_SET_DEVICE_STATE_FD:
+        return VU_STATE_REPLY_NOFD | code; /* never an fd with an error */
+    case VU_SET_LOG_BASE:
+    case VU_CHECK_DEVICE_STATE:
+        return code;
+    default:
+        return 0;
+    }
+}
+
+/*
+ * SET_DEVICE_STATE_FD: the frontend's pipe end for the state (migration.c).
+ * The reply says success (0) or failure in bits 0-7, and always has the
+ * no-fd bit: vufsd uses the frontend's pipe, never one of its own.
+ */
+static int vu_set_device_state_fd(struct vufsd_dev *dev, struct vu_msg *m, int *fds, int nfds,
+                                  struct vu_msg *reply)
+{
+    int ret = -EPROTO;
+
+    if (vdev_has_protocol_feature(dev, VU_PROTOCOL_F_DEVICE_STATE))
+        ret = vmig_set_fd(dev, m->payload.dstate.direction, m->payload.dstate.phase, fds[0]);
+    if (ret == 0)
+        fds[0] = -1;
+    vu_reply_u64(reply, ret < 0 ? vu_status_failed(VU_SET_DEVICE_STATE_FD, ret) : VU_STATE_REPLY_NOFD);
+    return ret;
+}
+
+/* CHECK_DEVICE_STATE: 0 when the state went out whole, or came in and was loaded. */
+static int vu_check_device_state(struct vufsd_dev *dev, struct vu_msg *m, int *fds, int nfds,
+                                 struct vu_msg *reply)
+{
+    int ret = -EPROTO;
+
+    if (vdev_has_protocol_feature(dev, VU_PROTOCOL_F_DEVICE_STATE))
+        ret = vmig_check(dev);
+    vu_reply_u64(reply, ret < 0 ? vu_status_failed(VU_CHECK_DEVICE_STATE, ret) : 0);
+    return ret;
+}
+
 /* ---- Vrings ---------------------------------------------------------------------------- */
 
 static int vu_set_vring_num(struct vufsd_dev *dev, struct vu_msg *m, int *fds, int nfds,
@@ -284,20 +394,26 @@ static int vu_set_vring_addr(struct vufsd_dev *dev, struct vu_msg *m, int *fds, 
     struct vufsd_queue *q = vu_queue(dev, a->index);
     if (!q)
         return -EINVAL;
-    if (q->state != VQT_IDLE) {
-        /* Only the logging flag may change on a running ring; we offer no logging. */
-        if (a->desc_uva == q->desc_uva && a->avail_uva == q->avail_uva &&
-            a->used_uva == q->used_uva)
-            return 0;
-        return -EBUSY;
-    }
-    /* Alignment the split ring format requires (virtio spec 2.7). */
-    if ((a->desc_uva & 15) || (a->avail_uva & 1) || (a->used_uva & 3))
+    if (a->flags & ~VU_VRING_F_LOG)
         return -EINVAL;
-    q->desc_uva = a->desc_uva;
-    q->avail_uva = a->avail_uva;
-    q->used_uva = a->used_uva;
-    q->addr_set = true;
+    if (q->state != VQT_IDLE) {
+        /* On a running ring only the logging flag and address may change: the
+         * frontend turns used-ring logging on and off this way (vhost_dev_set_log). */
+        if (a->desc_uva != q->desc_uva || a->avail_uva != q->avail_uva ||
+            a->used_uva != q->used_uva)
+            return -EBUSY;
+    } else {
+        /* Alignment the split ring format requires (virtio spec 2.7). */
+        if ((a->desc_uva & 15) || (a->avail_uva & 1) || (a->used_uva & 3))
+            return -EINVAL;
+        q->desc_uva = a->desc_uva;
+        q->avail_uva = a->avail_uva;
+        q->used_uva = a->used_uva;
+        q->addr_set = true;
+    }
+    q->addr_flags = a->flags;
+    q->log_gpa = a->log_gpa;
+    vdev_log_apply(dev);
     return 0;
 }
 
@@ -470,6 +586,8 @@ static vu_handler *const vu_handlers[VU_REQUEST_MAX] = {
      * start-up): the one message that says "a new driver" outright. */
     [VU_RESET_DEVICE] = vu_reset_owner,
     [VU_SET_MEM_TABLE] = vu_set_mem_table,
+    [VU_SET_LOG_BASE] = vu_set_log_base,
+    [VU_SET_LOG_FD] = vu_set_log_fd,
     [VU_SET_VRING_NUM] = vu_set_vring_num,
     [VU_SET_VRING_ADDR] = vu_set_vring_addr,
     [VU_SET_VRING_BASE] = vu_set_vring_base,
@@ -488,6 +606,8 @@ static vu_handler *const vu_handlers[VU_REQUEST_MAX] = {
     [VU_SET_STATUS] = vu_set_status,
     [VU_GET_STATUS] = vu_get_status,
     [VU_GET_SHMEM_CONFIG] = vu_get_shmem_config,
+    [VU_SET_DEVICE_STATE_FD] = vu_set_device_state_fd,
+    [VU_CHECK_DEVICE_STATE] = vu_check_device_state,
     [VU_GET_CONFIG] = vu_get_config,
     [VU_SET_CONFIG] = vu_set_config,
 };
@@ -633,10 +753,15 @@ static int vu_dispatch(struct vufsd_dev *dev, int conn_fd, struct vu_msg *m, int
     else
         vlog_debug("vhost-user: %s done", name);
 
-    if (vu_request_has_reply(req)) {
+    /* SET_LOG_BASE has its own reply only with LOG_SHMFD: without it, QEMU sends
+     * none and waits for none. */
+    bool own_reply = vu_request_has_reply(req) &&
+                     (req != VU_SET_LOG_BASE ||
+                      vdev_has_protocol_feature(dev, VU_PROTOCOL_F_LOG_SHMFD));
+    if (own_reply) {
         /* GET_CONFIG says "failed" with no payload; the others need theirs. */
-        if (reply.hdr.size == 0 && req != VU_GET_CONFIG)
-            vu_reply_u64(&reply, 0); /* the frontend waits for a reply of this size */
+        if (reply.hdr.size == 0 && req != VU_GET_CONFIG) /* the frontend waits for a u64 */
+            vu_reply_u64(&reply, ret < 0 ? vu_status_failed(req, ret) : 0);
         return vu_send_reply(conn_fd, m, &reply);
     }
     if ((m->hdr.flags & VU_FLAG_NEED_REPLY) &&
@@ -648,7 +773,18 @@ static int vu_dispatch(struct vufsd_dev *dev, int conn_fd, struct vu_msg *m, int
     return 0;
 }
 
-int vu_serve(struct vufsd_dev *dev, int conn_fd, int stop_fd, int listen_fd)
+/* Consumes an eventfd's count: true if it was readable. */
+static bool vu_take_event(int fd, short revents)
+{
+    if (fd < 0 || !(revents & POLLIN))
+        return false;
+    uint64_t v;
+    ssize_t r = read(fd, &v, sizeof(v));
+    (void)r;
+    return true;
+}
+
+int vu_serve(struct vufsd_dev *dev, int conn_fd, const struct vu_wake *w)
 {
     struct vu_msg *m = malloc(sizeof(*m));
     int ret;
@@ -656,23 +792,33 @@ int vu_serve(struct vufsd_dev *dev, int conn_fd, int stop_fd, int listen_fd)
     if (!m)
         return -ENOMEM;
     for (;;) {
-        struct pollfd p[3] = {
+        struct pollfd p[5] = {
             {.fd = conn_fd, .events = POLLIN},
-            {.fd = stop_fd, .events = POLLIN},
-            {.fd = listen_fd, .events = POLLIN},
+            {.fd = w->stop_fd, .events = POLLIN},
+            {.fd = w->listen_fd, .events = POLLIN},
+            {.fd = w->restart_fd, .events = POLLIN},
+            {.fd = w->save_fd, .events = POLLIN},
         };
-        if (poll(p, listen_fd >= 0 ? 3 : 2, -1) < 0) {
+        if (poll(p, 5, -1) < 0) {
             if (errno == EINTR)
                 continue;
             ret = -errno;
             break;
         }
-        if (p[1].revents & POLLIN) {
-            ret = 1;
+        if (w->stop_fd >= 0 && (p[1].revents & POLLIN)) {
+            ret = VU_SERVE_STOP;
             break;
         }
-        if (listen_fd >= 0 && (p[2].revents & POLLIN)) {
-            int extra = accept4(listen_fd, NULL, NULL, SOCK_CLOEXEC);
+        if (vu_take_event(w->restart_fd, p[3].revents)) {
+            ret = VU_SERVE_RESTART;
+            break;
+        }
+        if (vu_take_event(w->save_fd, p[4].revents)) {
+            ret = VU_SERVE_SAVE;
+            break;
+        }
+        if (w->listen_fd >= 0 && (p[2].revents & POLLIN)) {
+            int extra = accept4(w->listen_fd, NULL, NULL, SOCK_CLOEXEC);
             if (extra >= 0) {
                 vlog_warn("refused a second frontend: one is already connected");
                 close(extra);
@@ -696,6 +842,6 @@ int vu_serve(struct vufsd_dev *dev, int conn_fd, int stop_fd, int listen_fd)
     }
     free(m);
     if (ret == -EPIPE || ret == -ECONNRESET)
-        ret = 0;
+        ret = VU_SERVE_GONE;
     return ret;
 }

@@ -9,14 +9,29 @@
 
 #include "device.h"
 
+/* What besides the frontend's messages ends vu_serve (each -1: not watched). */
+struct vu_wake {
+    int stop_fd;    /* readable: SIGTERM/SIGINT */
+    int listen_fd;  /* a second frontend connecting is refused */
+    int restart_fd; /* readable: a restart was asked for (SIGHUP) */
+    int save_fd;    /* readable: a saved state was asked for (SIGUSR2) */
+};
+
+enum {
+    VU_SERVE_GONE = 0,    /* the frontend disconnected */
+    VU_SERVE_STOP = 1,    /* stop_fd */
+    VU_SERVE_RESTART = 2, /* restart_fd (drained) */
+    VU_SERVE_SAVE = 3,    /* save_fd (drained); call vu_serve again to go on */
+};
+
 /*
- * Serves one connected frontend on conn_fd until it disconnects (returns 0),
- * stop_fd becomes readable (returns 1), or the byte stream is corrupt beyond
+ * Serves one connected frontend on conn_fd, between whole messages, until one
+ * of the VU_SERVE_* events, or the byte stream is corrupt beyond
  * resynchronisation (returns -EBADMSG). Does not close conn_fd. A second
- * frontend connecting to listen_fd (-1: none) meanwhile is accepted and closed
- * at once: one frontend at a time.
+ * frontend connecting to w->listen_fd meanwhile is accepted and closed at
+ * once: one frontend at a time.
  */
-int vu_serve(struct vufsd_dev *dev, int conn_fd, int stop_fd, int listen_fd);
+int vu_serve(struct vufsd_dev *dev, int conn_fd, const struct vu_wake *w);
 
 /* The virtio and protocol features vufsd offers. VHOST_USER_PROTOCOL_F_SHMEM
  * (bit 22) only with a DAX window (--dax-window) over the mainline protocol. */

@@ -48,6 +48,10 @@ static const struct vu_req_info vu_reqs[VU_REQUEST_MAX] = {
     [VU_SET_OWNER] = {"SET_OWNER", VU_SZ_EXACT, 0, VU_FD_NONE},
     [VU_RESET_OWNER] = {"RESET_OWNER", VU_SZ_EXACT, 0, VU_FD_NONE},
     [VU_SET_MEM_TABLE] = {"SET_MEM_TABLE", VU_SZ_MEM_TABLE, 0, VU_FD_REGIONS},
+    /* With LOG_SHMFD (the only form offered) the log's fd rides along, and the
+     * back-end answers once it writes to the new log. */
+    [VU_SET_LOG_BASE] = {"SET_LOG_BASE", VU_SZ_EXACT, sizeof(struct vu_log), VU_FD_ONE, true},
+    [VU_SET_LOG_FD] = {"SET_LOG_FD", VU_SZ_EXACT, 0, VU_FD_ONE},
     [VU_SET_VRING_NUM] = {"SET_VRING_NUM", VU_SZ_EXACT, STATE, VU_FD_NONE},
     [VU_SET_VRING_ADDR] = {"SET_VRING_ADDR", VU_SZ_EXACT, sizeof(struct vu_vring_addr), VU_FD_NONE},
     [VU_SET_VRING_BASE] = {"SET_VRING_BASE", VU_SZ_EXACT, STATE, VU_FD_NONE},
@@ -70,6 +74,9 @@ static const struct vu_req_info vu_reqs[VU_REQUEST_MAX] = {
     [VU_GET_CONFIG] = {"GET_CONFIG", VU_SZ_CONFIG, 0, VU_FD_NONE, true},
     [VU_SET_CONFIG] = {"SET_CONFIG", VU_SZ_CONFIG, 0, VU_FD_NONE},
     [VU_GET_SHMEM_CONFIG] = {"GET_SHMEM_CONFIG", VU_SZ_EXACT, 0, VU_FD_NONE, true},
+    [VU_SET_DEVICE_STATE_FD] = {"SET_DEVICE_STATE_FD", VU_SZ_EXACT, sizeof(struct vu_device_state),
+                                VU_FD_ONE, true},
+    [VU_CHECK_DEVICE_STATE] = {"CHECK_DEVICE_STATE", VU_SZ_EXACT, 0, VU_FD_NONE, true},
 };
 
 #undef U64
@@ -168,4 +175,13 @@ int vu_config_read(const struct vu_config *req, const void *space, size_t space_
     memcpy(reply->region, (const uint8_t *)space + req->offset, req->size);
     *reply_size = VU_CONFIG_HDR_SIZE + req->size;
     return (int)*reply_size;
+}
+
+int vu_device_state_check(const struct vu_device_state *s)
+{
+    if (s->direction != VU_STATE_DIR_SAVE && s->direction != VU_STATE_DIR_LOAD)
+        return -EINVAL;
+    if (s->phase != VU_STATE_PHASE_STOPPED)
+        return -EINVAL;
+    return 0;
 }

@@ -49,6 +49,8 @@ enum vu_request {
     VU_REM_MEM_REG = 38,
     VU_SET_STATUS = 39,
     VU_GET_STATUS = 40,
+    VU_SET_DEVICE_STATE_FD = 42,
+    VU_CHECK_DEVICE_STATE = 43,
     VU_GET_SHMEM_CONFIG = 44,
     VU_REQUEST_MAX = 64, /* ids at or above are unknown */
 };
@@ -70,8 +72,10 @@ enum vu_backend_request {
 #define VU_FLAG_NEED_REPLY 0x8u
 
 /* Virtio / vhost-user feature bits we use. */
+#define VU_F_LOG_ALL                      26 /* VHOST_F_LOG_ALL: log every write */
 #define VU_F_PROTOCOL_FEATURES            30
 #define VU_PROTOCOL_F_MQ                  0
+#define VU_PROTOCOL_F_LOG_SHMFD           1
 #define VU_PROTOCOL_F_REPLY_ACK           3
 #define VU_PROTOCOL_F_BACKEND_REQ         5
 #define VU_PROTOCOL_F_BACKEND_SEND_FD     10
@@ -79,6 +83,7 @@ enum vu_backend_request {
 #define VU_PROTOCOL_F_RESET_DEVICE        13
 #define VU_PROTOCOL_F_CONFIGURE_MEM_SLOTS 15
 #define VU_PROTOCOL_F_STATUS              16
+#define VU_PROTOCOL_F_DEVICE_STATE        19
 #define VU_PROTOCOL_F_SHMEM               22
 
 /* The u64 of SET_VRING_KICK/CALL/ERR: queue index in bits 0-7, no fd in bit 8. */
@@ -102,6 +107,9 @@ struct vu_vring_state {
     uint32_t index;
     uint32_t num;
 };
+
+/* vu_vring_addr.flags: log the used ring's writes at log_gpa (VHOST_VRING_F_LOG). */
+#define VU_VRING_F_LOG 0x1u
 
 struct vu_vring_addr {
     uint32_t index;
@@ -129,6 +137,23 @@ struct vu_mem_reg {
     uint64_t padding;
     struct vu_mem_region region;
 };
+
+/* SET_LOG_BASE (with VHOST_USER_PROTOCOL_F_LOG_SHMFD): the log is [offset, offset+size) of the fd. */
+struct vu_log {
+    uint64_t mmap_size;
+    uint64_t mmap_offset;
+};
+
+/* SET_DEVICE_STATE_FD: which way the back-end's state goes, and when. */
+#define VU_STATE_DIR_SAVE    0u /* back-end -> front-end (migration source) */
+#define VU_STATE_DIR_LOAD    1u /* front-end -> back-end (destination) */
+#define VU_STATE_PHASE_STOPPED 0u /* every ring stopped: the only phase defined */
+struct vu_device_state {
+    uint32_t direction;
+    uint32_t phase;
+};
+/* SET_DEVICE_STATE_FD's reply: an error in bits 0-7; bit 8 says no fd comes with it. */
+#define VU_STATE_REPLY_NOFD (1u << 8)
 
 /* GET_CONFIG / SET_CONFIG: a window of the virtio config space. */
 #define VU_CONFIG_HDR_SIZE 12u
@@ -193,6 +218,8 @@ struct vu_msg {
         struct vu_mem_table mem;
         struct vu_mem_reg memreg;
         struct vu_config config;
+        struct vu_log log;
+        struct vu_device_state dstate;
         struct vu_shmem_config shmem_config;
         uint8_t raw[VU_MAX_PAYLOAD];
     } payload;
@@ -211,6 +238,12 @@ bool vu_request_has_reply(uint32_t request);
  * header or size, -EBADF for a wrong fd count.
  */
 int vu_msg_check(const struct vu_msg *msg, size_t payload_len, int nfds);
+
+/*
+ * SET_DEVICE_STATE_FD's parameters: a known direction and the one phase the
+ * protocol defines (every ring stopped). 0 or -EINVAL.
+ */
+int vu_device_state_check(const struct vu_device_state *s);
 
 /*
  * GET_CONFIG on a message vu_msg_check accepted: copies [offset, offset+size)

@@ -222,6 +222,18 @@ void dax_window_get_stats(struct dax_window *w, struct dax_window_stats *st);
 /* One JSON object {"window": {...}, "inodes": [...]}, newline-terminated. 0/-errno. */
 int dax_stats_json(struct dax_window *w, FILE *f);
 
+/*
+ * A daemon restart: the frontend still has a mapping the previous process made
+ * (the guest keeps using it), and the new window learns of it without calling
+ * the frontend. The arguments are untrusted (a saved state): they must pass
+ * dax_setup_check (flags FUSE_SETUPMAPPING_FLAG_WRITE for writable), lie in one
+ * slot, overlap nothing restored before, and fit the slot's extents. Call
+ * before the window serves requests. 0, -EINVAL, -EOVERFLOW, -EEXIST (overlap),
+ * -ENOSPC (the slot is full), -ENOMEM.
+ */
+int dax_window_restore_mapping(struct dax_window *w, uint64_t key, uint64_t foffset,
+                               uint64_t moffset, uint64_t len, bool writable);
+
 /* Visit every mapping (a consistent snapshot), in window order. */
 typedef void (*dax_mapping_fn)(void *opaque, uint64_t key, uint64_t foffset, uint64_t moffset,
                                uint64_t len, bool writable);

@@ -351,6 +351,56 @@ void dax_window_reset(struct dax_window *w)
     pthread_mutex_unlock(&w->lock);
 }
 
+int dax_window_restore_mapping(struct dax_window *w, uint64_t key, uint64_t foffset,
+                               uint64_t moffset, uint64_t len, bool writable)
+{
+    struct fuse_setupmapping_in in = {
+        .foffset = foffset,
+        .len = len,
+        .moffset = moffset,
+        .flags = FUSE_SETUPMAPPING_FLAG_READ | (writable ? FUSE_SETUPMAPPING_FLAG_WRITE : 0),
+    };
+    struct dax_setup checked;
+    int r = dax_setup_check(w, &in, &checked);
+
+    if (r < 0)
+        return r;
+    uint32_t s = (uint32_t)(moffset >> DAX_RANGE_SHIFT);
+    uint32_t off = (uint32_t)(moffset & (DAX_RANGE_SIZE - 1));
+    if (len > DAX_RANGE_SIZE - off)
+        return -EINVAL; /* an extent never crosses a slot */
+
+    pthread_mutex_lock(&w->lock);
+    struct dax_slot *sl = &w->slots[s];
+    if (dax_slot_busy(sl)) {
+        r = -EBUSY; /* nothing runs before the window serves: a caller's bug */
+        goto unlock;
+    }
+    for (unsigned i = 0; i < DAX_SLOT_MAX_EXTENTS; i++) {
+        const struct dax_extent *e = &sl->ext[i];
+        if (e->ino && e->off < off + len && off < e->off + e->len) {
+            r = -EEXIST;
+            goto unlock;
+        }
+    }
+    if (sl->nextents == DAX_SLOT_MAX_EXTENTS) {
+        r = -ENOSPC;
+        goto unlock;
+    }
+    struct dax_inode *ino = dax_inode_get_locked(w, key);
+    if (!ino) {
+        r = -ENOMEM;
+        goto unlock;
+    }
+    /* FREE or MAPPED -> MAPPING -> MAPPED, as a map made here would go. */
+    dax_slot_set_state_locked(w, s, DAX_SLOT_MAPPING);
+    r = dax_extent_add_locked(w, s, ino, foffset, off, (uint32_t)len, writable);
+    dax_slot_release_locked(w, s);
+unlock:
+    pthread_mutex_unlock(&w->lock);
+    return r;
+}
+
 /* ---- Introspection --------------------------------------------------------------------------- */
 
 static void window_stats_locked(struct dax_window *w, struct dax_window_stats *st)

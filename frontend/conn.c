@@ -549,6 +549,9 @@ static bool has_own_reply(uint32_t request, uint32_t *size)
     case VFE_VU_GET_QUEUE_NUM:
     case VFE_VU_GET_MAX_MEM_SLOTS:
     case VFE_VU_GET_STATUS:
+    case VFE_VU_SET_LOG_BASE: /* with LOG_SHMFD, the only form vfe sends */
+    case VFE_VU_SET_DEVICE_STATE_FD:
+    case VFE_VU_CHECK_DEVICE_STATE:
         *size = sizeof(uint64_t);
         return true;
     case VFE_VU_GET_VRING_BASE:

@@ -12,6 +12,9 @@
 #include <fcntl.h>
 #include <pthread.h>
 #include <string.h>
+#include <fcntl.h>
+#include <sys/mman.h>
+#include <unistd.h>
 
 #include <glib.h>
 
@@ -45,6 +48,11 @@ struct vfe_dev {
     uint64_t protocol;
     uint64_t backend_queues;
     uint64_t acked;      /* the last SET_FEATURES value */
+    /* Dirty page log (vfe_dev_log_start): a memfd of log_size bytes, mapped. */
+    int log_fd;
+    uint8_t *log;
+    uint64_t log_size;
+    bool logging;
 
     /* CONFIGURE_MEM_SLOTS negotiated: guest memory region by region. The
      * regions, started and rst are protected by regions_lock (any thread adds
@@ -111,6 +119,7 @@ int vfe_dev_connect(const struct vfe_dev_config *cfg, struct vfe_dev **out)
 {
     struct vfe_dev *d = g_new0(struct vfe_dev, 1);
     d->state = VFE_DEV_NEW;
+    d->log_fd = -1;
     d->cfg = *cfg;
     pthread_mutex_init(&d->regions_lock, NULL);
     d->regions = g_array_new(FALSE, TRUE, sizeof(struct vfe_dev_region));
@@ -462,6 +471,26 @@ int vfe_dev_reset(struct vfe_dev *d)
     return ret < 0 ? ret : r;
 }
 
+int vfe_dev_reconnect(struct vfe_dev *d, const struct vfe_conn_config *conn)
+{
+    for (unsigned i = 0; d->vqs && i < d->nqueues; i++)
+        if (vfe_vq_in_flight(d->vqs[i]))
+            return -EBUSY;
+    if (d->conn)
+        vfe_conn_close(d->conn);
+    d->conn = NULL;
+    d->state = VFE_DEV_NEW;
+    d->cfg.conn = *conn;
+    int r = vfe_conn_open(&d->cfg.conn, &d->conn);
+    if (r < 0)
+        return r;
+    r = negotiate(d);
+    if (r < 0)
+        return r;
+    d->state = VFE_DEV_OWNED;
+    return 0;
+}
+
 void vfe_dev_close(struct vfe_dev *d)
 {
     vfe_dev_close_status(d, NULL, NULL);
@@ -480,12 +509,129 @@ int vfe_dev_close_status(struct vfe_dev *d, int *status, bool *on_its_own)
             vfe_vq_free(d->vqs[i]);
     g_free(d->vqs);
     vfe_mem_free(d->mem);
+    if (d->log)
+        munmap(d->log, d->log_size);
+    if (d->log_fd >= 0)
+        close(d->log_fd);
     for (unsigned i = 0; i < d->regions->len; i++)
         vufs_close(&g_array_index(d->regions, struct vfe_dev_region, i).fd);
     g_array_free(d->regions, TRUE);
     pthread_mutex_destroy(&d->regions_lock);
     g_free(d);
     return r;
+}
+
+/* ---- Dirty page logging ------------------------------------------------------ */
+
+#define VFE_LOG_PAGE 4096u
+
+int vfe_dev_log_base_raw(struct vfe_dev *d, int fd, uint64_t size, uint64_t offset,
+                         uint64_t *answer)
+{
+    struct vfe_msg m, rep;
+    vfe_msg_init(&m, VFE_VU_SET_LOG_BASE, 0);
+    memcpy(m.payload.raw, &size, sizeof(size));
+    memcpy(m.payload.raw + 8, &offset, sizeof(offset));
+    m.size = 16;
+    int r = vfe_conn_call(d->conn, &m, &fd, 1, &rep);
+    if (r < 0)
+        return r;
+    *answer = rep.payload.u64;
+    return 0;
+}
+
+/* SET_VRING_ADDR on every ring with the logging flag set or cleared (QEMU's
+ * vhost_dev_set_log does the same on a running device). */
+static int set_rings_log(struct vfe_dev *d, bool on)
+{
+    for (unsigned i = 0; i < d->nqueues; i++) {
+        struct vfe_vu_addr a;
+        uint64_t desc, avail, used;
+        vfe_vq_addr(d->vqs[i], &a);
+        vfe_vq_gpas(d->vqs[i], &desc, &avail, &used);
+        a.flags = on ? VFE_VU_VRING_F_LOG : 0;
+        a.log_guest_addr = used;
+        struct vfe_msg m;
+        vfe_msg_init(&m, VFE_VU_SET_VRING_ADDR, 0);
+        vfe_msg_set_addr(&m, &a);
+        int r = vfe_conn_call(d->conn, &m, NULL, 0, NULL);
+        if (r < 0)
+            return r;
+    }
+    return 0;
+}
+
+int vfe_dev_log_start(struct vfe_dev *d)
+{
+    assert_dev_state(d, VFE_DEV_RUNNING);
+    if (!(d->offered & (1ull << VFE_F_LOG_ALL)) || !(d->protocol & (1ull << VFE_VU_PF_LOG_SHMFD)))
+        return -EOPNOTSUPP;
+    if (!d->log) {
+        /* One bit per page up to the end of the highest region. */
+        uint64_t end = 0;
+        for (unsigned i = 0; i < vfe_mem_nregions(d->mem); i++) {
+            struct vfe_vu_region r;
+            vfe_mem_region(d->mem, i, &r);
+            if (r.guest_phys_addr + r.memory_size > end)
+                end = r.guest_phys_addr + r.memory_size;
+        }
+        uint64_t pages = (end + VFE_LOG_PAGE - 1) / VFE_LOG_PAGE;
+        d->log_size = (pages + 7) / 8;
+        d->log_fd = memfd_create("vfe-log", MFD_CLOEXEC);
+        if (d->log_fd < 0)
+            return -errno;
+        if (ftruncate(d->log_fd, (off_t)d->log_size) < 0)
+            return -errno;
+        void *p = mmap(NULL, d->log_size, PROT_READ | PROT_WRITE, MAP_SHARED, d->log_fd, 0);
+        if (p == MAP_FAILED)
+            return -errno;
+        d->log = p;
+    }
+    uint64_t answer;
+    int r = vfe_dev_log_base_raw(d, d->log_fd, d->log_size, 0, &answer);
+    if (r < 0)
+        return r;
+    if (answer != 0)
+        return -EIO;
+    r = vfe_conn_set_u64(d->conn, VFE_VU_SET_FEATURES, d->acked | (1ull << VFE_F_LOG_ALL));
+    if (r < 0)
+        return r;
+    d->acked |= 1ull << VFE_F_LOG_ALL;
+    d->logging = true;
+    return set_rings_log(d, true);
+}
+
+int vfe_dev_log_stop(struct vfe_dev *d)
+{
+    assert_dev_state(d, VFE_DEV_RUNNING);
+    d->acked &= ~(1ull << VFE_F_LOG_ALL);
+    d->logging = false;
+    int r = vfe_conn_set_u64(d->conn, VFE_VU_SET_FEATURES, d->acked);
+    if (r < 0)
+        return r;
+    return set_rings_log(d, false);
+}
+
+bool vfe_dev_log_test(const struct vfe_dev *d, uint64_t gpa)
+{
+    uint64_t page = gpa / VFE_LOG_PAGE;
+    if (!d->log || page / 8 >= d->log_size)
+        return false;
+    return (__atomic_load_n(&d->log[page / 8], __ATOMIC_ACQUIRE) >> (page % 8)) & 1;
+}
+
+uint64_t vfe_dev_log_count(const struct vfe_dev *d)
+{
+    uint64_t n = 0;
+    for (uint64_t i = 0; d->log && i < d->log_size; i++)
+        n += (uint64_t)__builtin_popcount(__atomic_load_n(&d->log[i], __ATOMIC_ACQUIRE));
+    return n;
+}
+
+void vfe_dev_log_clear(struct vfe_dev *d)
+{
+    for (uint64_t i = 0; d->log && i < d->log_size; i++)
+        __atomic_store_n(&d->log[i], 0, __ATOMIC_RELEASE);
 }
 
 struct vfe_conn *vfe_dev_conn(struct vfe_dev *d)
@@ -528,4 +674,193 @@ uint64_t vfe_dev_protocol_features(const struct vfe_dev *d)
 uint64_t vfe_dev_backend_queues(const struct vfe_dev *d)
 {
     return d->backend_queues;
+}
+
+/* ---- Device state transfer and migration ------------------------------------ */
+
+#define VFE_STATE_NOFD (1ull << 8)
+
+/* SET_DEVICE_STATE_FD with fd; *reply_fd gets the backend's own end, or -1. */
+static int set_state_fd(struct vfe_conn *c, uint32_t direction, int fd, int *reply_fd,
+                        uint64_t *answer)
+{
+    struct vfe_msg m;
+    uint32_t p[2] = {direction, 0 /* phase: stopped */};
+    vfe_msg_init(&m, VFE_VU_SET_DEVICE_STATE_FD, 0);
+    memcpy(m.payload.raw, p, sizeof(p));
+    m.size = sizeof(p);
+    *reply_fd = -1;
+    int r = vfe_conn_send_raw(c, m.request, m.flags, m.size, m.payload.raw, m.size, &fd, 1);
+    if (r < 0)
+        return r;
+    struct vfe_msg rep;
+    int fds[1];
+    unsigned nfds = 1;
+    r = vfe_conn_recv_raw(c, &rep, fds, &nfds, 20000);
+    if (r < 0)
+        return r;
+    r = vfe_msg_check_reply(&rep, VFE_VU_SET_DEVICE_STATE_FD, sizeof(uint64_t));
+    if (r == 0 && (rep.payload.u64 & 0xff))
+        r = -EIO;
+    /* The spec: no fd with an error, and the no-fd bit says whether one came. */
+    if (r == 0 && !(rep.payload.u64 & VFE_STATE_NOFD) != (nfds == 1))
+        r = -EPROTO;
+    if (answer)
+        *answer = r == 0 || r == -EIO || r == -EPROTO ? rep.payload.u64 : 0;
+    if (r == 0 && nfds == 1)
+        *reply_fd = fds[0];
+    else if (nfds == 1)
+        close(fds[0]);
+    return r;
+}
+
+static int check_state(struct vfe_conn *c, uint64_t *answer)
+{
+    struct vfe_msg m, rep;
+    vfe_msg_init(&m, VFE_VU_CHECK_DEVICE_STATE, 0);
+    int r = vfe_conn_call(c, &m, NULL, 0, &rep);
+    if (r < 0)
+        return r;
+    if (answer)
+        *answer = rep.payload.u64;
+    return rep.payload.u64 ? -EIO : 0;
+}
+
+static int state_save_on(struct vfe_conn *c, uint8_t **buf, size_t *len, size_t max,
+                         uint64_t *answer)
+{
+    int p[2], their;
+    *buf = NULL;
+    *len = 0;
+    if (pipe2(p, O_CLOEXEC) < 0)
+        return -errno;
+    int r = set_state_fd(c, 0 /* save */, p[1], &their, answer);
+    close(p[1]);
+    if (r < 0) {
+        close(p[0]);
+        return r;
+    }
+    if (their >= 0) {
+        close(p[0]);
+        p[0] = their;
+    }
+    size_t cap = 65536, n = 0;
+    uint8_t *b = g_malloc(cap);
+    for (;;) {
+        if (n == cap) {
+            if (cap >= max) {
+                r = -EFBIG;
+                break;
+            }
+            cap *= 2;
+            b = g_realloc(b, cap);
+        }
+        ssize_t got = read(p[0], b + n, cap - n);
+        if (got < 0 && errno == EINTR)
+            continue;
+        if (got < 0) {
+            r = -errno;
+            break;
+        }
+        if (got == 0)
+            break;
+        n += (size_t)got;
+    }
+    close(p[0]);
+    int rc = check_state(c, r < 0 ? NULL : answer);
+    if (r == 0)
+        r = rc;
+    if (r < 0) {
+        g_free(b);
+        return r;
+    }
+    *buf = b;
+    *len = n;
+    return 0;
+}
+
+static int state_load_on(struct vfe_conn *c, const uint8_t *buf, size_t len, uint64_t *answer)
+{
+    int p[2], their;
+    if (pipe2(p, O_CLOEXEC) < 0)
+        return -errno;
+    int r = set_state_fd(c, 1 /* load */, p[0], &their, answer);
+    close(p[0]);
+    if (r < 0) {
+        close(p[1]);
+        return r;
+    }
+    if (their >= 0) {
+        close(p[1]);
+        p[1] = their;
+    }
+    size_t off = 0;
+    while (off < len) {
+        ssize_t w = write(p[1], buf + off, len - off);
+        if (w < 0 && errno == EINTR)
+            continue;
+        if (w <= 0) {
+            r = w < 0 ? -errno : -EIO;
+            break;
+        }
+        off += (size_t)w;
+    }
+    close(p[1]);
+    int rc = check_state(c, r < 0 ? NULL : answer);
+    return r < 0 ? r : rc;
+}
+
+int vfe_dev_state_save(struct vfe_dev *d, uint8_t **buf, size_t *len, size_t max,
+                       uint64_t *answer)
+{
+    assert_dev_state(d, VFE_DEV_OWNED);
+    return state_save_on(d->conn, buf, len, max, answer);
+}
+
+int vfe_dev_state_load(struct vfe_dev *d, const uint8_t *buf, size_t len, uint64_t *answer)
+{
+    assert_dev_state(d, VFE_DEV_OWNED);
+    return state_load_on(d->conn, buf, len, answer);
+}
+
+int vfe_dev_migrate(struct vfe_dev *d, const struct vfe_conn_config *to,
+                    void (*between)(void *opaque), void *opaque)
+{
+    int r = 0;
+    if (d->state == VFE_DEV_RUNNING)
+        r = vfe_dev_stop(d);
+    if (r < 0)
+        return r;
+    if (!(d->protocol & (1ull << VFE_VU_PF_DEVICE_STATE)))
+        return -EOPNOTSUPP;
+    g_autofree uint8_t *state = NULL;
+    size_t len = 0;
+    r = state_save_on(d->conn, &state, &len, (size_t)1 << 30, NULL);
+    if (r < 0)
+        return r;
+    if (between)
+        between(opaque);
+
+    /* The destination: a new connection negotiated as the first was. */
+    struct vfe_conn *old = d->conn;
+    r = vfe_conn_open(to, &d->conn);
+    if (r < 0) {
+        d->conn = old;
+        return r;
+    }
+    uint64_t want_protocol = d->protocol;
+    d->cfg.protocol_features = want_protocol;
+    r = negotiate(d);
+    if (r == 0 && d->protocol != want_protocol)
+        r = -EPROTO; /* the destination offers less than the source did */
+    if (r == 0)
+        r = state_load_on(d->conn, state, len, NULL);
+    if (r < 0) {
+        vfe_conn_close(d->conn);
+        d->conn = old;
+        d->protocol = want_protocol;
+        return r;
+    }
+    vfe_conn_close(old);
+    return vfe_dev_start(d);
 }

@@ -109,6 +109,8 @@ static const char *const vfe_msg_names[] = {
     [VFE_VU_SET_STATUS] = "SET_STATUS",
     [VFE_VU_GET_STATUS] = "GET_STATUS",
     [VFE_VU_GET_SHMEM_CONFIG] = "GET_SHMEM_CONFIG",
+    [VFE_VU_SET_DEVICE_STATE_FD] = "SET_DEVICE_STATE_FD",
+    [VFE_VU_CHECK_DEVICE_STATE] = "CHECK_DEVICE_STATE",
 };
 
 const char *vfe_msg_name(uint32_t request)

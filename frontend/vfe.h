@@ -70,6 +70,8 @@ enum vfe_vu_request {
     VFE_VU_REM_MEM_REG = 38,
     VFE_VU_SET_STATUS = 39,
     VFE_VU_GET_STATUS = 40,
+    VFE_VU_SET_DEVICE_STATE_FD = 42,
+    VFE_VU_CHECK_DEVICE_STATE = 43,
 };
 
 /* Backend -> frontend requests (the backend request channel). */
@@ -96,13 +98,18 @@ enum vfe_vu_request {
 #define VFE_VU_PF_RESET_DEVICE 13
 #define VFE_VU_PF_CONFIGURE_MEM_SLOTS 15
 #define VFE_VU_PF_STATUS 16
+#define VFE_VU_PF_DEVICE_STATE 19
 #define VFE_VU_PF_SHMEM 22
 
 /* Virtio / vhost-user feature bits. */
+#define VFE_F_LOG_ALL 26
 #define VFE_F_INDIRECT_DESC 28
 #define VFE_F_EVENT_IDX 29
 #define VFE_F_PROTOCOL_FEATURES 30
 #define VFE_F_VERSION_1 32
+
+/* SET_VRING_ADDR flags: log the used ring's writes at log_guest_addr. */
+#define VFE_VU_VRING_F_LOG 0x1u
 
 /* SET_VRING_KICK/CALL/ERR payload: queue index in the low byte, and this bit
  * when no fd is attached. */
@@ -451,6 +458,16 @@ int vfe_dev_stop(struct vfe_dev *d);
  * vfe_dev_start sends the whole start sequence again (and a FUSE client sends
  * INIT again, as a rebooted guest would). */
 int vfe_dev_reset(struct vfe_dev *d);
+/*
+ * The backend went away and a new one listens (a daemon restarted from a
+ * saved state): what a VMM that reconnects does. The old connection is
+ * dropped without a message, a new one is made with conn (the socket of the
+ * new backend), negotiated again, and the device is OWNED; vfe_dev_start then
+ * sends the whole start sequence with each ring's base at its avail index, so
+ * the guest side (rings, memory, a vfe_fuse on them) goes on where it was.
+ * Nothing may be in flight. 0 or -errno (the device is then unusable).
+ */
+int vfe_dev_reconnect(struct vfe_dev *d, const struct vfe_conn_config *conn);
 void vfe_dev_close(struct vfe_dev *d);
 /* vfe_dev_close, then vfe_conn_close_status's report on the backend. */
 int vfe_dev_close_status(struct vfe_dev *d, int *status, bool *on_its_own);
@@ -464,6 +481,56 @@ uint64_t vfe_dev_features(const struct vfe_dev *d);          /* negotiated */
 uint64_t vfe_dev_offered_features(const struct vfe_dev *d);
 uint64_t vfe_dev_protocol_features(const struct vfe_dev *d); /* negotiated */
 uint64_t vfe_dev_backend_queues(const struct vfe_dev *d);    /* GET_QUEUE_NUM */
+
+/*
+ * Dirty page logging as QEMU's live migration sets it up: a memfd log of one
+ * bit per 4 KiB guest page covering all guest memory (SET_LOG_BASE with its
+ * fd; LOG_SHMFD must be negotiated: ask for it in protocol_features),
+ * VHOST_F_LOG_ALL acked again with SET_FEATURES, and on a RUNNING device
+ * every ring's VHOST_VRING_F_LOG with the used ring's guest address
+ * (SET_VRING_ADDR). Stop: SET_FEATURES without it and the rings' flag off;
+ * the log stays readable. -EOPNOTSUPP when the backend offers no LOG_ALL or
+ * LOG_SHMFD was not negotiated.
+ */
+int vfe_dev_log_start(struct vfe_dev *d);
+int vfe_dev_log_stop(struct vfe_dev *d);
+/* Whether the page holding gpa is marked dirty; false without a log. */
+bool vfe_dev_log_test(const struct vfe_dev *d, uint64_t gpa);
+/* Pages marked so far (a count over the whole log). */
+uint64_t vfe_dev_log_count(const struct vfe_dev *d);
+/* Clears every bit, as the frontend's sync does. */
+void vfe_dev_log_clear(struct vfe_dev *d);
+/*
+ * The device state transfer, QEMU's side (SET_DEVICE_STATE_FD over a pipe,
+ * then CHECK_DEVICE_STATE). The device must be OWNED (stopped), and
+ * VFE_VU_PF_DEVICE_STATE negotiated. save: *buf (g_malloc'd) gets what the
+ * backend wrote until it closed its end, at most max bytes. load: writes len
+ * bytes and closes. -EIO when the backend's answer to either message says
+ * failure (*answer, when not NULL, gets the u64 of the one that failed).
+ * A backend that sends its own pipe end back is used, as QEMU does.
+ */
+int vfe_dev_state_save(struct vfe_dev *d, uint8_t **buf, size_t *len, size_t max,
+                       uint64_t *answer);
+int vfe_dev_state_load(struct vfe_dev *d, const uint8_t *buf, size_t len, uint64_t *answer);
+/*
+ * A live migration of the device to another backend, as QEMU does it with the
+ * guest memory and the rings moving along: stop the rings (the bases kept),
+ * save the state from this backend, connect to the other (to: its connection,
+ * e.g. a new backend_cmd on the same shared directory), negotiate the same
+ * way, load the state into it, hang up on the first, and start the device on
+ * the new connection at the same ring positions. A FUSE client on the device
+ * carries on with its node ids and file handles. On failure the device stays
+ * with the first backend, stopped (-errno). between (if not NULL) runs after the
+ * state left the first backend and before it reaches the second: what the
+ * host does to the share meanwhile.
+ */
+int vfe_dev_migrate(struct vfe_dev *d, const struct vfe_conn_config *to,
+                    void (*between)(void *opaque), void *opaque);
+/* Raw: sends SET_LOG_BASE for [offset, offset+size) of fd and returns the
+ * backend's u64 answer in *answer (hostile tests: sizes and offsets it must
+ * refuse). */
+int vfe_dev_log_base_raw(struct vfe_dev *d, int fd, uint64_t size, uint64_t offset,
+                         uint64_t *answer);
 
 /*
  * Guest memory region by region (CONFIGURE_MEM_SLOTS negotiated; -ENOTSUP

@@ -439,6 +439,41 @@ void fll_session_driver_stopped(struct fll_session *se);
 
 /* Whether INIT has completed (and DESTROY not yet received). */
 bool fll_session_initialized(const struct fll_session *se);
+
+/*
+ * What a session negotiated, to carry it to another process (a daemon
+ * restart, a migration): with it the new session answers the same client as
+ * the old one did, with no new INIT. Plain values; the caller encodes them.
+ */
+struct fll_session_state {
+    bool initialized;      /* INIT was answered (and no DESTROY since) */
+    bool driver_stopped;   /* fll_session_driver_stopped with no request since */
+    uint32_t client_minor; /* the minor the client sent in INIT */
+    uint32_t proto_minor;  /* the minor answered: min(client_minor, FLL_KERNEL_MINOR) */
+    uint64_t capable;      /* flags the client offered (flags | flags2 << 32) */
+    uint64_t want;         /* flags answered */
+    uint32_t max_write;
+    uint16_t max_pages;
+    uint16_t map_alignment;
+    uint32_t max_readahead;
+    uint32_t time_gran;
+};
+
+/* Snapshot of se's negotiation. Call with no INIT or DESTROY running. */
+void fll_session_save(struct fll_session *se, struct fll_session_state *st);
+
+/*
+ * Makes a new session (state NEW, no request processed yet) answer as the one
+ * st was saved from: READY with st's negotiation, or left NEW when st is not
+ * initialized. The filesystem's init op is NOT called: what the filesystem
+ * negotiated travels in its own state. st is untrusted: -EINVAL when it is not
+ * an answer this session could have given (minor outside 31..FLL_KERNEL_MINOR
+ * or not min(client_minor, ours), flags answered that were not offered,
+ * max_write or max_pages above the transport's, map_alignment above 63,
+ * time_gran 0 or above 10^9, anything but zeros in an uninitialized state),
+ * -EBUSY when se is not NEW.
+ */
+int fll_session_restore(struct fll_session *se, const struct fll_session_state *st);
 /* Name of an opcode, for logs ("LOOKUP"), or NULL. */
 const char *fll_opcode_name(uint32_t opcode);
 

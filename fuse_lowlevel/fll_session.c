@@ -471,6 +471,89 @@ bool fll_session_initialized(const struct fll_session *se)
     return fll_state_get(se) == FLL_STATE_READY;
 }
 
+void fll_session_save(struct fll_session *se, struct fll_session_state *st)
+{
+    memset(st, 0, sizeof(*st));
+    pthread_mutex_lock(&se->init_lock);
+    if (fll_state_get(se) == FLL_STATE_READY) {
+        const struct fll_conn *c = &se->conn;
+        st->initialized = true;
+        st->driver_stopped = __atomic_load_n(&se->driver_stopped, __ATOMIC_ACQUIRE);
+        st->client_minor = __atomic_load_n(&se->client_minor, __ATOMIC_RELAXED);
+        st->proto_minor = c->proto_minor;
+        st->capable = c->capable;
+        st->want = c->want;
+        st->max_write = c->max_write;
+        st->max_pages = c->max_pages;
+        st->map_alignment = c->map_alignment;
+        st->max_readahead = c->max_readahead;
+        st->time_gran = c->time_gran;
+    }
+    pthread_mutex_unlock(&se->init_lock);
+}
+
+/* Whether st is an answer init_locked could have given on this session. */
+static bool restore_valid(const struct fll_session *se, const struct fll_session_state *st)
+{
+    if (!st->initialized)
+        return !st->driver_stopped && !st->client_minor && !st->proto_minor && !st->capable &&
+               !st->want && !st->max_write && !st->max_pages && !st->map_alignment &&
+               !st->max_readahead && !st->time_gran;
+    uint32_t ours = st->client_minor < FLL_KERNEL_MINOR ? st->client_minor : FLL_KERNEL_MINOR;
+    if (st->client_minor < FLL_MIN_MINOR || st->proto_minor != ours)
+        return false;
+    if (st->want & ~st->capable)
+        return false;
+    if (st->max_write == 0 || st->max_write > se->cfg.max_write)
+        return false;
+    if (se->cfg.max_pages && st->max_pages > se->cfg.max_pages)
+        return false;
+    if (!(st->want & FUSE_MAX_PAGES) && st->max_pages)
+        return false;
+    if (!(st->want & FUSE_MAP_ALIGNMENT) && st->map_alignment)
+        return false;
+    if (st->map_alignment > 63)
+        return false;
+    if (st->time_gran == 0 || st->time_gran > 1000000000u)
+        return false;
+    /* flags2 bits are only read by the client with FUSE_INIT_EXT. */
+    if ((st->want >> 32) && !(st->want & FUSE_INIT_EXT))
+        return false;
+    return true;
+}
+
+int fll_session_restore(struct fll_session *se, const struct fll_session_state *st)
+{
+    int ret = 0;
+
+    pthread_mutex_lock(&se->init_lock);
+    if (fll_state_get(se) != FLL_STATE_NEW) {
+        ret = -EBUSY;
+    } else if (!restore_valid(se, st)) {
+        ret = -EINVAL;
+    } else if (st->initialized) {
+        se->conn = (struct fll_conn){
+            .proto_minor = st->proto_minor,
+            .capable = st->capable,
+            .want = st->want,
+            .max_write = st->max_write,
+            .max_pages = st->max_pages,
+            .map_alignment = st->map_alignment,
+            .max_readahead = st->max_readahead,
+            .time_gran = st->time_gran,
+        };
+        __atomic_store_n(&se->max_write, st->max_write, __ATOMIC_RELAXED);
+        __atomic_store_n(&se->setxattr_ext, (st->want & FUSE_SETXATTR_EXT) != 0,
+                         __ATOMIC_RELAXED);
+        __atomic_store_n(&se->secctx, (st->want & FUSE_SECURITY_CTX) != 0, __ATOMIC_RELAXED);
+        __atomic_store_n(&se->client_minor, st->client_minor, __ATOMIC_RELAXED);
+        __atomic_store_n(&se->driver_stopped, st->driver_stopped, __ATOMIC_RELEASE);
+        __atomic_store_n(&se->state, FLL_STATE_READY, __ATOMIC_RELEASE);
+    }
+    pthread_mutex_unlock(&se->init_lock);
+    return ret;
+}
+
 void *fll_req_userdata(const struct fll_req *r)
 {
     return r->se->cfg.fs;

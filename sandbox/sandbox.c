@@ -24,7 +24,7 @@ static const char *const sb_action_names[] = {
 };
 
 static const char *const sb_feature_names[] = {
-    "xattr", "locks", "dax", "syslog", "devfuse", "file-handles",
+    "xattr", "locks", "dax", "syslog", "devfuse", "file-handles", "state",
 };
 
 #define SB_ARRAY_LEN(a) (sizeof(a) / sizeof((a)[0]))

@@ -61,7 +61,9 @@ enum {
     SB_FEAT_SYSLOG = 1u << 3,       /* an AF_UNIX datagram socket to /dev/log */
     SB_FEAT_DEVFUSE = 1u << 4,      /* the /dev/fuse transport (splice, unmount) */
     SB_FEAT_FILE_HANDLES = 1u << 5, /* name_to_handle_at/open_by_handle_at */
-    SB_FEAT_ALL_ = (1u << 6) - 1,
+    SB_FEAT_STATE = 1u << 6,        /* saved states: a sealed memfd for a restart,
+                                     * file handles naming inodes (name_to_handle_at) */
+    SB_FEAT_ALL_ = (1u << 7) - 1,
 };
 
 struct sb_config {
@@ -157,6 +159,59 @@ bool sb_setgroups_denied(void);
  * with the child's status. Returns -errno (no fork happened) on failure.
  */
 int sb_enter_pid_ns(void);
+
+/*
+ * The keeper: a parent process that stays outside every sandbox for the
+ * daemon's life, forwards SIGTERM, SIGINT, SIGHUP, SIGUSR1 and SIGUSR2 to it,
+ * exits with its status, and can run a new binary in its place (a restart or
+ * an upgrade under a running guest) without the daemon ever gaining execve:
+ *
+ *   daemon (child, sandboxed)                keeper (parent, pid file names it)
+ *     sb_keeper_handover(fds) -------------->  holds the fds, checks k->exe
+ *     <-------------------------------- 0 (accepted) or -errno (refused)
+ *     _exit(0) when accepted                 waits for the child to be gone,
+ *                                            moves the fds to BASE..BASE+N-1,
+ *                                            sets k->env_name to "BASE:N" and
+ *                                            execs k->exe with k->argv (same pid)
+ *   new binary: sb_enter_keeper again (the parent's copies of the fds are
+ *   closed there), then sb_handover_take in the child.
+ *
+ * A stopping signal (SIGTERM, SIGINT) that comes while a handover is under way
+ * wins: the keeper exits instead of running the new binary.
+ */
+#define SB_KEEPER_MAX_FDS (1u << 22)
+
+struct sb_keeper {
+    bool new_pid_ns;      /* unshare(CLONE_NEWPID) first (namespace mode) */
+    const char *exe;      /* the binary a handover runs; NULL: no handover */
+    char *const *argv;    /* its arguments */
+    const char *env_name; /* the environment variable naming the handed-over fds */
+};
+
+/*
+ * Forks the keeper (with a new pid namespace for k->new_pid_ns, as
+ * sb_enter_pid_ns). Returns 0 in the child with *chan_fd (if chan_fd is
+ * given) the channel sb_keeper_handover uses; the parent never returns.
+ * -errno (no fork happened) on failure.
+ */
+int sb_enter_keeper(const struct sb_keeper *k, int *chan_fd);
+
+/*
+ * Child side: hands fds[0..n) to the keeper (it keeps its own copies; the
+ * caller's stay open) and asks it to run its binary. 0 when the keeper
+ * accepted: the caller must _exit(0) at once, without touching anything it
+ * shares with the next process. -errno when it refused (its binary is not
+ * executable) or did not answer within timeout_ms: the caller goes on.
+ */
+int sb_keeper_handover(int chan_fd, const int *fds, unsigned n, int timeout_ms);
+
+/*
+ * The new process: the fds a handover brought (named in env_name, which is
+ * then removed), close-on-exec from now on. 1 with *fds (malloc'ed) and *n,
+ * 0 when this process did not come from a handover, -errno when the variable
+ * is malformed or an fd is missing.
+ */
+int sb_handover_take(const char *env_name, int **fds, unsigned *n);
 
 /*
  * Mode NAMESPACE: new mount, net, ipc and uts namespaces, all mounts MS_SLAVE,

@@ -4,6 +4,7 @@
 #define VUFS_SANDBOX_I_H
 
 #include <errno.h>
+#include <signal.h>
 #include <stdint.h>
 #include <unistd.h>
 
@@ -67,6 +68,9 @@ int sb_seccomp_build_api(const struct sb_config *cfg, unsigned api_level, scmp_f
  * to exit with (128+signo if it was killed by a signal).
  */
 int sb_pidns_parent_wait(pid_t child);
+/* The same with a handover channel (chan -1: none), what a handover runs, and
+ * the signal mask it runs with (NULL: the caller's). */
+int sb_keeper_wait(pid_t child, int chan, const struct sb_keeper *k, const sigset_t *exec_mask);
 
 /* ---- Capabilities (caps.c) ----------------------------------------------------------- */
 

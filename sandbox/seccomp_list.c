@@ -24,6 +24,7 @@
 #define SYSLOG  SB_FEAT_SYSLOG
 #define DEVFUSE SB_FEAT_DEVFUSE
 #define HANDLES SB_FEAT_FILE_HANDLES
+#define STATE   SB_FEAT_STATE
 #define SAN     SB_FEAT_SANITIZER_
 
 const struct sb_syscall sb_syscalls[] = {
@@ -99,17 +100,21 @@ const struct sb_syscall sb_syscalls[] = {
     {"lseek", BASE, SB_ARGS_ANY, "FUSE_LSEEK (SEEK_DATA/SEEK_HOLE), directory offsets"},
     {"lsetxattr", XATTR, SB_ARGS_ANY, "FUSE_SETXATTR on symlinks and specials"},
     {"madvise", BASE, SB_ARGS_ANY, "malloc returning memory, DAX window MADV_DONTNEED"},
+    {"memfd_create", STATE, SB_ARGS_ANY,
+     "a restart: the state handed to the next process in a sealed memfd"},
     {"mkdirat", BASE, SB_ARGS_ANY, "FUSE_MKDIR"},
     {"mknodat", BASE, SB_ARGS_ANY, "FUSE_MKNOD"},
     {"mmap", BASE, SB_ARGS_ANY, "guest memory regions (vhost-user SET_MEM_TABLE), malloc"},
     {"mprotect", BASE, SB_ARGS_ANY, "thread stack guard pages, malloc arenas"},
     {"mremap", BASE, SB_ARGS_ANY, "realloc of large blocks"},
     {"munmap", BASE, SB_ARGS_ANY, "guest memory regions removed, free"},
-    {"name_to_handle_at", HANDLES, SB_ARGS_ANY, "inode file handles instead of O_PATH fds"},
+    {"name_to_handle_at", HANDLES | STATE, SB_ARGS_ANY,
+     "inode file handles instead of O_PATH fds; a saved state names inodes by them"},
     {"nanosleep", BASE, SB_ARGS_ANY, "sleeps (older glibc)"},
     {"newfstatat", BASE, SB_ARGS_ANY, "LOOKUP, GETATTR (fstatat with AT_EMPTY_PATH)"},
     {"open", BASE, SB_ARGS_ANY, "opening files (x86_64 callers that do not use openat)"},
-    {"open_by_handle_at", HANDLES, SB_ARGS_ANY, "reopening an inode from its file handle"},
+    {"open_by_handle_at", HANDLES | STATE, SB_ARGS_ANY,
+     "reopening an inode from its file handle; a migrated state finds a moved inode by it"},
     {"openat", BASE, SB_ARGS_ANY, "LOOKUP (O_PATH), OPEN/CREATE through /proc/self/fd"},
     {"openat2", BASE, SB_ARGS_ANY, "opening with RESOLVE_BENEATH|RESOLVE_NO_MAGICLINKS"},
     {"pipe2", BASE, SB_ARGS_ANY, "glib wake-up pipe fallback, splice pipes"},

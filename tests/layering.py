@@ -2,11 +2,11 @@
 # SPDX-License-Identifier: GPL-2.0-or-later
 """The module layering of docs/design.md, checked on the sources and the build.
 
-Dependencies point one way: daemon/ uses fuse_lowlevel/, dax/ and sandbox/
-through their public headers; those three use none of ours; frontend/ is an
+Dependencies point one way: daemon/ uses fuse_lowlevel/, dax/, sandbox/ and
+state/ through their public headers; those four use none of ours; frontend/ is an
 independent peer that uses nothing of the daemon's; common/vufs_util.h is a
 leaf every module may include. Inside daemon/, the passthrough
-(daemon/passthrough/) uses only fuse_lowlevel/ and dax/, and the rest of
+(daemon/passthrough/) uses only fuse_lowlevel/, dax/ and state/, and the rest of
 daemon/ sees it through passthrough.h alone.
 
 Two checks:
@@ -33,12 +33,13 @@ RULES = {
     "fuse_lowlevel": ([LEAF], ["common"]),
     "dax": ([LEAF], ["common"]),
     "sandbox": ([LEAF], ["common"]),
+    "state": ([LEAF], ["common"]),
     "frontend": ([LEAF], ["common"]),
-    "daemon/passthrough": ([LEAF, "fuse_lowlevel/fll.h", "dax/dax.h"],
-                           ["common", "fuse_lowlevel", "dax"]),
-    "daemon": ([LEAF, "fuse_lowlevel/fll.h", "dax/dax.h", "sandbox/sandbox.h",
+    "daemon/passthrough": ([LEAF, "fuse_lowlevel/fll.h", "dax/dax.h", "state/state.h"],
+                           ["common", "fuse_lowlevel", "dax", "state"]),
+    "daemon": ([LEAF, "fuse_lowlevel/fll.h", "dax/dax.h", "sandbox/sandbox.h", "state/state.h",
                 "daemon/passthrough/passthrough.h"],
-               ["common", "fuse_lowlevel", "dax", "sandbox", "daemon/passthrough"]),
+               ["common", "fuse_lowlevel", "dax", "sandbox", "state", "daemon/passthrough"]),
 }
 # Generated into the build directory of the module that owns it.
 GENERATED = {"vufsd-config.h": "daemon"}

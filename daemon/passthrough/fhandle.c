@@ -124,6 +124,27 @@ unlock:
     return ret;
 }
 
+struct pt_mount *pt_mnt_adopt(struct pt_fs *fs, uint64_t mnt_id, int fd)
+{
+    struct pt_mnts *t = &fs->mnts;
+    struct pt_mount *m = calloc(1, sizeof(*m));
+
+    if (!m || pt_fd_reserve(fs) < 0) {
+        free(m);
+        close(fd);
+        return NULL;
+    }
+    m->mnt_id = mnt_id;
+    m->fd = fd;
+    m->refs = 1;
+    pthread_mutex_lock(&t->lock);
+    m->next = t->head;
+    t->head = m;
+    t->count++;
+    pthread_mutex_unlock(&t->lock);
+    return m;
+}
+
 void pt_mnt_put(struct pt_fs *fs, struct pt_mount *m)
 {
     struct pt_mnts *t = &fs->mnts;

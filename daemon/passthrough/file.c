@@ -267,6 +267,8 @@ ssize_t pt_op_read(struct fll_req *r, uint64_t nodeid, const struct fuse_read_in
         return ret;
     if (h->is_dir)
         return -EISDIR;
+    if (atomic_load_explicit(&h->ino->lock_lost, memory_order_relaxed))
+        return -EIO;
     if (in->offset > (uint64_t)INT64_MAX)
         return -EINVAL;
     if (dst_cnt > IOV_MAX)
@@ -289,6 +291,8 @@ ssize_t pt_op_write(struct fll_req *r, uint64_t nodeid, const struct fuse_write_
         return -EISDIR;
     if (fs->readonly)
         return -EROFS;
+    if (atomic_load_explicit(&h->ino->lock_lost, memory_order_relaxed))
+        return -EIO;
     if (in->offset > (uint64_t)INT64_MAX)
         return -EINVAL;
     if (src_cnt > IOV_MAX)

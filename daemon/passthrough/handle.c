@@ -51,6 +51,10 @@ int pt_handle_new(struct pt_fs *fs, struct pt_inode *ino, int fd, int flags, boo
 
     pthread_mutex_lock(&t->lock);
     h = pt_slots_alloc_locked(&t->slots);
+    /* FREE, so nobody else writes state: a generation above what a previous
+     * process handed out (t->gen_base, raised by a restore). */
+    if (h && (atomic_load(&h->state) >> 32) < t->gen_base)
+        atomic_store(&h->state, (uint64_t)t->gen_base << 32);
     pthread_mutex_unlock(&t->lock);
     if (!h) {
         close(fd);
@@ -155,6 +159,83 @@ int pt_handle_close(struct pt_fs *fs, uint64_t fh, uint64_t nodeid)
     pt_handle_put(h); /* ours */
     pt_handle_put(h); /* the base reference */
     return 0;
+}
+
+/* ---- Restore (state.c) --------------------------------------------------------------- */
+
+int pt_handle_restore(struct pt_fs *fs, uint32_t idx, uint32_t gen, struct pt_inode *ino, int fd,
+                      int flags, bool is_dir)
+{
+    struct pt_htab *t = &fs->htab;
+    struct pt_handle *h;
+
+    if (idx == 0 || idx >= PT_MAX_SLOTS)
+        return -EINVAL;
+    pthread_mutex_lock(&t->lock);
+    int ret = pt_slots_reach_locked(&t->slots, idx);
+    if (ret < 0) {
+        pthread_mutex_unlock(&t->lock);
+        return ret;
+    }
+    h = pt_hslot(t, idx);
+    uint64_t s = atomic_load(&h->state);
+    pthread_mutex_unlock(&t->lock);
+    if (s & PT_H_REFMASK)
+        return -EEXIST;
+    h->fd = fd;
+    h->flags = flags;
+    h->is_dir = is_dir;
+    pt_inode_ref(ino);
+    pt_lock_handle_opened(ino);
+    h->ino = ino;
+    h->nodeid = pt_inode_nodeid(ino);
+    h->fnext = 0;
+    atomic_store_explicit(&h->state, ((uint64_t)gen << 32) | 1, memory_order_release);
+    atomic_fetch_add(&t->count, 1);
+    return 0;
+}
+
+void pt_htab_restore_finish(struct pt_fs *fs, uint32_t gen_floor)
+{
+    struct pt_htab *t = &fs->htab;
+
+    pthread_mutex_lock(&t->lock);
+    /* Never-used slots too: the old process may have used them. */
+    t->gen_base = gen_floor;
+    t->slots.free_head = 0;
+    for (uint32_t idx = t->slots.next_fresh; idx-- > 1;) {
+        struct pt_handle *h = pt_hslot(t, idx);
+        uint64_t s = atomic_load(&h->state);
+        if (s & PT_H_REFMASK)
+            continue;
+        if ((s >> 32) < gen_floor)
+            atomic_store(&h->state, (uint64_t)gen_floor << 32);
+        pt_slots_free_locked(&t->slots, idx);
+    }
+    pthread_mutex_unlock(&t->lock);
+}
+
+void pt_htab_image(struct pt_fs *fs, void (*fn)(void *ctx, const struct pt_handle *h), void *ctx,
+                   uint32_t *gen_floor)
+{
+    struct pt_htab *t = &fs->htab;
+    uint32_t n, floor = 0;
+
+    pthread_mutex_lock(&t->lock);
+    n = t->slots.next_fresh;
+    pthread_mutex_unlock(&t->lock);
+    for (uint32_t idx = 1; idx < n; idx++) {
+        struct pt_handle *h = pt_hslot(t, idx);
+        if (!h)
+            continue;
+        uint64_t s = atomic_load(&h->state);
+        if ((uint32_t)(s >> 32) >= floor)
+            floor = (uint32_t)(s >> 32) + 1;
+        if ((s & PT_H_REFMASK) && !(s & PT_H_CLOSING))
+            fn(ctx, h);
+    }
+    if (gen_floor)
+        *gen_floor = floor;
 }
 
 void pt_htab_reset(struct pt_fs *fs)

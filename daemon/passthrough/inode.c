@@ -309,6 +309,8 @@ int pt_inode_intern(struct pt_fs *fs, int fd, const struct statx *st, bool count
         ret = -ENFILE;
         goto unlock;
     }
+    if (i->gen < t->gen_base)
+        i->gen = t->gen_base; /* above what a previous process handed out */
     if (mnt) {
         i->fd = -1;
         i->mnt = mnt;
@@ -325,6 +327,7 @@ int pt_inode_intern(struct pt_fs *fs, int fd, const struct statx *st, bool count
     i->refs = 1;
     i->nlookup = count_lookup ? 1 : 0;
     atomic_store(&i->cap_clean, false);
+    atomic_store(&i->lock_lost, false);
     t->count++;
     pt_hash_insert_locked(t, i);
     pt_hash_grow_locked(t);
@@ -365,6 +368,97 @@ void pt_inode_forget(struct pt_fs *fs, uint64_t nodeid, uint64_t n)
     }
     pthread_mutex_unlock(&t->lock);
     pt_inode_release_rest(fs, &rest);
+}
+
+/* ---- Restore (state.c) --------------------------------------------------------------- */
+
+int pt_inode_restore(struct pt_fs *fs, const struct pt_inode_image *im, struct pt_inode **out)
+{
+    struct pt_itab *t = &fs->itab;
+    int ret = 0;
+
+    *out = NULL;
+    if (im->idx < 2 || im->idx >= PT_MAX_SLOTS || (im->fd < 0) == (im->mnt == NULL))
+        return -EINVAL;
+    pthread_mutex_lock(&t->lock);
+    ret = pt_slots_reach_locked(&t->slots, im->idx);
+    if (ret < 0)
+        goto unlock;
+    struct pt_inode *i = pt_slot_locked(t, im->idx);
+    if (i->live) {
+        ret = -EEXIST;
+        goto unlock;
+    }
+    if (im->hashed && pt_hash_find_locked(t, im->dev, im->ino, im->mnt_id)) {
+        ret = -EEXIST;
+        goto unlock;
+    }
+    i->fd = im->fd;
+    i->mnt = im->mnt;
+    if (im->mnt)
+        i->fh = im->fh;
+    else
+        memset(&i->fh, 0, sizeof(i->fh));
+    i->type = (uint16_t)im->type;
+    i->dev = im->dev;
+    i->ino = im->ino;
+    i->mnt_id = im->mnt_id;
+    i->gen = im->gen;
+    i->live = true;
+    i->refs = 0;
+    i->nlookup = im->nlookup;
+    i->fnext = 0;
+    atomic_store(&i->cap_clean, false);
+    atomic_store(&i->lock_lost, false);
+    t->count++;
+    if (im->hashed) {
+        pt_hash_insert_locked(t, i);
+        pt_hash_grow_locked(t);
+    }
+    *out = i;
+unlock:
+    pthread_mutex_unlock(&t->lock);
+    return ret;
+}
+
+void pt_itab_restore_finish(struct pt_fs *fs, uint32_t gen_floor)
+{
+    struct pt_itab *t = &fs->itab;
+
+    pthread_mutex_lock(&t->lock);
+    /* Never-used slots too: the old process may have used them. */
+    t->gen_base = gen_floor;
+    t->slots.free_head = 0;
+    /* Highest first, so the lowest free index is reused first. */
+    for (uint32_t idx = t->slots.next_fresh; idx-- > 1;) {
+        struct pt_inode *i = pt_slot_locked(t, idx);
+        if (i->live)
+            continue;
+        /* A node id the old process handed out and freed must stay stale. */
+        if (i->gen < gen_floor)
+            i->gen = gen_floor;
+        pt_slots_free_locked(&t->slots, idx);
+    }
+    pthread_mutex_unlock(&t->lock);
+}
+
+void pt_itab_image(struct pt_fs *fs, void (*fn)(void *ctx, const struct pt_inode *i), void *ctx,
+                   uint32_t *gen_floor)
+{
+    struct pt_itab *t = &fs->itab;
+    uint32_t floor = 0;
+
+    pthread_mutex_lock(&t->lock);
+    for (uint32_t idx = 1; idx < t->slots.next_fresh; idx++) {
+        struct pt_inode *i = pt_slot_locked(t, idx);
+        if (i->gen >= floor)
+            floor = i->gen + 1;
+        if (i->live)
+            fn(ctx, i);
+    }
+    pthread_mutex_unlock(&t->lock);
+    if (gen_floor)
+        *gen_floor = floor;
 }
 
 void pt_itab_reset(struct pt_fs *fs)

@@ -25,7 +25,7 @@
  * At most PT_MAX_WAITERS requests wait; one more gets ENOLCK.
  *
  * Waiter life: PARKED --granted/failed/cancelled--> DETACHED (off the list,
- * under pt_locks.lock) --reply sent, handle put--> freed.
+ * under pt_locks.lock) --handle put, reply sent--> freed.
  */
 #include <fcntl.h>
 #include <stdlib.h>
@@ -101,6 +101,7 @@ void pt_lock_handle_closed(struct pt_inode *i)
     if (--i->nhandles == 0) {
         list = i->owners;
         i->owners = NULL;
+        atomic_store(&i->lock_lost, false); /* the guest closed what it locked */
     }
     pthread_mutex_unlock(pt_inode_lock(i));
     while (list) {
@@ -292,6 +293,8 @@ int pt_op_getlk(struct fll_req *r, uint64_t nodeid, const struct fuse_lk_in *in,
         return ret;
     if (h->is_dir)
         return -EISDIR;
+    if (atomic_load(&h->ino->lock_lost))
+        return -EIO;
     ret = pt_lk_to_flock(&in->lk, &fl);
     if (ret < 0)
         return ret;
@@ -326,10 +329,12 @@ static int pt_lock_try(struct pt_waiter *w)
     return -errno;
 }
 
+/* The handle goes first: a client that sees the reply and closes its last
+ * handle at once finds the inode's lock descriptions closed with it. */
 static void pt_waiter_finish(struct pt_waiter *w, int err)
 {
-    fll_reply_err(w->r, err);
     pt_handle_put(w->h);
+    fll_reply_err(w->r, err);
     free(w);
 }
 
@@ -425,6 +430,8 @@ int pt_op_setlk(struct fll_req *r, uint64_t nodeid, const struct fuse_lk_in *in,
         return ret;
     if (h->is_dir && !(in->lk_flags & FUSE_LK_FLOCK))
         return -EISDIR;
+    if (atomic_load(&h->ino->lock_lost))
+        return -EIO;
     if (in->lk_flags & FUSE_LK_FLOCK) {
         switch (in->lk.type) {
         case F_RDLCK: wt.how = LOCK_SH; break;
@@ -494,6 +501,109 @@ int pt_op_interrupt(struct fll_req *r, uint64_t unique)
     }
     pthread_mutex_unlock(&l->lock);
     return 0;
+}
+
+void pt_locks_detach_all(struct pt_fs *fs, void (*fn)(void *ctx, struct fll_req *r), void *ctx)
+{
+    struct pt_locks *l = &fs->locks;
+    struct pt_waiter *list;
+
+    pthread_mutex_lock(&l->lock);
+    list = l->head;
+    l->head = NULL;
+    l->count = 0;
+    pthread_mutex_unlock(&l->lock);
+    while (list) {
+        struct pt_waiter *w = list;
+        list = w->next;
+        fn(ctx, w->r); /* not answered: the next process runs it again */
+        pt_handle_put(w->h);
+        free(w);
+    }
+}
+
+void pt_lock_owners_image(struct pt_inode *i,
+                          void (*fn)(void *ctx, uint64_t owner, int fd, uint32_t pid), void *ctx)
+{
+    pthread_mutex_lock(pt_inode_lock(i));
+    for (const struct pt_lock_owner *o = i->owners; o; o = o->next)
+        fn(ctx, o->owner, o->fd, o->pid);
+    pthread_mutex_unlock(pt_inode_lock(i));
+}
+
+int pt_lock_owner_restore(struct pt_inode *i, uint64_t owner, int fd, uint32_t pid)
+{
+    int ret = 0;
+
+    pthread_mutex_lock(pt_inode_lock(i));
+    if (i->nhandles == 0) {
+        ret = -EBADF; /* owners live only while a handle of the inode is open */
+        goto unlock;
+    }
+    for (struct pt_lock_owner *o = i->owners; o; o = o->next) {
+        if (o->owner == owner) {
+            ret = -EEXIST;
+            goto unlock;
+        }
+    }
+    struct pt_lock_owner *o = calloc(1, sizeof(*o));
+    if (!o) {
+        ret = -ENOMEM;
+        goto unlock;
+    }
+    o->owner = owner;
+    o->fd = fd;
+    o->pid = pid;
+    o->next = i->owners;
+    i->owners = o;
+unlock:
+    pthread_mutex_unlock(pt_inode_lock(i));
+    return ret;
+}
+
+int pt_fd_locks(struct pt_fs *fs, int fd, struct pt_held_lock *out, unsigned max)
+{
+    char path[PT_PROC_PATH_MAX + 16], line[256];
+    unsigned n = 0;
+
+    snprintf(path, sizeof(path), "../fdinfo/%d", fd);
+    int dfd = openat(fs->proc_self_fd, path, O_RDONLY | O_CLOEXEC);
+    if (dfd < 0)
+        return -errno;
+    FILE *f = fdopen(dfd, "r");
+    if (!f) {
+        int e = errno;
+        close(dfd);
+        return -e;
+    }
+    /* "lock:\t1: OFDLCK ADVISORY  READ -1 fe:00:1234 0 EOF" (inclusive end), or FLOCK. */
+    while (fgets(line, sizeof(line), f)) {
+        char kind[16], type[16], end[24];
+        unsigned long long start, e;
+        if (strncmp(line, "lock:", 5) != 0 ||
+            sscanf(line + 5, " %*d: %15s %*s %15s %*d %*s %llu %23s", kind, type, &start, end) != 4)
+            continue;
+        bool flock = strcmp(kind, "FLOCK") == 0;
+        if (!flock && strcmp(kind, "OFDLCK") != 0)
+            continue;
+        if (n == max) {
+            fclose(f);
+            return -E2BIG;
+        }
+        struct pt_held_lock *l = &out[n];
+        l->flock = flock;
+        l->write = strcmp(type, "WRITE") == 0;
+        l->start = start;
+        l->len = 0;
+        if (!flock && strcmp(end, "EOF") != 0) {
+            if (sscanf(end, "%llu", &e) != 1 || e < start)
+                continue;
+            l->len = e - start + 1;
+        }
+        n++;
+    }
+    fclose(f);
+    return (int)n;
 }
 
 void pt_locks_cancel_all(struct pt_fs *fs, int err, bool stop)

@@ -145,4 +145,52 @@ void pt_fs_set_dax(struct pt_fs *fs, struct dax_window *w, bool qemu_rules);
  */
 int pt_fs_dax_open(struct pt_fs *fs, uint64_t nodeid, bool writable);
 
+/* ---- Saved state (state.c; the format is in state.h) ---------------------------------- */
+
+struct vst_writer;
+struct vst_state;
+struct vst_fds;
+struct vst_err;
+
+/*
+ * What the guest holds in the filesystem, as sections VST_SEC_FS ..
+ * VST_SEC_FS_LOCKS: what INIT negotiated, every node id with what it names,
+ * every open handle with its flags, every POSIX lock owner. With fds (a
+ * restart) the inodes', handles' and owners' fds are added to fds and travel
+ * as they are (locks with them); with fds NULL (a file, a migration) objects
+ * are named by path and file handle and locks by their ranges. Call with no
+ * request running (a live snapshot is consistent per record only). 0, -ENOMEM.
+ */
+int pt_state_save(struct pt_fs *fs, struct vst_writer *w, struct vst_fds *fds);
+
+struct pt_state_report {
+    unsigned inodes, handles, owners, locks;        /* restored (locks: taken again) */
+    unsigned inodes_lost, handles_lost, locks_lost; /* named, not restored */
+};
+
+/*
+ * Loads that state into fs, which must be fresh (only its root known, no
+ * handle; before any request). The state is untrusted: every count, index,
+ * generation, flag, fd index and handle is checked, and each object is
+ * verified before it gets its node id back (see state.c: fds must be the
+ * objects their records describe; without fds objects are found beneath the
+ * share and must carry the saved file handle). An object that cannot be found
+ * again is not an error: it is counted in rep and its node id answers ESTALE.
+ * A malformed state, one saved for another shared directory, or an fd that is
+ * not what its record says: -EINVAL/-EBADMSG with err saying why, and fs is
+ * reset (nothing of the state kept). fds the state does not take stay in fds.
+ */
+int pt_state_load(struct pt_fs *fs, const struct vst_state *st, struct vst_fds *fds,
+                  struct pt_state_report *rep, struct vst_err *err);
+
+/* The file type (S_IFMT bits) of the inode nodeid names, or -ESTALE. */
+int pt_fs_node_type(struct pt_fs *fs, uint64_t nodeid);
+
+/*
+ * A restart: every parked SETLKW is taken off its wait unanswered and its
+ * request handed to fn, which must release it without a reply (the next
+ * process runs the same request again from the guest's buffers).
+ */
+void pt_fs_detach_waits(struct pt_fs *fs, void (*fn)(void *ctx, struct fll_req *r), void *ctx);
+
 #endif

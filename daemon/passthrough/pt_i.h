@@ -97,6 +97,9 @@ static inline void *pt_slots_get_locked(const struct pt_slots *t, uint32_t idx)
 /* A free slot (its link cleared), or NULL: out of memory or PT_MAX_SLOTS used. */
 void *pt_slots_alloc_locked(struct pt_slots *t);
 void pt_slots_free_locked(struct pt_slots *t, uint32_t idx);
+/* Restore: every slot up to idx exists (next_fresh past it); the slots skipped
+ * are on no free list until the owner rebuilds it. 0, -EINVAL, -ENOMEM. */
+int pt_slots_reach_locked(struct pt_slots *t, uint32_t idx);
 /* Frees every chunk, after fini on each slot of it (fini may be NULL). */
 void pt_slots_destroy(struct pt_slots *t, void (*fini)(void *slot));
 
@@ -194,6 +197,9 @@ int pt_fh_make(struct pt_fs *fs, int fd, mode_t type, uint64_t mnt_id, struct pt
 bool pt_fh_equal(const struct pt_fh *a, const struct pt_fh *b);
 void pt_fh_free(struct pt_fh *fh);
 void pt_mnt_put(struct pt_fs *fs, struct pt_mount *m);
+/* Restore (state.c): a mount fd handed over by the previous process, referenced
+ * once (the caller's); NULL when out of memory or the fd budget (fd closed). */
+struct pt_mount *pt_mnt_adopt(struct pt_fs *fs, uint64_t mnt_id, int fd);
 /* open_by_handle_at(m->fd, fh, flags | O_CLOEXEC): a new fd or -errno (-ESTALE: gone). */
 int pt_fh_open(const struct pt_mount *m, const struct pt_fh *fh, int flags);
 
@@ -236,6 +242,10 @@ struct pt_inode {
     uint8_t fdc_slot;    /* pt_fdc entry + 1, 0 = none; protected by pt_fdc.lock */
     /* Lock-free: the remapped security.capability is known to be absent. */
     atomic_bool cap_clean;
+    /* A lock the guest held through this inode could not be taken again when
+     * a saved state was loaded: its reads, writes and lock requests get EIO
+     * until its last handle closes (never data another lock holder wrote). */
+    atomic_bool lock_lost;
     /* Protected by pt_inode_lock(i): */
     unsigned nhandles;            /* open handles on this inode */
     struct pt_lock_owner *owners; /* POSIX lock owners' open file descriptions */
@@ -247,10 +257,37 @@ struct pt_itab {
     size_t count;         /* LIVE inodes; protected by lock */
     uint32_t *buckets;    /* protected by lock */
     size_t nbuckets;      /* power of two; protected by lock */
+    uint32_t gen_base;    /* generation of never-used slots (a restore raises it); lock */
 };
 
 int pt_itab_init(struct pt_fs *fs);
 void pt_itab_destroy(struct pt_fs *fs);
+
+/*
+ * Restore (state.c): an inode placed at exactly the index and generation the
+ * guest knows it by. fd (owned) xor mnt+fh (a referenced mount; fh is taken).
+ */
+struct pt_inode_image {
+    uint32_t idx, gen;
+    uint64_t nlookup;
+    mode_t type;
+    dev_t dev;
+    ino_t ino;
+    uint64_t mnt_id;
+    bool hashed;
+    int fd;
+    struct pt_mount *mnt;
+    struct pt_fh fh;
+};
+/* -EEXIST when the slot is taken or (hashed) the key is known; -EINVAL, -ENOMEM.
+ * On success the inode holds what im gave; on failure nothing is taken. */
+int pt_inode_restore(struct pt_fs *fs, const struct pt_inode_image *im, struct pt_inode **out);
+/* After the last pt_inode_restore: the free slots get generation gen_floor at least. */
+void pt_itab_restore_finish(struct pt_fs *fs, uint32_t gen_floor);
+/* Calls fn on every LIVE inode under the table lock (fn takes no pt lock);
+ * *gen_floor: one more than the highest generation of any slot. */
+void pt_itab_image(struct pt_fs *fs, void (*fn)(void *ctx, const struct pt_inode *i), void *ctx,
+                   uint32_t *gen_floor);
 
 static inline uint64_t pt_inode_nodeid(const struct pt_inode *i)
 {
@@ -356,6 +393,7 @@ struct pt_htab {
     pthread_mutex_t lock;  /* allocation and free list */
     struct pt_slots slots; /* of struct pt_handle; allocated and freed under lock */
     atomic_size_t count;
+    uint32_t gen_base; /* generation of never-used slots (a restore raises it); lock */
 };
 
 int pt_htab_init(struct pt_fs *fs);
@@ -374,6 +412,14 @@ static inline bool pt_handle_closing(const struct pt_handle *h)
     return atomic_load(&h->state) & PT_H_CLOSING;
 }
 void pt_htab_reset(struct pt_fs *fs);
+/* Restore (state.c): an OPEN handle at exactly idx and gen, on ino (referenced
+ * here), owning fd (already counted in the fd budget). -EEXIST, -EINVAL, -ENOMEM. */
+int pt_handle_restore(struct pt_fs *fs, uint32_t idx, uint32_t gen, struct pt_inode *ino, int fd,
+                      int flags, bool is_dir);
+void pt_htab_restore_finish(struct pt_fs *fs, uint32_t gen_floor);
+/* Calls fn on every OPEN handle; *gen_floor as pt_itab_image's. */
+void pt_htab_image(struct pt_fs *fs, void (*fn)(void *ctx, const struct pt_handle *h), void *ctx,
+                   uint32_t *gen_floor);
 
 static inline void pt_handle_putp(struct pt_handle **h)
 {
@@ -502,6 +548,23 @@ void pt_locks_kick(struct pt_fs *fs);
 /* A handle of inode i opens / is freed: the last one closes the owners' fds. */
 void pt_lock_handle_opened(struct pt_inode *i);
 void pt_lock_handle_closed(struct pt_inode *i);
+/* Takes every parked SETLKW off the list unanswered, hands its request to fn
+ * (a restart runs it again in the next process) and drops the waiter. */
+void pt_locks_detach_all(struct pt_fs *fs, void (*fn)(void *ctx, struct fll_req *r), void *ctx);
+/* Restore (state.c): the POSIX lock owners of inode i; a restored owner takes fd
+ * (counted in the fd budget). -EBADF without an open handle, -EEXIST, -ENOMEM. */
+void pt_lock_owners_image(struct pt_inode *i,
+                          void (*fn)(void *ctx, uint64_t owner, int fd, uint32_t pid), void *ctx);
+int pt_lock_owner_restore(struct pt_inode *i, uint64_t owner, int fd, uint32_t pid);
+/* A lock an open file description holds, from /proc/self/fdinfo. */
+struct pt_held_lock {
+    bool flock;     /* flock (else an OFD lock) */
+    bool write;     /* exclusive / write lock */
+    uint64_t start;
+    uint64_t len;   /* 0: to the end of the file */
+};
+/* The locks fd holds (at most max): their count, -E2BIG past max, or -errno. */
+int pt_fd_locks(struct pt_fs *fs, int fd, struct pt_held_lock *out, unsigned max);
 
 /* ---- The filesystem ---------------------------------------------------------- */
 

@@ -4,6 +4,7 @@
  * pt_slots in pt_i.h): indices handed out from a free list or fresh, slots that
  * never move, chunk pointers readable without the owner's lock.
  */
+#include <errno.h>
 #include <stdlib.h>
 #include <string.h>
 
@@ -48,6 +49,25 @@ void *pt_slots_alloc_locked(struct pt_slots *t)
         atomic_store_explicit(&t->chunks[c], chunk, memory_order_release);
     }
     return chunk + (size_t)(t->next_fresh++ & (PT_CHUNK_SIZE - 1)) * t->size;
+}
+
+int pt_slots_reach_locked(struct pt_slots *t, uint32_t idx)
+{
+    if (idx >= PT_MAX_SLOTS)
+        return -EINVAL;
+    for (uint32_t c = t->next_fresh >> PT_CHUNK_SHIFT; c <= idx >> PT_CHUNK_SHIFT; c++) {
+        if (atomic_load_explicit(&t->chunks[c], memory_order_relaxed))
+            continue;
+        char *chunk = calloc(PT_CHUNK_SIZE, t->size);
+        if (!chunk)
+            return -ENOMEM;
+        for (uint32_t k = 0; k < PT_CHUNK_SIZE; k++)
+            t->init(chunk + (size_t)k * t->size, (c << PT_CHUNK_SHIFT) | k, t->arg);
+        atomic_store_explicit(&t->chunks[c], chunk, memory_order_release);
+    }
+    if (idx >= t->next_fresh)
+        t->next_fresh = idx + 1;
+    return 0;
 }
 
 void pt_slots_free_locked(struct pt_slots *t, uint32_t idx)

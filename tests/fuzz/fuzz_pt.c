@@ -42,14 +42,13 @@
 
 #include "fll.h"
 #include "fuzz_input.h"
+#include "fuzz_scratch.h"
 #include "passthrough.h"
 #include "pt_i.h"
 
 #define FZ_OUT_SIZE (128u * 1024 + 4096)
 #define FZ_MAX_REQS 64
 
-static char fz_share[64];
-static dev_t fz_share_dev;
 static struct pt_config fz_cfg;
 
 /* ---- A transport that records the one completion -------------------------------- */
@@ -65,120 +64,12 @@ static void fz_complete(struct fll_req *r, size_t out_len)
 
 static const struct fll_transport fz_transport = {.complete = fz_complete};
 
-/* ---- The confinement ---------------------------------------------------------------- */
-
-static void fz_die(const char *what)
-{
-    fprintf(stderr, "fuzz_pt: %s: %s\n", what, strerror(errno));
-    exit(1);
-}
-
-/* A writable bind of dir onto itself inside the read-only tree. */
-static void fz_keep_writable(const char *path)
-{
-    char dir[4096];
-    snprintf(dir, sizeof(dir), "%s", path);
-    struct stat st;
-    if (stat(dir, &st) < 0 || !S_ISDIR(st.st_mode)) {
-        char *slash = strrchr(dir, '/');
-        if (!slash)
-            snprintf(dir, sizeof(dir), ".");
-        else if (slash == dir)
-            dir[1] = '\0';
-        else
-            *slash = '\0';
-    }
-    if (mount(dir, dir, NULL, MS_BIND, NULL) < 0)
-        fz_die("bind a libFuzzer directory");
-    struct mount_attr rw = {.attr_clr = MOUNT_ATTR_RDONLY};
-    if (syscall(SYS_mount_setattr, AT_FDCWD, dir, 0, &rw, sizeof(rw)) < 0)
-        fz_die("make a libFuzzer directory writable");
-}
-
 int LLVMFuzzerInitialize(int *argc, char ***argv);
 int LLVMFuzzerInitialize(int *argc, char ***argv)
 {
-    if (geteuid() != 0) {
-        fprintf(stderr, "fuzz_pt: needs root (mount namespace, credential switching)\n");
-        exit(77); /* meson: SKIP (the replay test runs with -error_exitcode=1) */
-    }
-    /* One fixed, empty mount point: each fuzzer mounts its tmpfs on it in its own
-     * mount namespace, so parallel runs do not meet and nothing is left behind. */
-    snprintf(fz_share, sizeof(fz_share), "/tmp/vufsd-fuzz-pt");
-    if (mkdir(fz_share, 0755) < 0 && errno != EEXIST)
-        fz_die("mkdir the scratch mount point");
-
-    if (unshare(CLONE_NEWNS) < 0)
-        fz_die("unshare(CLONE_NEWNS)");
-    if (mount(NULL, "/", NULL, MS_REC | MS_SLAVE, NULL) < 0)
-        fz_die("make mounts slaves");
-    struct mount_attr ro = {.attr_set = MOUNT_ATTR_RDONLY};
-    if (syscall(SYS_mount_setattr, AT_FDCWD, "/", AT_RECURSIVE, &ro, sizeof(ro)) < 0)
-        fz_die("make every mount read-only");
-
-    /* libFuzzer writes new corpus entries and artifacts: keep those writable. */
-    for (int i = 1; i < *argc; i++) {
-        const char *a = (*argv)[i];
-        if (strncmp(a, "-artifact_prefix=", 17) == 0)
-            fz_keep_writable(a + 17);
-        else if (a[0] != '-')
-            fz_keep_writable(a);
-    }
-
-    /* The confinement must hold before any input runs: the host is read-only. */
-    int probe = open("/tmp/vufsd-fuzz-pt-probe", O_CREAT | O_WRONLY | O_CLOEXEC, 0600);
-    if (probe >= 0 || errno != EROFS) {
-        fprintf(stderr, "fuzz_pt: /tmp is still writable; refusing to fuzz the host\n");
-        exit(1);
-    }
-
+    fz_confine("fuzz_pt", "/tmp/vufsd-fuzz-pt", argc, argv);
     fz_cfg = (struct pt_config){.shared_dir = fz_share, .xattr = true, .readdirplus = true};
     return 0;
-}
-
-/* A fresh scratch tmpfs with the bait. */
-static void fz_make_share(void)
-{
-    umount2(fz_share, MNT_DETACH);
-    if (mount("vufsd-fuzz", fz_share, "tmpfs", MS_NODEV | MS_NOSUID, "size=8m,mode=0777") < 0)
-        fz_die("mount the scratch tmpfs");
-    int d = open(fz_share, O_PATH | O_DIRECTORY | O_CLOEXEC);
-    if (d < 0)
-        fz_die("open the scratch directory");
-    int f = openat(d, "hello", O_CREAT | O_WRONLY | O_CLOEXEC, 0644);
-    if (f < 0 || write(f, "hello from the share\n", 21) != 21)
-        fz_die("write hello");
-    close(f);
-    if (mkdirat(d, "dir", 0755) < 0 || mkdirat(d, "dir/sub", 0700) < 0)
-        fz_die("mkdir");
-    f = openat(d, "dir/inner", O_CREAT | O_WRONLY | O_CLOEXEC, 0600);
-    if (f < 0)
-        fz_die("create inner");
-    close(f);
-    if (mkfifoat(d, "fifo", 0666) < 0 || symlinkat("/etc/passwd", d, "host-link") < 0 ||
-        symlinkat("..", d, "dotdot-link") < 0 || symlinkat("hello", d, "lnk") < 0)
-        fz_die("make the bait");
-    struct stat st;
-    if (fstat(d, &st) < 0)
-        fz_die("stat the scratch directory");
-    fz_share_dev = st.st_dev;
-    close(d);
-}
-
-/* Every live inode of the passthrough is inside the scratch filesystem. */
-static void fz_check_confined(struct pt_fs *fs)
-{
-    struct pt_itab *t = &fs->itab;
-    pthread_mutex_lock(&t->lock);
-    for (uint32_t idx = 1; idx < t->slots.next_fresh; idx++) {
-        const struct pt_inode *i = pt_slots_at(&t->slots, idx);
-        if (i && i->live && i->dev != fz_share_dev) {
-            fprintf(stderr, "fuzz_pt: inode %u (ino %llu) is outside the share\n", idx,
-                    (unsigned long long)i->ino);
-            abort();
-        }
-    }
-    pthread_mutex_unlock(&t->lock);
 }
 
 static void fz_check_reply(const uint8_t *out, size_t out_size, uint64_t unique)

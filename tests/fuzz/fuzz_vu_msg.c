@@ -11,7 +11,9 @@
  * reports any read of payload bytes that never arrived. Invariants on accepted
  * messages: the header size equals the received length, the fd count matches
  * what the request carries, SET_MEM_TABLE's region count fits the payload,
- * GET_CONFIG reads only inside the config space.
+ * GET_CONFIG reads only inside the config space, a SET_LOG_BASE's log is never
+ * mapped unchecked and marking any range stays inside the log, SET_DEVICE_STATE_FD
+ * passes only a known direction with the stopped phase.
  */
 #include <errno.h>
 #include <stdio.h>
@@ -93,6 +95,30 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
             FZ_REQUIRE((c < 0 && rsize == 0) ||
                        (c >= 0 && rsize == payload_len &&
                         msg->payload.config.offset + msg->payload.config.size <= sizeof(space)));
+        } else if (msg->hdr.request == VU_SET_LOG_BASE) {
+            /* The log the frontend describes is never mapped unchecked (no fd
+             * here: the size and offset checks come first, then fstat fails). */
+            FZ_REQUIRE(nfds == 1 && payload_len == sizeof(struct vu_log));
+            struct vmem_log *l = NULL;
+            int c = vmem_log_map(-1, msg->payload.log.mmap_size, msg->payload.log.mmap_offset, &l);
+            FZ_REQUIRE((c == -EINVAL || c == -EBADF) && l == NULL);
+            /* Marking hostile ranges (the payload's two u64 as gpa and length)
+             * in a small log: never a byte outside it. */
+            static uint8_t guard[3][16];
+            memset(guard, 0, sizeof(guard));
+            vmem_log_mark_bits(guard[1], sizeof(guard[1]), msg->payload.log.mmap_size,
+                               msg->payload.log.mmap_offset);
+            for (unsigned i = 0; i < sizeof(guard[0]); i++)
+                FZ_REQUIRE(guard[0][i] == 0 && guard[2][i] == 0);
+        } else if (msg->hdr.request == VU_SET_DEVICE_STATE_FD) {
+            FZ_REQUIRE(nfds == 1 && payload_len == sizeof(struct vu_device_state));
+            int c = vu_device_state_check(&msg->payload.dstate);
+            FZ_REQUIRE(c == 0 || c == -EINVAL);
+            if (c == 0)
+                FZ_REQUIRE(msg->payload.dstate.phase == VU_STATE_PHASE_STOPPED &&
+                           msg->payload.dstate.direction <= VU_STATE_DIR_LOAD);
+        } else if (msg->hdr.request == VU_CHECK_DEVICE_STATE) {
+            FZ_REQUIRE(nfds == 0 && payload_len == 0);
         } else if (msg->hdr.request == VU_SET_VRING_KICK || msg->hdr.request == VU_SET_VRING_CALL) {
             FZ_REQUIRE(nfds == ((msg->payload.u64 & VU_VRING_NOFD) ? 0 : 1));
         }

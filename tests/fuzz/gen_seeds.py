@@ -263,7 +263,8 @@ VU = dict(GET_FEATURES=1, SET_FEATURES=2, SET_OWNER=3, SET_MEM_TABLE=5, SET_VRIN
           SET_VRING_ADDR=9, SET_VRING_BASE=10, GET_VRING_BASE=11, SET_VRING_KICK=12,
           SET_VRING_CALL=13, GET_PROTOCOL_FEATURES=15, SET_PROTOCOL_FEATURES=16,
           SET_VRING_ENABLE=18, SET_BACKEND_REQ_FD=21, GET_MAX_MEM_SLOTS=36,
-          ADD_MEM_REG=37, REM_MEM_REG=38, SET_STATUS=39, GET_CONFIG=24, SET_CONFIG=25)
+          ADD_MEM_REG=37, REM_MEM_REG=38, SET_STATUS=39, GET_CONFIG=24, SET_CONFIG=25,
+          SET_LOG_BASE=6, SET_LOG_FD=7, SET_DEVICE_STATE_FD=42, CHECK_DEVICE_STATE=43)
 
 
 def vu(req, payload=b"", nfds=0, flags=1):
@@ -296,6 +297,16 @@ def vu_seeds():
     write("fuzz_vu_msg", "get-config", vu("GET_CONFIG", struct.pack("<III", 0, 40, 0) + bytes(40)))
     write("fuzz_vu_msg", "get-config-window", vu("GET_CONFIG", struct.pack("<III", 36, 4, 0) + bytes(4)))
     write("fuzz_vu_msg", "set-config", vu("SET_CONFIG", struct.pack("<III", 0, 4, 0) + b"abcd"))
+    # Live migration: the dirty log (QEMU's: 24 KiB for 768 MiB at offset 0), the
+    # used-ring logging flag, the device state transfer both ways and its check.
+    write("fuzz_vu_msg", "set-log-base", vu("SET_LOG_BASE", struct.pack("<QQ", 24576, 0), 1))
+    write("fuzz_vu_msg", "set-log-base-wrap", vu("SET_LOG_BASE", struct.pack("<QQ", 1 << 20, (1 << 64) - 4096), 1))
+    write("fuzz_vu_msg", "set-log-fd", vu("SET_LOG_FD", nfds=1))
+    write("fuzz_vu_msg", "set-vring-addr-log", vu("SET_VRING_ADDR", struct.pack(
+        "<IIQQQQ", 1, 1, 0x7f0000001000, 0x7f0000003000, 0x7f0000002000, 0x3000)))
+    write("fuzz_vu_msg", "set-device-state-save", vu("SET_DEVICE_STATE_FD", struct.pack("<II", 0, 0), 1))
+    write("fuzz_vu_msg", "set-device-state-load", vu("SET_DEVICE_STATE_FD", struct.pack("<II", 1, 0), 1))
+    write("fuzz_vu_msg", "check-device-state", vu("CHECK_DEVICE_STATE"))
 
 
 # ---- fuzz_dax: window byte + operations (see fuzz_dax.c)
@@ -337,9 +348,129 @@ def dax_seeds():
           + bytes([7]) + small(0) + bytes([6]) + bytes(64) + struct.pack("<Q", 1))
 
 
+# ---- fuzz_state: a control byte + a saved state (daemon/state.h)
+
+SEC = dict(ORIGIN=1, FUSE=2, FS=3, FS_INODES=4, FS_HANDLES=5, FS_LOCKS=6, DAX=7, VHOST=8,
+           LISTENER=9)
+NO_FD = 0xffffffff
+S_IFDIR, S_IFREG = 0o040000, 0o100000
+O_RDONLY, O_RDWR, O_DIRECTORY = 0, 2, 0o200000
+
+
+def crc32c(data):
+    crc = 0xffffffff
+    for b in data:
+        crc ^= b
+        for _ in range(8):
+            crc = (crc >> 1) ^ 0x82f63b78 if crc & 1 else crc >> 1
+    return crc ^ 0xffffffff
+
+
+def state(sections, fds=0):
+    """sections: [(type, version, payload)] in order; a valid header around them."""
+    body = b"".join(struct.pack("<IIQ", t, v, len(p)) + p for t, v, p in sections)
+    hdr = b"VUFSDST\0" + struct.pack("<IIQIIII", 1, 1 if fds else 0, 40 + len(body), fds,
+                                       len(sections), crc32c(body), 0)
+    return hdr + body
+
+
+def inode(idx, gen, nlookup, mode, path=None, fd=None, fh=None, hashed=True):
+    """dev and ino are 0: the harness fills them in from the scratch share."""
+    flags = (1 if fd is not None else 0) | (2 if fh else 0) | (4 if path else 0) | \
+        (8 if hashed else 0)
+    r = struct.pack("<IIQIB", idx, gen, nlookup, mode, flags) + struct.pack("<QQQ", 0, 0, 0)
+    if fd is not None:
+        r += struct.pack("<I", fd)
+    if fh:
+        r += struct.pack("<IB", fh[0], len(fh[1])) + fh[1]
+    if path:
+        r += struct.pack("<H", len(path)) + path
+    return r
+
+
+def handle(idx, gen, nodeid, flags, is_dir=False, fd=None, flock=0):
+    f = (1 if is_dir else 0) | (2 if fd is not None else 0) | flock
+    r = struct.pack("<IIQIB", idx, gen, nodeid, flags, f)
+    return r + (struct.pack("<I", fd) if fd is not None else b"")
+
+
+def owner(nodeid, own, locks=(), fd=None):
+    r = struct.pack("<QQIB", nodeid, own, 77, 1 if fd is not None else 0)
+    if fd is not None:
+        r += struct.pack("<I", fd)
+    r += struct.pack("<H", len(locks))
+    return r + b"".join(struct.pack("<BQQ", w, st, ln) for w, st, ln in locks)
+
+
+def fs_sections(inodes, handles=(), owners=(), mounts=()):
+    fs = bytes([0, 0, 0, 0]) + struct.pack("<III", 16, 16, len(mounts)) + \
+        b"".join(struct.pack("<QI", m, fd) for m, fd in mounts)
+    return [(SEC["FS"], 1, fs),
+            (SEC["FS_INODES"], 1, struct.pack("<I", len(inodes)) + b"".join(inodes)),
+            (SEC["FS_HANDLES"], 1, struct.pack("<I", len(handles)) + b"".join(handles)),
+            (SEC["FS_LOCKS"], 1, struct.pack("<I", len(owners)) + b"".join(owners))]
+
+
+def fuse_section(minor=41):
+    want = (1 << 0) | (1 << 22)  # ASYNC_READ, MAX_PAGES
+    return (SEC["FUSE"], 1, struct.pack("<BBIIQQIHHII", 1, 0, minor, minor, want | (1 << 30),
+                                        want, 1 << 20, 256, 0, 131072, 1))
+
+
+def origin():
+    v = b"vufsd seed"
+    return (SEC["ORIGIN"], 1, struct.pack("<H", len(v)) + v)
+
+
+def state_seeds():
+    root = inode(1, 0, 3, S_IFDIR)
+    write("fuzz_state", "root-only", b"\0" + state([origin()] + fs_sections([root])))
+    # What a guest holds after a little work: files by path, open files, a
+    # directory stream, a lock owner with two locks, a DAX mapping.
+    hello = inode(2, 0, 1, S_IFREG, path=b"hello")
+    d = inode(3, 1, 2, S_IFDIR, path=b"dir")
+    inner = inode(5, 0, 1, S_IFREG, path=b"dir/inner")
+    hs = [handle(1, 0, 2, O_RDWR),
+          handle(2, 3, 3 | (1 << 32), O_RDONLY | O_DIRECTORY, is_dir=True),
+          handle(4, 0, 5 | (0 << 32), O_RDONLY, flock=4)]
+    own = [owner(2, 0xab, [(1, 0, 10), (0, 100, 0)])]
+    dax = (SEC["DAX"], 1, struct.pack("<QI", 16 << 20, 1) +
+           struct.pack("<QQQQB", 2, 0, 0, 2 << 20, 1))
+    write("fuzz_state", "paths-handles-locks", b"\0" + state(
+        [origin(), fuse_section()] + fs_sections([root, hello, d, inner], hs, own) + [dax]))
+    # Names that must lead nowhere: '..', a symlink out, an absolute path.
+    bad = [inode(2, 0, 1, S_IFREG, path=b"../etc/passwd"),
+           inode(3, 0, 1, S_IFREG, path=b"host-link"),
+           inode(4, 0, 1, S_IFDIR, path=b"dotdot-link/tmp"),
+           inode(6, 0, 1, S_IFREG, path=b"/etc/passwd"),
+           inode(7, 0, 1, S_IFREG, fh=(1, bytes(8)))]
+    write("fuzz_state", "escapes", b"\0" + state([origin()] + fs_sections([root] + bad)))
+    # A restart's state: fds for the inodes, handles and an owner, the device
+    # with guest memory (fd 0), one running request queue with a request to
+    # run again, kick/call eventfds, the connection (fd 3).
+    fhello = inode(2, 0, 1, S_IFREG, fd=4)
+    fdir = inode(3, 0, 1, S_IFDIR, fd=6)
+    fhs = [handle(1, 0, 2, O_RDWR, fd=5), handle(2, 0, 3, O_RDONLY | O_DIRECTORY, is_dir=True,
+                                                 fd=7)]
+    fown = [owner(2, 0xcd, fd=8)]
+    mem = struct.pack("<I", 1) + struct.pack("<QQQQI", 0, 1 << 20, 0x40000000, 0, 0)
+    q0 = struct.pack("<IBBIBQQQH", 0, 1, 1, 8, 1, 0x40000000, 0x40001000, 0x40002000, 0) + \
+        struct.pack("<IIIH", 1, 2, NO_FD, 0)
+    q1 = struct.pack("<IBBIBQQQH", 1, 1, 1, 8, 1, 0x40004000, 0x40005000, 0x40006000, 3) + \
+        struct.pack("<IIIH", 9, 10, 11, 1) + struct.pack("<H", 2)
+    vhost = struct.pack("<BQQBB", 1, (1 << 32) | (1 << 29) | (1 << 30), (1 << 0) | (1 << 3), 15,
+                        0) + struct.pack("<II", 3, NO_FD) + mem + struct.pack("<I", 2) + q0 + q1
+    write("fuzz_state", "restart-with-fds", b"\0" + state(
+        [origin(), fuse_section()] + fs_sections([root, fhello, fdir], fhs, fown) +
+        [(SEC["VHOST"], 1, vhost)], fds=12))
+    # The same bytes used raw: the header and root checks are fuzzed too.
+    write("fuzz_state", "raw-root-only", b"\1" + state([origin()] + fs_sections([root])))
+
+
 if __name__ == "__main__":
     fll_seeds()
     pt_seeds()
     vq_seeds()
     vu_seeds()
     dax_seeds()
+    state_seeds()

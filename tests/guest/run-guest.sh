@@ -31,6 +31,9 @@
 #                        finds out which boot it is in from the share
 #   --host-file NAME=TEXT  write TEXT (and a newline) to NAME in the shared
 #                        directory before the backend starts. Repeatable.
+#   --chardev-opts OPTS  appended to the primary device's -chardev socket
+#                        (e.g. ,reconnect-ms=1000: QEMU connects again when
+#                        the backend goes away)
 # The stack under test (each defaults to its environment variable, so meson
 # tests and CI can pick it for every run):
 #   --qemu 7.2|11.1      the VMM ($VUFS_GUEST_QEMU, default 7.2): 7.2 is the
@@ -64,7 +67,7 @@ set -uo pipefail
 
 here=$(cd "$(dirname "$0")" && pwd)
 backend= script= dir= timeout=600 min_sums=0 rundir= keep=0 smp=2 mem=2048 append=
-files=() sets=() live=0 expect_exit0=0 allow_reboot=0
+files=() sets=() live=0 expect_exit0=0 allow_reboot=0 chardev_opts=
 dev_tags=() dev_dirs=() dev_cmds=() host_files=()
 qemu_series=${VUFS_GUEST_QEMU:-7.2} kseries=${VUFS_GUEST_KSERIES:-6.1}
 vdev=${VUFS_GUEST_VDEV:-fs} queues=${VUFS_GUEST_QUEUES:-1}
@@ -93,6 +96,7 @@ while [ $# -gt 0 ]; do
     --expect-exit0) expect_exit0=1; shift ;;
     --live) live=1; shift ;;
     --allow-reboot) allow_reboot=1; shift ;;
+    --chardev-opts) chardev_opts=$2; shift 2 ;;
     --qemu) qemu_series=$2; shift 2 ;;
     --kernel) kseries=$2; shift 2 ;;
     --vdev) vdev=$2; shift 2 ;;
@@ -164,19 +168,8 @@ log() { echo "run-guest: $*" >&2; }
 qemu_pid= backend_pid= live_pid=
 dev_pids=()
 
-# Stop one process group (the legacy daemon forks into a pid namespace, so its
-# children are only reachable through the group), politely first.
-stop_group() {
-    local pid=$1 i
-    [ -n "$pid" ] || return 0
-    kill -TERM -- "-$pid" 2>/dev/null || kill -TERM "$pid" 2>/dev/null || return 0
-    for i in $(seq 50); do
-        kill -0 -- "-$pid" 2>/dev/null || break
-        sleep 0.1
-    done
-    kill -KILL -- "-$pid" 2>/dev/null || true
-    wait "$pid" 2>/dev/null || true
-}
+# stop_group PID
+. "$here/procs.sh"
 cleanup() {
     local p
     stop_group "$qemu_pid"; qemu_pid=
@@ -292,7 +285,7 @@ fi
 qemu+=(-machine q35 -accel tcg,thread=multi -cpu max
     -smp "$smp" -m "${mem}M"
     -object "memory-backend-memfd,id=mem,size=${mem}M,share=on" -numa node,memdev=mem
-    -chardev "socket,id=vfs,path=$sock"
+    -chardev "socket,id=vfs,path=$sock$chardev_opts"
     -device "$(vdev_args vfs myfs)"
     -kernel "$kdir/vmlinux" -initrd "$rundir/initrd.img"
     -append "console=ttyS0 rdinit=/init panic=-1 quiet loglevel=4 vufs.tag=myfs${append:+ $append}"
@@ -307,6 +300,7 @@ done
 printf '%q ' "${qemu[@]}" > "$rundir/qemu.cmd"
 setsid "${qemu[@]}" > "$rundir/qemu.log" 2>&1 < /dev/null &
 qemu_pid=$!
+echo "$qemu_pid" > "$rundir/qemu.pid" # for a wrapper that must end the run early
 log "guest started: $stack (qemu pid $qemu_pid, backend pid $backend_pid${dev_pids[*]:+, device backends ${dev_pids[*]}}, logs $rundir)"
 if [ $live = 1 ]; then
     : >> "$rundir/output.log"

@@ -102,4 +102,32 @@ static inline int it_parse_args(int argc, char **argv, const char *test,
     return 0;
 }
 
+/*
+ * The argument of the frontend tests that spawn their backend: --backend
+ * 'CMD {socket} {dir}' (its first word must be an executable). 0, or the exit
+ * status for main (2) after saying why.
+ */
+static inline int it_backend_arg(int argc, char **argv, const char **backend)
+{
+    static const struct option lo[] = {
+        { "backend", required_argument, NULL, 'b' },
+        { 0 },
+    };
+    char exe[512] = "";
+    int c;
+
+    while ((c = getopt_long(argc, argv, "", lo, NULL)) != -1) {
+        if (c != 'b')
+            break;
+        *backend = optarg;
+    }
+    if (*backend)
+        snprintf(exe, sizeof(exe), "%.*s", (int)strcspn(*backend, " "), *backend);
+    if (c != -1 || !*backend || access(exe, X_OK) != 0) {
+        fprintf(stderr, "%s: --backend CMD (an executable) is required\n", argv[0]);
+        return 2;
+    }
+    return 0;
+}
+
 #endif

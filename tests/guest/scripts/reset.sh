@@ -13,9 +13,25 @@
 # running; the second boot mounts, reads, locks and passes fio --verify.
 MNT=$1
 REBOOT=0
+LEAK=0
 [ -f /run/settings ] && . /run/settings
 fails=0
 fail() { echo "FAIL: $*"; fails=$((fails + 1)); }
+
+# With LEAK=1 (tests/guest/reset-host.sh), at each point the host measures the
+# daemon from /proc (its fds on the share, the locks they hold, /proc/locks)
+# and says so by creating DIR/.ack-NAME; waiting for it costs the daemon
+# nothing (a lookup of a missing name leaves no inode behind).
+leak_point() { # NAME DIR
+    [ "$LEAK" = 1 ] || return 0
+    echo "VUFS-LEAK-POINT $1"
+    n=0
+    while [ ! -e "$2/.ack-$1" ] && [ $n -lt 900 ]; do sleep 0.1; n=$((n + 1)); done
+    [ -e "$2/.ack-$1" ] || fail "the host did not check the daemon at $1"
+}
+
+# First, in both boots: the session knows nothing but the share's root yet.
+leak_point start "$MNT"
 
 # Boot 2 (after the crash reboot below): the share mounts (init did), what the
 # first boot wrote reads back, and fio writes and verifies a new file.
@@ -47,6 +63,7 @@ for round in 1 2; do
     holder=$!
     sleep 1
     vufs-probe trylock "$cur/a" > /dev/null && fail "the lock held before reset $round is not held"
+    leak_point "held-$round" "$cur"
     pci=$(pci_of_virtiofs)
     [ -n "$pci" ] || { fail "no virtio-fs PCI device"; break; }
     echo "round $round: removing $pci with $cur mounted and a lock held"
@@ -61,6 +78,8 @@ for round in 1 2; do
         fail "mount after reset $round: $(cat /tmp/mount.err)"
         break
     fi
+    # The new driver's INIT ended the old session: nothing of it may be left.
+    leak_point "reset-$round" "$new"
     got=$(cat "$new/a" 2>&1) || fail "read after reset $round: $got"
     [ "$got" = "before the reset" ] || fail "after reset $round the file reads '$got'"
     ls "$new" > /dev/null || fail "ls after reset $round"

@@ -21,6 +21,10 @@
  *                                        timed: create (O_CREAT|O_EXCL, close),
  *                                        stat, or unlink; prints "VUFS-META
  *                                        phase=PHASE n=N seconds=S ops_per_s=R"
+ *   vufs-probe posix-hold FILE SECONDS    takes a POSIX write lock on the whole
+ *                                        file (fcntl F_SETLKW) and keeps it
+ *   vufs-probe posix-try FILE             a POSIX write lock without waiting: 0 if
+ *                                        taken, 1 if another process holds it
  *
  * The pattern of byte i at file offset o is (o * 131 + o / 4096 + SEED) & 0xff, so
  * a block written to the wrong place or stale data never matches.
@@ -257,10 +261,47 @@ static int meta(const char *dir, unsigned n, const char *phase)
     return 0;
 }
 
+static int posix_lock(const char *path, int cmd)
+{
+    int fd = open(path, O_RDWR);
+    struct flock fl = {.l_type = F_WRLCK, .l_whence = SEEK_SET, .l_start = 0, .l_len = 0};
+    if (fd < 0)
+        return die("open");
+    if (fcntl(fd, cmd, &fl) < 0) {
+        printf("vufs-probe: %s is locked: %s\n", path, strerror(errno));
+        return 1;
+    }
+    return fd;
+}
+
+static int posix_hold(const char *path, unsigned seconds)
+{
+    if (posix_lock(path, F_SETLKW) <= 1)
+        return 1;
+    printf("vufs-probe: holding a POSIX write lock on %s\n", path);
+    fflush(stdout);
+    sleep(seconds);
+    return 0;
+}
+
+static int posix_try(const char *path)
+{
+    int fd = posix_lock(path, F_SETLK);
+    if (fd <= 1)
+        return 1;
+    printf("vufs-probe: took the POSIX lock on %s\n", path);
+    close(fd);
+    return 0;
+}
+
 int main(int argc, char **argv)
 {
     if (argc >= 5 && !strcmp(argv[1], "meta"))
         return meta(argv[2], (unsigned)strtoul(argv[3], NULL, 0), argv[4]);
+    if (argc >= 4 && !strcmp(argv[1], "posix-hold"))
+        return posix_hold(argv[2], (unsigned)atoi(argv[3]));
+    if (argc >= 3 && !strcmp(argv[1], "posix-try"))
+        return posix_try(argv[2]);
     if (argc >= 4 && !strcmp(argv[1], "hold"))
         return hold(argv[2], (unsigned)atoi(argv[3]));
     if (argc >= 3 && !strcmp(argv[1], "trylock"))

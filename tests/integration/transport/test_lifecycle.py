@@ -141,11 +141,14 @@ def test_command_line():
     c.close()
     check(d.wait_exit(30) == 0, "exit status after disconnect")
     shutil.rmtree(d.dir, ignore_errors=True)
-    # Pre-copy migration needs dirty logging: VHOST_F_LOG_ALL and LOG_SHMFD.
-    migrates = bool(vfeats & (1 << 26)) and bool(pfeats & (1 << 1))
+    # Pre-copy migration of a vhost-user-fs device needs dirty logging
+    # (VHOST_F_LOG_ALL and LOG_SHMFD) and the device state transfer
+    # (DEVICE_STATE): QEMU 11.1 refuses to migrate without either.
+    migrates = (bool(vfeats & (1 << 26)) and bool(pfeats & (1 << 1)) and
+                bool(pfeats & (1 << 19)))
     check(("migrate-precopy" in feats) == migrates,
-          "migrate-precopy claimed=%s but dirty logging offered=%s" % ("migrate-precopy" in feats,
-                                                                       migrates))
+          "migrate-precopy claimed=%s but logging and state transfer offered=%s" %
+          ("migrate-precopy" in feats, migrates))
     r = run(["--version"])
     check(r.returncode == 0 and "vufsd" in r.stdout, "--version: %r" % r.stdout)
     r = run(["-V"])

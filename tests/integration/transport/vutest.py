@@ -103,10 +103,19 @@ class Daemon:
             self.proc.wait()
 
     def connect(self):
-        s = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
-        s.settimeout(30)
-        s.connect(self.sock)
-        return Conn(s)
+        # The socket file appears at bind(), a moment before listen(): retry a refusal.
+        deadline = time.monotonic() + 10
+        while True:
+            s = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
+            s.settimeout(30)
+            try:
+                s.connect(self.sock)
+                return Conn(s)
+            except ConnectionRefusedError:
+                s.close()
+                if time.monotonic() > deadline or not self.alive():
+                    raise
+                time.sleep(0.05)
 
 
 class Conn:

@@ -147,6 +147,124 @@ static void test_window_regions(void **state)
     close(file);
 }
 
+/* Which bits of a log are set, as a string of '0'/'1' for pages 0..n-1. */
+static const char *log_pages(const uint8_t *bits, unsigned n)
+{
+    static char buf[256];
+    for (unsigned p = 0; p < n && p < sizeof(buf) - 1; p++)
+        buf[p] = (bits[p / 8] >> (p % 8)) & 1 ? '1' : '0';
+    buf[n < sizeof(buf) - 1 ? n : sizeof(buf) - 1] = 0;
+    return buf;
+}
+
+/* Page boundaries: a byte, a range ending on a boundary, one starting on it, ranges
+ * across byte boundaries of the bitmap, and bits already set by the frontend kept. */
+static void test_log_bits(void **state)
+{
+    (void)state;
+    uint8_t bits[4] = {0};
+
+    vmem_log_mark_bits(bits, sizeof(bits), 0x1fff, 1); /* last byte of page 1 */
+    assert_string_equal(log_pages(bits, 32), "01000000000000000000000000000000");
+    vmem_log_mark_bits(bits, sizeof(bits), 0x3000, 0x1000); /* exactly page 3 */
+    assert_string_equal(log_pages(bits, 32), "01010000000000000000000000000000");
+    vmem_log_mark_bits(bits, sizeof(bits), 0x5fff, 2); /* pages 5 and 6 */
+    assert_string_equal(log_pages(bits, 32), "01010110000000000000000000000000");
+    vmem_log_mark_bits(bits, sizeof(bits), 0x7000, 0x9000); /* pages 7..15: two bytes */
+    assert_string_equal(log_pages(bits, 32), "01010111111111110000000000000000");
+    vmem_log_mark_bits(bits, sizeof(bits), 0x11000, 0); /* empty: nothing */
+    assert_string_equal(log_pages(bits, 32), "01010111111111110000000000000000");
+    memset(bits, 0, sizeof(bits));
+    bits[3] = 0x80; /* page 31, set by someone else */
+    vmem_log_mark_bits(bits, sizeof(bits), 0x12345, 0x8000); /* pages 18..26 */
+    assert_string_equal(log_pages(bits, 32), "00000000000000000011111111100001");
+}
+
+/* Past the log's end nothing is written; a range running past 2^64 stops there. */
+static void test_log_bits_overflow(void **state)
+{
+    (void)state;
+    uint8_t buf[4] = {0};
+    uint8_t *bits = buf + 1; /* a 2-byte log with guards on both sides */
+
+    vmem_log_mark_bits(bits, 2, 0xe000, 0x100000); /* pages 14..: clipped at 15 */
+    assert_int_equal(buf[0], 0);
+    assert_int_equal(buf[2], 0xc0);
+    assert_int_equal(buf[3], 0);
+    vmem_log_mark_bits(bits, 2, 0x10000, 1); /* page 16: beyond the log */
+    assert_int_equal(buf[3], 0);
+    vmem_log_mark_bits(bits, 2, UINT64_MAX - 10, 100); /* wraps: ignored, beyond */
+    vmem_log_mark_bits(bits, 2, UINT64_MAX, UINT64_MAX);
+    assert_int_equal(buf[3], 0);
+    memset(buf, 0, sizeof(buf));
+    vmem_log_mark_bits(bits, 2, 0, UINT64_MAX); /* everything the log holds */
+    assert_int_equal(buf[0], 0);
+    assert_int_equal(buf[1], 0xff);
+    assert_int_equal(buf[2], 0xff);
+    assert_int_equal(buf[3], 0);
+    vmem_log_mark_bits(bits, 0, 0, 1); /* an empty log */
+}
+
+/* A real shared log: offsets inside the fd, and the sizes refused. */
+static void test_log_map(void **state)
+{
+    (void)state;
+    int fd = memfd(0x3000);
+    struct vmem_log *l;
+
+    assert_int_equal(vmem_log_map(fd, 0, 0, &l), -EINVAL);
+    assert_null(l);
+    assert_int_equal(vmem_log_map(fd, 0x3001, 0, &l), -EINVAL);       /* longer than the fd */
+    assert_int_equal(vmem_log_map(fd, 0x100, 0x2f01, &l), -EINVAL);   /* ends past it */
+    assert_int_equal(vmem_log_map(fd, 16, UINT64_MAX - 8, &l), -EINVAL); /* wraps */
+    assert_int_equal(vmem_log_map(fd, VMEM_LOG_MAX + 1, 0, &l), -EINVAL);
+    assert_int_equal(vmem_log_map(-1, 16, 0, &l), -EBADF);
+    int pfd[2];
+    assert_int_equal(pipe(pfd), 0);
+    assert_int_equal(vmem_log_map(pfd[0], 16, 0, &l), -EINVAL); /* not a file */
+    close(pfd[0]);
+    close(pfd[1]);
+
+    /* At an unaligned offset: the marks land in the fd at that offset. */
+    assert_int_equal(vmem_log_map(fd, 0x100, 0x1010, &l), 0);
+    vmem_log_mark(l, 9 * VMEM_LOG_PAGE, 1);
+    uint8_t *view = mmap(NULL, 0x3000, PROT_READ, MAP_SHARED, fd, 0);
+    assert_true(view != MAP_FAILED);
+    assert_int_equal(view[0x1011], 0x02);
+    assert_int_equal(view[0x1010], 0);
+    vmem_log_free(l);
+    munmap(view, 0x3000);
+    close(fd);
+}
+
+/* Host iovecs back to guest pages: a buffer straddling two regions that are not
+ * contiguous in guest-physical space, and one outside every region. */
+static void test_log_iov_straddle(void **state)
+{
+    (void)state;
+    static uint8_t ram[0x6000];
+    struct vq_mem m = {.nregions = 2};
+    m.r[0] = (struct vmem_region){.gpa = 0x0, .size = 0x3000, .uva = 0x100000, .host = ram};
+    m.r[1] = (struct vmem_region){
+        .gpa = 0x10000, .size = 0x3000, .uva = 0x103000, .host = ram + 0x3000};
+    uint8_t bits[4] = {0};
+    struct vmem_log l = {.bits = bits, .size = sizeof(bits)};
+
+    /* A 0x2000-byte buffer at gpa 0x2800: 0x800 in region 0, the rest at 0x10000. */
+    struct iovec iov[4];
+    unsigned cnt = 0;
+    assert_int_equal(vmem_gpa_iov(&m, 0x2800, 0x800, iov, 4, &cnt), 0);
+    assert_int_equal(vmem_gpa_iov(&m, 0x10000, 0x1800, iov, 4, &cnt), 0);
+    assert_int_equal(cnt, 2);
+    /* Only the first 0x1000 bytes were written: page 2 and page 16. */
+    vmem_log_mark_iov(&l, &m, iov, cnt, 0x1000);
+    assert_string_equal(log_pages(bits, 32), "00100000000000001000000000000000");
+    /* All of it: pages 16 and 17 too; a foreign pointer marks nothing. */
+    iov[2] = (struct iovec){.iov_base = bits, .iov_len = 64};
+    vmem_log_mark_iov(&l, &m, iov, 3, SIZE_MAX);
+    assert_string_equal(log_pages(bits, 32), "00100000000000001100000000000000");
+}
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
@@ -154,6 +272,10 @@ int main(void)
         cmocka_unit_test(test_map_translate_swap),
         cmocka_unit_test(test_map_bad_fd),
         cmocka_unit_test(test_window_regions),
+        cmocka_unit_test(test_log_bits),
+        cmocka_unit_test(test_log_bits_overflow),
+        cmocka_unit_test(test_log_map),
+        cmocka_unit_test(test_log_iov_straddle),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }

@@ -141,8 +141,8 @@ static void test_wrong_fd_count(void **state)
 static void test_unknown(void **state)
 {
     (void)state;
-    struct vu_msg m = msg(VU_SET_LOG_BASE, 40);
-    assert_int_equal(vu_msg_check(&m, 40, 1), -ENOSYS);
+    struct vu_msg m = msg(19, 8); /* SEND_RARP: a net device's */
+    assert_int_equal(vu_msg_check(&m, 8, 0), -ENOSYS);
     m = msg(999, 0);
     assert_int_equal(vu_msg_check(&m, 0, 0), -ENOSYS);
     m = msg(UINT32_MAX, 8);
@@ -217,6 +217,44 @@ static void test_config_read(void **state)
     assert_int_equal(vu_config_read(&req, &space, sizeof(space), &rep, &size), 20);
 }
 
+/* The live migration messages: the dirty log's and the device state's. */
+static void test_migration_msgs(void **state)
+{
+    (void)state;
+    struct vu_msg m = msg(VU_SET_LOG_BASE, sizeof(struct vu_log));
+    assert_int_equal(sizeof(struct vu_log), 16);
+    assert_int_equal(vu_msg_check(&m, sizeof(struct vu_log), 1), 0);
+    assert_int_equal(vu_msg_check(&m, sizeof(struct vu_log), 0), -EBADF); /* no log fd */
+    assert_int_equal(vu_msg_check(&m, sizeof(struct vu_log), 2), -EBADF);
+    m = msg(VU_SET_LOG_BASE, 8); /* the u64 of the fd-less legacy form */
+    assert_int_equal(vu_msg_check(&m, 8, 1), -EBADMSG);
+    assert_true(vu_request_has_reply(VU_SET_LOG_BASE));
+
+    m = msg(VU_SET_LOG_FD, 0);
+    assert_int_equal(vu_msg_check(&m, 0, 1), 0);
+    assert_int_equal(vu_msg_check(&m, 0, 0), -EBADF);
+    m = msg(VU_SET_LOG_FD, 8);
+    assert_int_equal(vu_msg_check(&m, 8, 1), -EBADMSG);
+
+    m = msg(VU_SET_DEVICE_STATE_FD, sizeof(struct vu_device_state));
+    assert_int_equal(sizeof(struct vu_device_state), 8);
+    assert_int_equal(vu_msg_check(&m, sizeof(struct vu_device_state), 1), 0);
+    assert_int_equal(vu_msg_check(&m, sizeof(struct vu_device_state), 0), -EBADF);
+    m = msg(VU_SET_DEVICE_STATE_FD, 4);
+    assert_int_equal(vu_msg_check(&m, 4, 1), -EBADMSG);
+    m = msg(VU_SET_DEVICE_STATE_FD, 16);
+    assert_int_equal(vu_msg_check(&m, 16, 1), -EBADMSG);
+    assert_true(vu_request_has_reply(VU_SET_DEVICE_STATE_FD));
+    assert_string_equal(vu_request_name(VU_SET_DEVICE_STATE_FD), "SET_DEVICE_STATE_FD");
+
+    m = msg(VU_CHECK_DEVICE_STATE, 0);
+    assert_int_equal(vu_msg_check(&m, 0, 0), 0);
+    assert_int_equal(vu_msg_check(&m, 0, 1), -EBADF);
+    m = msg(VU_CHECK_DEVICE_STATE, 8);
+    assert_int_equal(vu_msg_check(&m, 8, 0), -EBADMSG);
+    assert_true(vu_request_has_reply(VU_CHECK_DEVICE_STATE));
+}
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
@@ -224,7 +262,7 @@ int main(void)
         cmocka_unit_test(test_truncated),   cmocka_unit_test(test_oversized),
         cmocka_unit_test(test_mem_table),   cmocka_unit_test(test_wrong_fd_count),
         cmocka_unit_test(test_unknown),     cmocka_unit_test(test_config_sizes),
-        cmocka_unit_test(test_config_read),
+        cmocka_unit_test(test_config_read), cmocka_unit_test(test_migration_msgs),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }

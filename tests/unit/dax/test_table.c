@@ -654,9 +654,83 @@ static void test_window_new_rejects(void **state)
     fake_fini(&fe);
 }
 
+static void restore_cb(void *opaque, uint64_t key, uint64_t foffset, uint64_t moffset,
+                       uint64_t len, bool writable)
+{
+    struct dax_window *w = opaque;
+    assert_int_equal(dax_window_restore_mapping(w, key, foffset, moffset, len, writable), 0);
+}
+
+/*
+ * A restart: a new window learns the mappings the frontend still has from
+ * the old one, calling nothing; afterwards it drives the same frontend
+ * exactly (a removal unmaps what the old window mapped). Untrusted input:
+ * misaligned, out of the window, across a slot, overlapping, too many.
+ */
+static void test_restore(void **state)
+{
+    struct tctx *t = tnew(8 * DAX_RANGE_SIZE, 0);
+    assert_int_equal(fake_setup(&t->fe, t->w, 7, 0, 2 * MiB, 2 * MiB, RW), 0);
+    assert_int_equal(fake_setup(&t->fe, t->w, 8, 4 * MiB, 64 * KiB, 6 * MiB, RD), 0);
+    assert_int_equal(fake_setup(&t->fe, t->w, 8, 0, 64 * KiB, 6 * MiB + 128 * KiB, RD), 0);
+    tcheck(t);
+
+    struct tctx *n = calloc(1, sizeof(*n));
+    struct dax_config cfg = {.window_size = 8 * DAX_RANGE_SIZE, .policy = DAX_POLICY_AUTO,
+                             .decay_interval_ns = UINT64_MAX};
+    n->fe = t->fe; /* the same frontend, still holding its maps */
+    assert_int_equal(dax_window_new(&cfg, &t_ops, n, &n->w), 0);
+    assert_int_equal(dax_for_each_mapping(t->w, restore_cb, n->w), 0);
+    assert_int_equal(n->nlog, 0); /* no frontend call */
+    assert_int_equal(fake_matches_table(&n->fe, n->w), 0);
+    struct dax_window_stats st;
+    dax_window_get_stats(n->w, &st);
+    assert_int_equal(st.extents, 3);
+    assert_int_equal(st.slots_used, 2);
+
+    /* Refused, whatever the frontend holds: */
+    assert_int_equal(dax_window_restore_mapping(n->w, 9, 0, 2 * MiB, 4096, false), -EEXIST);
+    assert_int_equal(dax_window_restore_mapping(n->w, 9, 0, 6 * MiB + 32 * KiB, 64 * KiB, false),
+                     -EEXIST);
+    assert_int_equal(dax_window_restore_mapping(n->w, 9, 0, 5 * MiB + 100, 4096, false), -EINVAL);
+    assert_int_equal(dax_window_restore_mapping(n->w, 9, 100, 5 * MiB, 4096, false), -EINVAL);
+    assert_int_equal(dax_window_restore_mapping(n->w, 9, 0, 16 * MiB, 4096, false), -EINVAL);
+    assert_int_equal(dax_window_restore_mapping(n->w, 9, 0, 14 * MiB, 4 * MiB, false), -EINVAL);
+    assert_int_equal(dax_window_restore_mapping(n->w, 9, 0, 9 * MiB, 2 * MiB, false), -EINVAL);
+    assert_int_equal(dax_window_restore_mapping(n->w, 9, 0, 8 * MiB, 0, false), -EINVAL);
+    assert_int_equal(dax_window_restore_mapping(n->w, 9, UINT64_MAX - 4095, 8 * MiB, 4096, false),
+                     -EOVERFLOW);
+    for (unsigned k = 0; k < DAX_SLOT_MAX_EXTENTS - 2; k++)
+        assert_int_equal(dax_window_restore_mapping(n->w, 9, 0, 6 * MiB + (1 + k) * 512 * KiB,
+                                                    4096, false),
+                         0);
+    assert_int_equal(dax_window_restore_mapping(n->w, 9, 0, 7 * MiB + 512 * KiB, 4096, false),
+                     -ENOSPC);
+    assert_int_equal(n->nlog, 0);
+    for (uint32_t sl = 0; sl < n->w->nslots; sl++)
+        dax_slot_check_locked(n->w, sl);
+    dax_window_get_stats(n->w, &st);
+    assert_int_equal(st.extents, 3 + DAX_SLOT_MAX_EXTENTS - 2);
+
+    /* The restored table drives the real frontend: removing what the old window
+     * mapped is one exact unmap the frontend accepts. */
+    struct dax_window *keep = n->w;
+    struct fuse_removemapping_one e = {2 * MiB, 2 * MiB};
+    n->fe = t->fe;
+    assert_int_equal(dax_removemapping(keep, &e, 1), 0);
+    assert_int_equal(n->fe.violations, 0);
+    dax_window_free(keep);
+    free(n);
+    dax_window_reset(t->w);
+    fake_fini(&t->fe);
+    dax_window_free(t->w);
+    free(t);
+}
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
+        cmocka_unit_test(test_restore),
         cmocka_unit_test(test_states_setup_remove),
         cmocka_unit_test(test_states_failure_paths),
         cmocka_unit_test(test_noop_and_upgrade),

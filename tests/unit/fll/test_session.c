@@ -506,6 +506,87 @@ static void shutdown_without_destroy(void **state)
     assert_int_equal(fllt_init(h, 41, 0), 0);
 }
 
+/*
+ * A restart: a session saved after INIT, restored into a new session, serves
+ * the same client with no INIT of its own (INIT again is refused as on the old
+ * session), answers with the negotiated limits, and keeps a pending driver
+ * stop. A state this session could not have answered is refused.
+ */
+static void save_restore(void **state)
+{
+    struct fllt_harness *h = *state;
+    struct fll_session_state st, st2;
+    fll_session_save(h->se, &st);
+    assert_false(st.initialized);
+    assert_int_equal(fllt_init(h, 38, FUSE_ASYNC_READ | FUSE_MAX_PAGES | FUSE_INIT_EXT), 0);
+    fll_session_driver_stopped(h->se);
+    fll_session_save(h->se, &st);
+    assert_true(st.initialized && st.driver_stopped);
+    assert_int_equal(st.client_minor, 38);
+    assert_int_equal(st.proto_minor, 38);
+
+    struct fllt_harness *n = fllt_new(MAXW);
+    assert_int_equal(fll_session_restore(n->se, &st), 0);
+    assert_true(fll_session_initialized(n->se));
+    assert_int_equal(fll_session_restore(n->se, &st), -EBUSY);
+    fll_session_save(n->se, &st2);
+    assert_memory_equal(&st, &st2, sizeof(st));
+    /* Requests are served at once; no init op ran in the new session. */
+    struct fuse_getattr_in in = {0};
+    fllt_msg_init(&m, FUSE_GETATTR, 1);
+    fllt_msg_put(&m, &in, sizeof(in));
+    fllt_msg_end(&m);
+    send_small(n);
+    expect_ok(n, sizeof(struct fuse_attr_out));
+    assert_int_equal(fllt_init(n, 41, 0), -EPROTO);
+    /* The driver stop travelled: an INIT right after a restore starts anew. */
+    struct fllt_harness *n2 = fllt_new(MAXW);
+    assert_int_equal(fll_session_restore(n2->se, &st), 0);
+    assert_int_equal(fllt_init(n2, 41, 0), 0);
+    assert_true(n2->fs.reset);
+    fllt_free(n2);
+    fllt_free(n);
+}
+
+static void restore_refuses_what_init_never_answers(void **state)
+{
+    struct fllt_harness *h = *state;
+    assert_int_equal(fllt_init(h, 41, FUSE_ASYNC_READ | FUSE_MAX_PAGES), 0);
+    struct fll_session_state good, bad;
+    fll_session_save(h->se, &good);
+    struct fllt_harness *n = fllt_new(MAXW);
+#define REFUSED(field, value)                                                                    \
+    do {                                                                                         \
+        bad = good;                                                                              \
+        bad.field = value;                                                                       \
+        assert_int_equal(fll_session_restore(n->se, &bad), -EINVAL);                             \
+        assert_false(fll_session_initialized(n->se));                                            \
+    } while (0)
+    REFUSED(client_minor, 30);
+    REFUSED(proto_minor, 40);
+    REFUSED(want, good.want | FUSE_WRITEBACK_CACHE); /* not offered */
+    REFUSED(max_write, MAXW + 1);
+    REFUSED(max_write, 0);
+    REFUSED(time_gran, 0);
+    REFUSED(time_gran, 1000000001u);
+    REFUSED(map_alignment, 12); /* FUSE_MAP_ALIGNMENT not answered */
+    REFUSED(want, good.want & ~(uint64_t)FUSE_MAX_PAGES); /* max_pages without the flag */
+    bad = good;
+    bad.capable |= 1ull << 40;
+    bad.want |= 1ull << 40; /* a flags2 bit without FUSE_INIT_EXT */
+    assert_int_equal(fll_session_restore(n->se, &bad), -EINVAL);
+    /* Not initialized means all zero. */
+    memset(&bad, 0, sizeof(bad));
+    bad.max_write = 4096;
+    assert_int_equal(fll_session_restore(n->se, &bad), -EINVAL);
+    memset(&bad, 0, sizeof(bad));
+    assert_int_equal(fll_session_restore(n->se, &bad), 0);
+    assert_false(fll_session_initialized(n->se));
+    assert_int_equal(fll_session_restore(n->se, &good), 0);
+#undef REFUSED
+    fllt_free(n);
+}
+
 static void session_config_checked(void **state)
 {
     struct fll_transport tr = {0};
@@ -1478,6 +1559,8 @@ static void fuzz_entry_smoke(void **state)
 int main(void)
 {
     const struct CMUnitTest tests[] = {
+        cmocka_unit_test_setup_teardown(save_restore, setup, teardown),
+        cmocka_unit_test_setup_teardown(restore_refuses_what_init_never_answers, setup, teardown),
         cmocka_unit_test_setup_teardown(short_header_no_reply, setup_ready, teardown),
         cmocka_unit_test_setup_teardown(len_mismatch, setup_ready, teardown),
         cmocka_unit_test_setup_teardown(extlen_beyond_request, setup_ready, teardown),
