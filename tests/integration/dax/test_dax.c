@@ -591,19 +591,39 @@ static void hotplug_free(struct hotplug *h)
     close(h->fd);
 }
 
-/* Maps ranges 0.. of a 512 MiB window until the table holds QEMU's 512 regions
- * (none refused); returns how many. */
-static uint64_t fill_regions(struct env *e, uint64_t f)
+/* QEMU 11.1 with 300 more RAM regions (memory hotplug) and a 512 MiB window:
+ * ranges 0.. of file "f" (2 MiB) mapped until the table holds QEMU's 512
+ * regions (none refused). */
+struct at_limit {
+    struct env *e;
+    struct hotplug h;
+    uint64_t f;    /* the file's node id */
+    uint64_t room; /* ranges mapped */
+};
+
+static void at_limit_start(struct at_limit *a, unsigned seed)
 {
+    struct opts o = { .daemon = "--dax-window 512M", .proto = VFE_DAX_SHMEM, .window = 512 * MiB,
+                      .qemu_regions = true };
+    struct env *e = a->e = start(&o);
+    hotplug_ram(e, &a->h, 300);
+    host_file(e, "f", 2 * MiB, seed);
+    a->f = lookup(e, "f", NULL);
     struct vfe_dev_region_stats rs;
     region_stats(e, &rs);
-    uint64_t before = rs.regions, room = VFE_VU_QEMU_MAX_SLOTS - before;
-    assert_true(room < 256);
-    for (uint64_t i = 0; i < room; i++)
-        if (vfe_fuse_setupmapping(e->fuse, f, NOFH, 0, 2 * MiB, RD, i * 2 * MiB))
+    uint64_t before = rs.regions;
+    a->room = VFE_VU_QEMU_MAX_SLOTS - before;
+    assert_true(a->room < 256);
+    for (uint64_t i = 0; i < a->room; i++)
+        if (vfe_fuse_setupmapping(e->fuse, a->f, NOFH, 0, 2 * MiB, RD, i * 2 * MiB))
             fail_msg("map %llu refused with %llu regions", (unsigned long long)i,
                      (unsigned long long)(before + i));
-    return room;
+}
+
+static void at_limit_stop(struct at_limit *a)
+{
+    hotplug_free(&a->h);
+    stop(a->e);
 }
 
 /*
@@ -615,14 +635,10 @@ static uint64_t fill_regions(struct env *e, uint64_t f)
  */
 static void test_qemu_region_cap(void **state)
 {
-    struct opts o = { .daemon = "--dax-window 512M", .proto = VFE_DAX_SHMEM, .window = 512 * MiB,
-                      .qemu_regions = true };
-    struct env *e = start(&o);
-    struct hotplug h;
-    hotplug_ram(e, &h, 300);
-    host_file(e, "f", 2 * MiB, 23);
-    uint64_t f = lookup(e, "f", NULL);
-    uint64_t room = fill_regions(e, f);
+    struct at_limit a;
+    at_limit_start(&a, 23);
+    struct env *e = a.e;
+    uint64_t f = a.f, room = a.room;
     int r = vfe_fuse_setupmapping(e->fuse, f, NOFH, 0, 2 * MiB, RD, room * 2 * MiB);
     struct vfe_dev_region_stats rs;
     region_stats(e, &rs);
@@ -638,8 +654,7 @@ static void test_qemu_region_cap(void **state)
     wait_removes(e, removes + 1);
     assert_int_equal(vfe_fuse_setupmapping(e->fuse, f, NOFH, 0, 2 * MiB, RD, room * 2 * MiB), 0);
     assert_window_is_file(e, "f", room * 2 * MiB, 0, 2 * MiB);
-    hotplug_free(&h);
-    stop(e);
+    at_limit_stop(&a);
 }
 
 static uint64_t now_ms(void)
@@ -657,14 +672,10 @@ static uint64_t now_ms(void)
  */
 static void test_qemu_map_after_unmap_at_limit(void **state)
 {
-    struct opts o = { .daemon = "--dax-window 512M", .proto = VFE_DAX_SHMEM, .window = 512 * MiB,
-                      .qemu_regions = true };
-    struct env *e = start(&o);
-    struct hotplug h;
-    hotplug_ram(e, &h, 300);
-    host_file(e, "f", 2 * MiB, 24);
-    uint64_t f = lookup(e, "f", NULL);
-    uint64_t room = fill_regions(e, f);
+    struct at_limit a;
+    at_limit_start(&a, 24);
+    struct env *e = a.e;
+    uint64_t f = a.f, room = a.room;
     vfe_dax_delay_removals(e->dax, 200 * 1000);
     for (uint64_t i = 0; i < 3; i++) {
         assert_int_equal(rm1(e, f, i * 2 * MiB, 2 * MiB), 0);
@@ -686,8 +697,28 @@ static void test_qemu_map_after_unmap_at_limit(void **state)
     if (now_ms() - t0 >= 1000)
         fail_msg("a refusal with no removal pending took %llu ms",
                  (unsigned long long)(now_ms() - t0));
-    hotplug_free(&h);
-    stop(e);
+    at_limit_stop(&a);
+}
+
+/* Unmaps range 0 with its REM_MEM_REG 2 s after the reply; returns the
+ * REM_MEM_REGs done before. */
+static uint64_t at_limit_unmap_late(struct at_limit *a)
+{
+    struct vfe_dev_region_stats rs;
+    region_stats(a->e, &rs);
+    vfe_dax_delay_removals(a->e->dax, 2000 * 1000);
+    assert_int_equal(rm1(a->e, a->f, 0, 2 * MiB), 0);
+    return rs.removes;
+}
+
+/* Once that REM_MEM_REG has come, the map past the limit succeeds. */
+static void at_limit_map_after_removal(struct at_limit *a, uint64_t removes)
+{
+    wait_removes(a->e, removes + 1);
+    vfe_dax_delay_removals(a->e->dax, 0);
+    assert_int_equal(
+        vfe_fuse_setupmapping(a->e->fuse, a->f, NOFH, 0, 2 * MiB, RD, a->room * 2 * MiB), 0);
+    assert_window_is_file(a->e, "f", a->room * 2 * MiB, 0, 2 * MiB);
 }
 
 /*
@@ -699,34 +730,23 @@ static void test_qemu_map_after_unmap_at_limit(void **state)
  */
 static void test_qemu_removal_late(void **state)
 {
-    struct opts o = { .daemon = "--dax-window 512M", .proto = VFE_DAX_SHMEM, .window = 512 * MiB,
-                      .qemu_regions = true };
-    struct env *e = start(&o);
-    struct hotplug h;
-    hotplug_ram(e, &h, 300);
-    host_file(e, "f", 2 * MiB, 25);
-    uint64_t f = lookup(e, "f", NULL);
-    uint64_t room = fill_regions(e, f);
-    struct vfe_dev_region_stats rs;
-    region_stats(e, &rs);
-    uint64_t removes = rs.removes;
-    vfe_dax_delay_removals(e->dax, 2000 * 1000);
+    struct at_limit a;
+    at_limit_start(&a, 25);
+    struct env *e = a.e;
+    uint64_t f = a.f, room = a.room;
     uint64_t t0 = now_ms();
-    assert_int_equal(rm1(e, f, 0, 2 * MiB), 0);
+    uint64_t removes = at_limit_unmap_late(&a);
     int r = vfe_fuse_setupmapping(e->fuse, f, NOFH, 0, 2 * MiB, RD, room * 2 * MiB);
     uint64_t took = now_ms() - t0;
+    struct vfe_dev_region_stats rs;
     region_stats(e, &rs);
     if (rs.removes != removes)
         fail_msg("the map waited %llu ms, until the REM_MEM_REG came", (unsigned long long)took);
     assert_int_equal(r, -ENOSPC);
     assert_int_equal(rs.overflows, 0);
     assert_alive(e);
-    wait_removes(e, removes + 1);
-    vfe_dax_delay_removals(e->dax, 0);
-    assert_int_equal(vfe_fuse_setupmapping(e->fuse, f, NOFH, 0, 2 * MiB, RD, room * 2 * MiB), 0);
-    assert_window_is_file(e, "f", room * 2 * MiB, 0, 2 * MiB);
-    hotplug_free(&h);
-    stop(e);
+    at_limit_map_after_removal(&a, removes);
+    at_limit_stop(&a);
 }
 
 struct bg_map {
@@ -751,19 +771,11 @@ static void *bg_map_run(void *arg)
  */
 static void test_qemu_stop_while_map_waits(void **state)
 {
-    struct opts o = { .daemon = "--dax-window 512M", .proto = VFE_DAX_SHMEM, .window = 512 * MiB,
-                      .qemu_regions = true };
-    struct env *e = start(&o);
-    struct hotplug h;
-    hotplug_ram(e, &h, 300);
-    host_file(e, "f", 2 * MiB, 26);
-    uint64_t f = lookup(e, "f", NULL);
-    uint64_t room = fill_regions(e, f);
-    struct vfe_dev_region_stats rs;
-    region_stats(e, &rs);
-    uint64_t removes = rs.removes;
-    vfe_dax_delay_removals(e->dax, 2000 * 1000);
-    assert_int_equal(rm1(e, f, 0, 2 * MiB), 0);
+    struct at_limit a;
+    at_limit_start(&a, 26);
+    struct env *e = a.e;
+    uint64_t f = a.f, room = a.room;
+    uint64_t removes = at_limit_unmap_late(&a);
     struct bg_map b = { .e = e, .nodeid = f, .moffset = room * 2 * MiB };
     pthread_t t;
     assert_int_equal(pthread_create(&t, NULL, bg_map_run, &b), 0);
@@ -783,12 +795,8 @@ static void test_qemu_stop_while_map_waits(void **state)
     assert_int_equal(b.ret, -ENOSPC);
     assert_int_equal(vfe_dev_stop(e->dev), 0);
     assert_int_equal(vfe_dev_start(e->dev), 0);
-    wait_removes(e, removes + 1);
-    vfe_dax_delay_removals(e->dax, 0);
-    assert_int_equal(vfe_fuse_setupmapping(e->fuse, f, NOFH, 0, 2 * MiB, RD, room * 2 * MiB), 0);
-    assert_window_is_file(e, "f", room * 2 * MiB, 0, 2 * MiB);
-    hotplug_free(&h);
-    stop(e);
+    at_limit_map_after_removal(&a, removes);
+    at_limit_stop(&a);
 }
 
 /*
