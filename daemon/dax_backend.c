@@ -33,7 +33,8 @@ struct vdax {
      * memory region, and one map's region is not taken for another's. */
     pthread_mutex_t map_lock;
     /* Whether this frontend reports each mapping as a memory region (QEMU 11.1):
-     * 0 not known yet, 1 yes, -1 no. Under map_lock; reset by vdax_attach. */
+     * 0 not known yet, 1 yes, -1 no. Written under map_lock (atomic: vdax_unmap
+     * reads it without); reset by vdax_attach. */
     int reports_regions;
 
     /* Statistics: the thread, the stats file's directory and names. */
@@ -73,20 +74,21 @@ static int vdax_send_map(struct vdax *x, int fd, uint64_t foffset, uint64_t moff
 /*
  * QEMU 11.1 makes each mapping a guest memory region (ADD_MEM_REG before it
  * answers the map) and aborts past VMEM_MAX_REGIONS of them: a map that would
- * need one more than the table holds fails here with ENOSPC instead. The
- * window's size keeps that from happening with guest RAM in a few regions; a
- * guest with many RAM regions (memory hotplug) is what this guards against.
+ * need one more than the table holds fails with ENOSPC instead. The window's
+ * size keeps that from happening with guest RAM in a few regions; a guest with
+ * many RAM regions (memory hotplug) is what this guards against.
+ *
+ * An unmapped range's region leaves the table after the unmap is answered
+ * (QEMU commits the removal after its reply, and the commit sends REM_MEM_REG),
+ * so at the limit a map right after an unmap would be refused for a region on
+ * its way out. It waits for the pending removals instead, for this long at
+ * most: the spec asks no frontend to send REM_MEM_REG for a shared memory
+ * mapping, and the REM_MEM_REG may be queued behind a message the message
+ * thread is serving. The map is not sent before the room is there (counting
+ * the removal in advance would rely on the frontend sending REM_MEM_REG before
+ * the new range's ADD_MEM_REG).
  */
-static bool vdax_region_free(struct vdax *x)
-{
-    struct vufsd_dev *dev = __atomic_load_n(&x->dev, __ATOMIC_ACQUIRE);
-    if (!dev)
-        return false;
-    struct vmem_table *t = vdev_mem_get(dev, NULL);
-    bool room = t->mem.nregions < VMEM_MAX_REGIONS;
-    vmem_table_unref(t);
-    return room;
-}
+#define VDAX_REMOVAL_WAIT_MS 1000
 
 /*
  * How long a map waits for its memory region. QEMU 11.1 answers BACKEND_SHMEM_MAP
@@ -105,20 +107,26 @@ static int vdax_shmem_map_locked(struct vdax *x, int fd, uint64_t foffset, uint6
                                  uint64_t len, bool writable)
 {
     struct vufsd_dev *dev = __atomic_load_n(&x->dev, __ATOMIC_ACQUIRE);
-    if (!dev || !vdax_region_free(x))
-        return dev ? -ENOSPC : -ENOTCONN;
+    if (!dev)
+        return -ENOTCONN;
+    int room = vdev_mem_wait_room(dev, VDAX_REMOVAL_WAIT_MS);
+    if (room == -ETIMEDOUT)
+        vlog_warn("DAX: the memory table is full and the unmapped ranges' regions were not "
+                  "removed within %d ms: mapping refused", VDAX_REMOVAL_WAIT_MS);
+    if (room < 0)
+        return -ENOSPC;
     unsigned adds = vdev_mem_adds(dev);
     /* A frontend that never added a region one by one (it sends whole tables)
      * does not report mappings as regions either: nothing to wait for. */
     if (x->reports_regions == 0 && adds == 0)
-        x->reports_regions = -1;
+        __atomic_store_n(&x->reports_regions, -1, __ATOMIC_RELEASE);
     int ret = vdax_send_map(x, fd, foffset, moffset, len, writable);
     if (ret < 0 || x->reports_regions < 0)
         return ret;
     bool came = vdev_mem_wait_added(dev, adds, x->reports_regions ? VDAX_REGION_WAIT_MS
                                                                   : VDAX_REGION_FIRST_WAIT_MS);
     if (x->reports_regions == 0) {
-        x->reports_regions = came ? 1 : -1;
+        __atomic_store_n(&x->reports_regions, came ? 1 : -1, __ATOMIC_RELEASE);
         vlog_info("DAX: the frontend %s each mapping as guest memory%s", came ? "adds" : "does not add",
                   came ? ": a map completes when its region has come" : "");
     } else if (!came) {
@@ -150,7 +158,15 @@ static int vdax_unmap(void *ctx, uint64_t moffset, uint64_t len)
         return vdax_send(x, VU_BACKEND_FS_UNMAP, &m, sizeof(m), -1);
     }
     struct vu_shmem_map m = {.shm_offset = moffset, .len = len};
-    return vdax_send(x, VU_BACKEND_SHMEM_UNMAP, &m, sizeof(m), -1);
+    struct vufsd_dev *dev = __atomic_load_n(&x->dev, __ATOMIC_ACQUIRE);
+    /* A frontend that reported the range as a region removes it after its reply. */
+    bool region = dev && __atomic_load_n(&x->reports_regions, __ATOMIC_ACQUIRE) > 0;
+    if (region)
+        vdev_mem_expect_removal(dev);
+    int ret = vdax_send(x, VU_BACKEND_SHMEM_UNMAP, &m, sizeof(m), -1);
+    if (ret < 0 && region)
+        vdev_mem_removal_settled(dev);
+    return ret;
 }
 
 /* Legacy only: up to 8 unmaps in one message. */
@@ -248,7 +264,7 @@ struct dax_window *vdax_window(struct vdax *x)
 void vdax_attach(struct vdax *x, struct vufsd_dev *dev)
 {
     pthread_mutex_lock(&x->map_lock);
-    x->reports_regions = 0; /* a new frontend: found out again */
+    __atomic_store_n(&x->reports_regions, 0, __ATOMIC_RELEASE); /* a new frontend: found out again */
     __atomic_store_n(&x->dev, dev, __ATOMIC_RELEASE);
     pthread_mutex_unlock(&x->map_lock);
 }

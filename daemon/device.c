@@ -52,7 +52,7 @@ int vdev_new(const struct vdev_config *c, struct vufsd_dev **out)
     pthread_condattr_t ca;
     pthread_condattr_init(&ca);
     pthread_condattr_setclock(&ca, CLOCK_MONOTONIC);
-    pthread_cond_init(&dev->mem_added, &ca);
+    pthread_cond_init(&dev->mem_changed, &ca);
     pthread_condattr_destroy(&ca);
     pthread_mutex_init(&dev->backend_lock, NULL);
     err = vmem_table_new(&dev->mem);
@@ -100,7 +100,7 @@ free_queues:
     vmem_table_unref(dev->mem);
 free_dev:
     pthread_mutex_destroy(&dev->mem_lock);
-    pthread_cond_destroy(&dev->mem_added);
+    pthread_cond_destroy(&dev->mem_changed);
     pthread_mutex_destroy(&dev->backend_lock);
     free(dev);
     return err;
@@ -161,7 +161,7 @@ void vdev_free(struct vufsd_dev *dev)
     vmem_log_free(dev->log); /* no queue holds it: every queue is destroyed */
     vmem_table_unref(dev->mem);
     pthread_mutex_destroy(&dev->mem_lock);
-    pthread_cond_destroy(&dev->mem_added);
+    pthread_cond_destroy(&dev->mem_changed);
     pthread_mutex_destroy(&dev->backend_lock);
     free(dev);
 }
@@ -212,6 +212,7 @@ void vdev_mem_swap(struct vufsd_dev *dev, struct vmem_table *t)
     struct vmem_table *old = dev->mem;
     dev->mem = t;
     dev->mem_gen++;
+    pthread_cond_broadcast(&dev->mem_changed);
     pthread_mutex_unlock(&dev->mem_lock);
     /* Re-translate the rings before the next batch. Queue threads and in-flight
      * requests keep their own references to the old table. */
@@ -235,7 +236,7 @@ void vdev_mem_added(struct vufsd_dev *dev)
 {
     pthread_mutex_lock(&dev->mem_lock);
     dev->mem_adds++;
-    pthread_cond_broadcast(&dev->mem_added);
+    pthread_cond_broadcast(&dev->mem_changed);
     pthread_mutex_unlock(&dev->mem_lock);
 }
 
@@ -253,10 +254,60 @@ bool vdev_mem_wait_added(struct vufsd_dev *dev, unsigned since, int timeout_ms)
     pthread_mutex_lock(&dev->mem_lock);
     int ret = 0;
     while (dev->mem_adds == since && ret == 0)
-        ret = pthread_cond_timedwait(&dev->mem_added, &dev->mem_lock, &until);
+        ret = pthread_cond_timedwait(&dev->mem_changed, &dev->mem_lock, &until);
     bool added = dev->mem_adds != since;
     pthread_mutex_unlock(&dev->mem_lock);
     return added;
+}
+
+void vdev_mem_expect_removal(struct vufsd_dev *dev)
+{
+    pthread_mutex_lock(&dev->mem_lock);
+    dev->mem_rems_pending++;
+    pthread_mutex_unlock(&dev->mem_lock);
+}
+
+/* A REM_MEM_REG of guest RAM (not a window range) settles one too: it also
+ * makes room, so the count errs towards refusing, never past the limit. */
+void vdev_mem_removal_settled(struct vufsd_dev *dev)
+{
+    pthread_mutex_lock(&dev->mem_lock);
+    if (dev->mem_rems_pending)
+        dev->mem_rems_pending--;
+    pthread_cond_broadcast(&dev->mem_changed);
+    pthread_mutex_unlock(&dev->mem_lock);
+}
+
+void vdev_mem_stopping(struct vufsd_dev *dev, bool begin)
+{
+    pthread_mutex_lock(&dev->mem_lock);
+    if (begin)
+        dev->mem_stopping++;
+    else
+        dev->mem_stopping--;
+    pthread_cond_broadcast(&dev->mem_changed);
+    pthread_mutex_unlock(&dev->mem_lock);
+}
+
+int vdev_mem_wait_room(struct vufsd_dev *dev, int timeout_ms)
+{
+    struct timespec until = vufs_deadline(CLOCK_MONOTONIC, (uint64_t)timeout_ms * 1000000u);
+    pthread_mutex_lock(&dev->mem_lock);
+    int ret = 0;
+    while (dev->mem->mem.nregions >= VMEM_MAX_REGIONS) {
+        if (!dev->mem_rems_pending || dev->mem_stopping) {
+            ret = -ENOSPC;
+            break;
+        }
+        if (pthread_cond_timedwait(&dev->mem_changed, &dev->mem_lock, &until) == ETIMEDOUT &&
+            dev->mem->mem.nregions >= VMEM_MAX_REGIONS) {
+            dev->mem_rems_pending = 0;
+            ret = -ETIMEDOUT;
+            break;
+        }
+    }
+    pthread_mutex_unlock(&dev->mem_lock);
+    return ret;
 }
 
 void vdev_set_broken(struct vufsd_dev *dev, unsigned queue, const char *why, int err)

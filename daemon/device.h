@@ -262,7 +262,12 @@ struct vufsd_dev {
     struct vmem_table *mem; /* protected by mem_lock; never NULL */
     unsigned mem_gen;       /* protected by mem_lock; bumped on every swap */
     unsigned mem_adds;      /* protected by mem_lock; ADD_MEM_REGs (vdev_mem_added) */
-    pthread_cond_t mem_added; /* with mem_lock: mem_adds changed */
+    /* protected by mem_lock: regions the frontend is expected to remove
+     * (vdev_mem_expect_removal) whose REM_MEM_REG has not come yet */
+    unsigned mem_rems_pending;
+    unsigned mem_stopping;  /* protected by mem_lock; queue stops under way (vdev_mem_stopping) */
+    /* with mem_lock: the table was swapped, mem_adds changed or a stop began */
+    pthread_cond_t mem_changed;
 
     pthread_mutex_t backend_lock;
     int backend_fd; /* protected by backend_lock; -1 when unset */
@@ -301,6 +306,27 @@ void vdev_mem_added(struct vufsd_dev *dev);
 unsigned vdev_mem_adds(struct vufsd_dev *dev);
 /* Waits until an addition after `since`, at most timeout_ms: true if one came. */
 bool vdev_mem_wait_added(struct vufsd_dev *dev, unsigned since, int timeout_ms);
+/*
+ * Removals on their way: the frontend answered (or is about to answer) a
+ * mapping's unmap and will send the region's REM_MEM_REG after its reply.
+ * vdev_mem_expect_removal before sending the unmap (so a REM_MEM_REG that
+ * overtakes the reply still counts), vdev_mem_removal_settled if it failed;
+ * every REM_MEM_REG settles one too.
+ */
+void vdev_mem_expect_removal(struct vufsd_dev *dev);
+void vdev_mem_removal_settled(struct vufsd_dev *dev);
+/* A queue stop begins / has drained (message thread): while one is under way
+ * vdev_mem_wait_room gives up at once (and is woken to). */
+void vdev_mem_stopping(struct vufsd_dev *dev, bool begin);
+/*
+ * Room for one more region in the table. If it is full while removals are
+ * pending, waits for them, at most timeout_ms, and gives up while a queue stops (the message thread may be waiting for the caller's request, with
+ * the REM_MEM_REG queued behind that). 0: room; -ENOSPC: full with nothing
+ * pending, or a stop under way; -ETIMEDOUT: the pending removals did not come (they are
+ * forgotten: a frontend that does not send them is not waited for again).
+ * Never on the message thread.
+ */
+int vdev_mem_wait_room(struct vufsd_dev *dev, int timeout_ms);
 /* Marks the device broken (logged once with the reason); queues stop popping. */
 void vdev_set_broken(struct vufsd_dev *dev, unsigned queue, const char *why, int err);
 bool vdev_is_broken(const struct vufsd_dev *dev);

@@ -976,6 +976,10 @@ void vqt_stop(struct vufsd_queue *q)
     if (q->state != VQT_RUNNING)
         return;
     vqt_set_state(q, VQT_STOPPING);
+    /* A DAX map of this queue, on its thread, may be waiting for a REM_MEM_REG
+     * queued behind the message this thread is serving: it gives up (before the
+     * thread is told to stop: that waits for the thread), the drain completes. */
+    vdev_mem_stopping(q->dev, true);
     vqt_stop_serving(q);
 
     /*
@@ -1008,6 +1012,7 @@ void vqt_stop(struct vufsd_queue *q)
     q->base = q->ring.last_avail_idx;
     vufs_close(&q->kick_fd);
     assert(q->inflight == 0);
+    vdev_mem_stopping(q->dev, false);
     vqt_set_state(q, VQT_IDLE);
     vlog_debug("queue %u stopped at avail index %u", q->index, q->base);
 }

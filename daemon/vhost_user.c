@@ -256,6 +256,8 @@ static int vu_mem_reg_change(struct vufsd_dev *dev, const struct vu_msg *m, int 
     vdev_mem_swap(dev, t);
     if (add)
         vdev_mem_added(dev);
+    else
+        vdev_mem_removal_settled(dev); /* a removal the window's unmap announced */
     return 0;
 }
 

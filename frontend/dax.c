@@ -80,6 +80,7 @@ struct vfe_dax {
     struct vfe_dev *dev;
     uint64_t gpa;
     unsigned commit_delay_us;
+    unsigned removal_delay_us; /* vfe_dax_delay_removals */
     struct vfe_dax_commit commit;
 };
 
@@ -416,6 +417,13 @@ void vfe_dax_report_regions(struct vfe_dax *x, struct vfe_dev *d, uint64_t windo
     pthread_mutex_unlock(&x->lock);
 }
 
+void vfe_dax_delay_removals(struct vfe_dax *x, unsigned delay_us)
+{
+    pthread_mutex_lock(&x->lock);
+    x->removal_delay_us = delay_us;
+    pthread_mutex_unlock(&x->lock);
+}
+
 uint64_t vfe_dax_gpa(const struct vfe_dax *x, uint64_t off)
 {
     return x->gpa + off;
@@ -435,8 +443,11 @@ void vfe_dax_post(void *opaque, const struct vfe_msg *m, uint64_t result)
     x->commit = (struct vfe_dax_commit){ .fd = -1 };
     if (c.op == VFE_DAX_COMMIT_NONE)
         return;
-    if (c.op == VFE_DAX_COMMIT_MAP && x->commit_delay_us)
-        usleep(x->commit_delay_us);
+    pthread_mutex_lock(&x->lock);
+    unsigned delay = c.op == VFE_DAX_COMMIT_MAP ? x->commit_delay_us : x->removal_delay_us;
+    pthread_mutex_unlock(&x->lock);
+    if (delay)
+        usleep(delay);
     pthread_mutex_lock(&x->lock);
     if (c.op == VFE_DAX_COMMIT_MAP) {
         void *p = mremap(c.staged, c.len, c.len, MREMAP_MAYMOVE | MREMAP_FIXED, x->window + c.off);

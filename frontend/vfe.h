@@ -752,6 +752,13 @@ void vfe_dax_reset(struct vfe_dax *x);
 void vfe_dax_report_regions(struct vfe_dax *x, struct vfe_dev *d, uint64_t window_gpa,
                             unsigned commit_delay_us);
 void vfe_dax_post(void *opaque, const struct vfe_msg *m, uint64_t result);
+/*
+ * With vfe_dax_report_regions: an unmap's range goes, and its REM_MEM_REG is
+ * sent, delay_us after the reply (0, the default: at once). The channel thread
+ * sleeps meanwhile, so the backend's next map is read after the REM_MEM_REG, as
+ * QEMU 11.1 (one thread) reads it; a slow commit there is what this stands for.
+ */
+void vfe_dax_delay_removals(struct vfe_dax *x, unsigned delay_us);
 /* Guest-physical address of window offset off (vfe_dax_report_regions). */
 uint64_t vfe_dax_gpa(const struct vfe_dax *x, uint64_t off);
 /* GET_SHMEM_CONFIG: the size of shared memory region 0 (the window) the

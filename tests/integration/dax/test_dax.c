@@ -16,6 +16,7 @@
 #include <fcntl.h>
 #include <ftw.h>
 #include <getopt.h>
+#include <pthread.h>
 #include <setjmp.h>
 #include <signal.h>
 #include <stdarg.h>
@@ -559,6 +560,72 @@ static void test_qemu_window_full(void **state)
     stop(e);
 }
 
+/* Guest RAM in n more regions of a page each (memory hotplug), as QEMU 11.1
+ * counts them beside the window's. */
+struct hotplug {
+    int fd;
+    void *base;
+    unsigned n;
+};
+
+static void hotplug_ram(struct env *e, struct hotplug *h, unsigned n)
+{
+    h->n = n;
+    h->fd = memfd_create("hotplug", MFD_CLOEXEC);
+    assert_true(h->fd >= 0);
+    assert_int_equal(ftruncate(h->fd, (off_t)n * 4096), 0);
+    h->base = mmap(NULL, n * 4096ull, PROT_READ | PROT_WRITE, MAP_SHARED, h->fd, 0);
+    assert_true(h->base != MAP_FAILED);
+    for (unsigned i = 0; i < n; i++) {
+        struct vfe_vu_region r = { .guest_phys_addr = 0x20000000000ull + i * 4096ull,
+                                   .memory_size = 4096,
+                                   .userspace_addr = (uint64_t)(uintptr_t)h->base + i * 4096ull,
+                                   .mmap_offset = i * 4096ull };
+        assert_int_equal(vfe_dev_add_region(e->dev, &r, h->fd), 0);
+    }
+}
+
+static void hotplug_free(struct hotplug *h)
+{
+    munmap(h->base, h->n * 4096ull);
+    close(h->fd);
+}
+
+/* QEMU 11.1 with 300 more RAM regions (memory hotplug) and a 512 MiB window:
+ * ranges 0.. of file "f" (2 MiB) mapped until the table holds QEMU's 512
+ * regions (none refused). */
+struct at_limit {
+    struct env *e;
+    struct hotplug h;
+    uint64_t f;    /* the file's node id */
+    uint64_t room; /* ranges mapped */
+};
+
+static void at_limit_start(struct at_limit *a, unsigned seed)
+{
+    struct opts o = { .daemon = "--dax-window 512M", .proto = VFE_DAX_SHMEM, .window = 512 * MiB,
+                      .qemu_regions = true };
+    struct env *e = a->e = start(&o);
+    hotplug_ram(e, &a->h, 300);
+    host_file(e, "f", 2 * MiB, seed);
+    a->f = lookup(e, "f", NULL);
+    struct vfe_dev_region_stats rs;
+    region_stats(e, &rs);
+    uint64_t before = rs.regions;
+    a->room = VFE_VU_QEMU_MAX_SLOTS - before;
+    assert_true(a->room < 256);
+    for (uint64_t i = 0; i < a->room; i++)
+        if (vfe_fuse_setupmapping(e->fuse, a->f, NOFH, 0, 2 * MiB, RD, i * 2 * MiB))
+            fail_msg("map %llu refused with %llu regions", (unsigned long long)i,
+                     (unsigned long long)(before + i));
+}
+
+static void at_limit_stop(struct at_limit *a)
+{
+    hotplug_free(&a->h);
+    stop(a->e);
+}
+
 /*
  * QEMU 11.1 checks no slot limit when a mapping becomes a region and aborts
  * past 512 of them. With 300 more RAM regions (memory hotplug) a 512 MiB window
@@ -568,33 +635,12 @@ static void test_qemu_window_full(void **state)
  */
 static void test_qemu_region_cap(void **state)
 {
-    struct opts o = { .daemon = "--dax-window 512M", .proto = VFE_DAX_SHMEM, .window = 512 * MiB,
-                      .qemu_regions = true };
-    struct env *e = start(&o);
-    int ram = memfd_create("hotplug", MFD_CLOEXEC);
-    assert_true(ram >= 0);
-    const unsigned extra = 300;
-    assert_int_equal(ftruncate(ram, (off_t)extra * 4096), 0);
-    void *base = mmap(NULL, extra * 4096ull, PROT_READ | PROT_WRITE, MAP_SHARED, ram, 0);
-    assert_true(base != MAP_FAILED);
-    for (unsigned i = 0; i < extra; i++) {
-        struct vfe_vu_region r = { .guest_phys_addr = 0x20000000000ull + i * 4096ull,
-                                   .memory_size = 4096,
-                                   .userspace_addr = (uint64_t)(uintptr_t)base + i * 4096ull,
-                                   .mmap_offset = i * 4096ull };
-        assert_int_equal(vfe_dev_add_region(e->dev, &r, ram), 0);
-    }
-    struct vfe_dev_region_stats rs;
-    region_stats(e, &rs);
-    uint64_t before = rs.regions, room = VFE_VU_QEMU_MAX_SLOTS - before;
-    assert_true(room < 256);
-    host_file(e, "f", 2 * MiB, 23);
-    uint64_t f = lookup(e, "f", NULL);
-    for (uint64_t i = 0; i < room; i++)
-        if (vfe_fuse_setupmapping(e->fuse, f, NOFH, 0, 2 * MiB, RD, i * 2 * MiB))
-            fail_msg("map %llu refused with %llu regions", (unsigned long long)i,
-                     (unsigned long long)(before + i));
+    struct at_limit a;
+    at_limit_start(&a, 23);
+    struct env *e = a.e;
+    uint64_t f = a.f, room = a.room;
     int r = vfe_fuse_setupmapping(e->fuse, f, NOFH, 0, 2 * MiB, RD, room * 2 * MiB);
+    struct vfe_dev_region_stats rs;
     region_stats(e, &rs);
     if (rs.overflows)
         fail_msg("the daemon mapped past QEMU's 512 regions: QEMU 11.1 aborts there");
@@ -608,9 +654,149 @@ static void test_qemu_region_cap(void **state)
     wait_removes(e, removes + 1);
     assert_int_equal(vfe_fuse_setupmapping(e->fuse, f, NOFH, 0, 2 * MiB, RD, room * 2 * MiB), 0);
     assert_window_is_file(e, "f", room * 2 * MiB, 0, 2 * MiB);
-    munmap(base, extra * 4096ull);
-    close(ram);
-    stop(e);
+    at_limit_stop(&a);
+}
+
+static uint64_t now_ms(void)
+{
+    return vufs_now_ns() / 1000000;
+}
+
+/*
+ * QEMU 11.1 answers BACKEND_SHMEM_UNMAP before the range leaves the guest's
+ * memory (the commit after the reply sends REM_MEM_REG): the guest's
+ * REMOVEMAPPING is answered while the daemon's table still holds the region.
+ * At the 512-region limit, the guest's next SETUPMAPPING must not be refused
+ * for a region that is on its way out: it waits for the REM_MEM_REG (here 200
+ * ms after the reply), and the frontend never counts a 513th region.
+ */
+static void test_qemu_map_after_unmap_at_limit(void **state)
+{
+    struct at_limit a;
+    at_limit_start(&a, 24);
+    struct env *e = a.e;
+    uint64_t f = a.f, room = a.room;
+    vfe_dax_delay_removals(e->dax, 200 * 1000);
+    for (uint64_t i = 0; i < 3; i++) {
+        assert_int_equal(rm1(e, f, i * 2 * MiB, 2 * MiB), 0);
+        int r = vfe_fuse_setupmapping(e->fuse, f, NOFH, 0, 2 * MiB, RD, (room + i) * 2 * MiB);
+        struct vfe_dev_region_stats rs;
+        region_stats(e, &rs);
+        if (rs.overflows)
+            fail_msg("the daemon mapped past QEMU's 512 regions: QEMU 11.1 aborts there");
+        if (r)
+            fail_msg("map %llu right after an unmap at the limit: %s (the unmapped range's "
+                     "region was still counted)", (unsigned long long)i, strerror(-r));
+        assert_window_is_file(e, "f", (room + i) * 2 * MiB, 0, 2 * MiB);
+        assert_int_equal(rs.regions, VFE_VU_QEMU_MAX_SLOTS);
+    }
+    /* Nothing on its way out: a map past the limit is still refused, at once. */
+    uint64_t t0 = now_ms();
+    int r = vfe_fuse_setupmapping(e->fuse, f, NOFH, 0, 2 * MiB, RD, (room + 3) * 2 * MiB);
+    assert_int_equal(r, -ENOSPC);
+    if (now_ms() - t0 >= 1000)
+        fail_msg("a refusal with no removal pending took %llu ms",
+                 (unsigned long long)(now_ms() - t0));
+    at_limit_stop(&a);
+}
+
+/* Unmaps range 0 with its REM_MEM_REG 2 s after the reply; returns the
+ * REM_MEM_REGs done before. */
+static uint64_t at_limit_unmap_late(struct at_limit *a)
+{
+    struct vfe_dev_region_stats rs;
+    region_stats(a->e, &rs);
+    vfe_dax_delay_removals(a->e->dax, 2000 * 1000);
+    assert_int_equal(rm1(a->e, a->f, 0, 2 * MiB), 0);
+    return rs.removes;
+}
+
+/* Once that REM_MEM_REG has come, the map past the limit succeeds. */
+static void at_limit_map_after_removal(struct at_limit *a, uint64_t removes)
+{
+    wait_removes(a->e, removes + 1);
+    vfe_dax_delay_removals(a->e->dax, 0);
+    assert_int_equal(
+        vfe_fuse_setupmapping(a->e->fuse, a->f, NOFH, 0, 2 * MiB, RD, a->room * 2 * MiB), 0);
+    assert_window_is_file(a->e, "f", a->room * 2 * MiB, 0, 2 * MiB);
+}
+
+/*
+ * A frontend need not send REM_MEM_REG at all (the spec asks for none for a
+ * shared memory mapping): a map at the limit waits for a pending removal for a
+ * bounded time only. Here the REM_MEM_REG comes 2 s after the unmap's reply:
+ * the map is refused (ENOSPC) before that, nothing is sent past the limit, the
+ * daemon keeps serving, and once the region is gone the map succeeds.
+ */
+static void test_qemu_removal_late(void **state)
+{
+    struct at_limit a;
+    at_limit_start(&a, 25);
+    struct env *e = a.e;
+    uint64_t f = a.f, room = a.room;
+    uint64_t t0 = now_ms();
+    uint64_t removes = at_limit_unmap_late(&a);
+    int r = vfe_fuse_setupmapping(e->fuse, f, NOFH, 0, 2 * MiB, RD, room * 2 * MiB);
+    uint64_t took = now_ms() - t0;
+    struct vfe_dev_region_stats rs;
+    region_stats(e, &rs);
+    if (rs.removes != removes)
+        fail_msg("the map waited %llu ms, until the REM_MEM_REG came", (unsigned long long)took);
+    assert_int_equal(r, -ENOSPC);
+    assert_int_equal(rs.overflows, 0);
+    assert_alive(e);
+    at_limit_map_after_removal(&a, removes);
+    at_limit_stop(&a);
+}
+
+struct bg_map {
+    struct env *e;
+    uint64_t nodeid, moffset;
+    int ret;
+};
+
+static void *bg_map_run(void *arg)
+{
+    struct bg_map *b = arg;
+    b->ret = vfe_fuse_setupmapping(b->e->fuse, b->nodeid, NOFH, 0, 2 * MiB, RD, b->moffset);
+    return NULL;
+}
+
+/*
+ * A map waiting at the limit for a REM_MEM_REG must not hold up the message
+ * thread: a frontend may stop the queues (GET_VRING_BASE waits for in-flight
+ * requests) with the REM_MEM_REG still to come. The stop wakes the map, which
+ * is refused, and the stop is answered at once rather than when the map's wait
+ * runs out; the device then starts again and serves.
+ */
+static void test_qemu_stop_while_map_waits(void **state)
+{
+    struct at_limit a;
+    at_limit_start(&a, 26);
+    struct env *e = a.e;
+    uint64_t f = a.f, room = a.room;
+    uint64_t removes = at_limit_unmap_late(&a);
+    struct bg_map b = { .e = e, .nodeid = f, .moffset = room * 2 * MiB };
+    pthread_t t;
+    assert_int_equal(pthread_create(&t, NULL, bg_map_run, &b), 0);
+    usleep(50 * 1000); /* the map is in the daemon, waiting */
+    /* GET_VRING_BASE of the map's queue alone: vfe_dev_stop would reset the
+     * ring under the thread that waits for the reply. */
+    struct vfe_msg m, rep;
+    vfe_msg_init(&m, VFE_VU_GET_VRING_BASE, 0);
+    vfe_msg_set_state(&m, 1, 0);
+    uint64_t t0 = now_ms();
+    assert_int_equal(vfe_conn_call(vfe_dev_conn(e->dev), &m, NULL, 0, &rep), 0);
+    uint64_t took = now_ms() - t0;
+    pthread_join(t, NULL);
+    if (took >= 500)
+        fail_msg("the stop took %llu ms: it waited for the map's wait to run out",
+                 (unsigned long long)took);
+    assert_int_equal(b.ret, -ENOSPC);
+    assert_int_equal(vfe_dev_stop(e->dev), 0);
+    assert_int_equal(vfe_dev_start(e->dev), 0);
+    at_limit_map_after_removal(&a, removes);
+    at_limit_stop(&a);
 }
 
 /*
@@ -1184,6 +1370,9 @@ int main(int argc, char **argv)
         cmocka_unit_test(test_qemu_map_waits_for_region),
         cmocka_unit_test(test_qemu_window_full),
         cmocka_unit_test(test_qemu_region_cap),
+        cmocka_unit_test(test_qemu_map_after_unmap_at_limit),
+        cmocka_unit_test(test_qemu_removal_late),
+        cmocka_unit_test(test_qemu_stop_while_map_waits),
         cmocka_unit_test(test_qemu_descriptor_in_window),
         cmocka_unit_test(test_no_window),
         cmocka_unit_test(test_frontend_without_shmem),
