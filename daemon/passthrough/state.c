@@ -108,6 +108,30 @@ struct pt_save {
     bool oom;
 };
 
+/*
+ * Room for element n of *vp, a vector of cap elements of size bytes that
+ * doubles from first: false (and *oom set) when out of memory. vp points at
+ * the vector's pointer, whatever its element type.
+ */
+static bool pt_save_room(void *vp, size_t *cap, size_t n, size_t size, size_t first, bool *oom)
+{
+    if (*oom)
+        return false;
+    if (n < *cap)
+        return true;
+    size_t ncap = *cap ? 2 * *cap : first;
+    void *v;
+    memcpy(&v, vp, sizeof(v));
+    v = realloc(v, ncap * size);
+    if (!v) {
+        *oom = true;
+        return false;
+    }
+    memcpy(vp, &v, sizeof(v));
+    *cap = ncap;
+    return true;
+}
+
 static void pt_fh_copy(struct pt_fh *dst, const struct pt_fh *src, bool *oom)
 {
     memset(dst, 0, sizeof(*dst));
@@ -136,18 +160,8 @@ static void pt_save_inode_cb(void *ctx, const struct pt_inode *ci)
     struct pt_save *s = ctx;
     struct pt_inode *i = (struct pt_inode *)ci;
 
-    if (s->oom)
+    if (!pt_save_room(&s->v, &s->cap, s->n, sizeof(*s->v), 256, &s->oom))
         return;
-    if (s->n == s->cap) {
-        size_t cap = s->cap ? 2 * s->cap : 256;
-        struct pt_save_inode *v = realloc(s->v, cap * sizeof(*v));
-        if (!v) {
-            s->oom = true;
-            return;
-        }
-        s->v = v;
-        s->cap = cap;
-    }
     struct pt_save_inode *r = &s->v[s->n];
     memset(r, 0, sizeof(*r));
     r->i = i;
@@ -307,18 +321,8 @@ struct pt_save_handles {
 static void pt_save_handle_cb(void *ctx, const struct pt_handle *h)
 {
     struct pt_save_handles *s = ctx;
-    if (s->oom)
+    if (!pt_save_room(&s->v, &s->cap, s->n, sizeof(*s->v), 256, &s->oom))
         return;
-    if (s->n == s->cap) {
-        size_t cap = s->cap ? 2 * s->cap : 256;
-        struct pt_save_handle *v = realloc(s->v, cap * sizeof(*v));
-        if (!v) {
-            s->oom = true;
-            return;
-        }
-        s->v = v;
-        s->cap = cap;
-    }
     s->v[s->n++] = (struct pt_save_handle){
         .idx = h->idx, .gen = (uint32_t)(atomic_load(&h->state) >> 32)};
 }
@@ -400,18 +404,8 @@ struct pt_save_owners {
 static void pt_save_owner_cb(void *ctx, uint64_t owner, int fd, uint32_t pid)
 {
     struct pt_save_owners *s = ctx;
-    if (s->oom)
+    if (!pt_save_room(&s->v, &s->cap, s->n, sizeof(*s->v), 64, &s->oom))
         return;
-    if (s->n == s->cap) {
-        size_t cap = s->cap ? 2 * s->cap : 64;
-        struct pt_save_owner *v = realloc(s->v, cap * sizeof(*v));
-        if (!v) {
-            s->oom = true;
-            return;
-        }
-        s->v = v;
-        s->cap = cap;
-    }
     s->v[s->n++] = (struct pt_save_owner){
         .nodeid = s->nodeid, .owner = owner, .pid = pid, .fd = fd};
 }
