@@ -36,6 +36,24 @@ int pt_htab_init(struct pt_fs *fs)
     return 0;
 }
 
+/*
+ * Fills the FREE slot h with an open file of ino (referenced here) and makes
+ * it OPEN at generation gen: nobody else can reference the slot until then.
+ */
+static void pt_handle_publish(struct pt_htab *t, struct pt_handle *h, struct pt_inode *ino,
+                              int fd, int flags, bool is_dir, uint64_t gen)
+{
+    h->fd = fd;
+    h->flags = flags;
+    h->is_dir = is_dir;
+    pt_inode_ref(ino);
+    pt_lock_handle_opened(ino);
+    h->ino = ino;
+    h->nodeid = pt_inode_nodeid(ino);
+    atomic_store_explicit(&h->state, (gen << 32) | 1, memory_order_release);
+    atomic_fetch_add(&t->count, 1);
+}
+
 int pt_handle_new(struct pt_fs *fs, struct pt_inode *ino, int fd, int flags, bool is_dir,
                   uint64_t *fh_out)
 {
@@ -55,17 +73,8 @@ int pt_handle_new(struct pt_fs *fs, struct pt_inode *ino, int fd, int flags, boo
         pt_fd_unreserve(fs);
         return -ENFILE;
     }
-    /* FREE: nobody else can reference the slot until state says OPEN. */
-    h->fd = fd;
-    h->flags = flags;
-    h->is_dir = is_dir;
-    pt_inode_ref(ino);
-    pt_lock_handle_opened(ino);
-    h->ino = ino;
-    h->nodeid = pt_inode_nodeid(ino);
     gen = atomic_load(&h->state) >> 32;
-    atomic_store_explicit(&h->state, (gen << 32) | 1, memory_order_release);
-    atomic_fetch_add(&t->count, 1);
+    pt_handle_publish(t, h, ino, fd, flags, is_dir, gen);
     *fh_out = (uint64_t)h->idx | (gen << 32);
     return 0;
 }
@@ -176,16 +185,8 @@ int pt_handle_restore(struct pt_fs *fs, uint32_t idx, uint32_t gen, struct pt_in
     pthread_mutex_unlock(&t->lock);
     if (s & PT_H_REFMASK)
         return -EEXIST;
-    h->fd = fd;
-    h->flags = flags;
-    h->is_dir = is_dir;
-    pt_inode_ref(ino);
-    pt_lock_handle_opened(ino);
-    h->ino = ino;
-    h->nodeid = pt_inode_nodeid(ino);
     h->fnext = 0;
-    atomic_store_explicit(&h->state, ((uint64_t)gen << 32) | 1, memory_order_release);
-    atomic_fetch_add(&t->count, 1);
+    pt_handle_publish(t, h, ino, fd, flags, is_dir, gen);
     return 0;
 }
 
