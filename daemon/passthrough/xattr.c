@@ -172,8 +172,13 @@ int pt_op_setxattr(struct fll_req *r, uint64_t nodeid, const char *name, const v
     return 0;
 }
 
-ssize_t pt_op_getxattr(struct fll_req *r, uint64_t nodeid, const char *name, void *buf,
-                       size_t size)
+/*
+ * op on one client name of nodeid (a get, or a removal when change): the
+ * inode, the host name, the call. A name the map forbids (-EPERM) fails with
+ * forbidden.
+ */
+static ssize_t pt_xattr_named(struct fll_req *r, uint64_t nodeid, const char *name,
+                              enum pt_xop op, bool change, int forbidden, void *buf, size_t size)
 {
     struct pt_fs *fs = pt_fs_of(r);
     _cleanup_inode_ struct pt_inode *i = NULL;
@@ -181,15 +186,22 @@ ssize_t pt_op_getxattr(struct fll_req *r, uint64_t nodeid, const char *name, voi
     const char *host;
     int ret;
 
-    ret = pt_xattr_inode(fs, nodeid, false, &i);
+    ret = pt_xattr_inode(fs, nodeid, change, &i);
     if (ret < 0)
         return ret;
     ret = pt_xattr_host_name(fs, name, &host, &owned);
     if (ret == -EPERM)
-        return -ENODATA; /* a 'bad' name simply does not exist for the client */
+        return forbidden;
     if (ret < 0)
         return ret;
-    return pt_xattr_call(fs, i, PT_XGET, host, buf, size, 0);
+    return pt_xattr_call(fs, i, op, host, buf, size, 0);
+}
+
+ssize_t pt_op_getxattr(struct fll_req *r, uint64_t nodeid, const char *name, void *buf,
+                       size_t size)
+{
+    /* A 'bad' name simply does not exist for the client. */
+    return pt_xattr_named(r, nodeid, name, PT_XGET, false, -ENODATA, buf, size);
 }
 
 ssize_t pt_op_listxattr(struct fll_req *r, uint64_t nodeid, void *buf, size_t size)
@@ -237,17 +249,5 @@ ssize_t pt_op_listxattr(struct fll_req *r, uint64_t nodeid, void *buf, size_t si
 
 int pt_op_removexattr(struct fll_req *r, uint64_t nodeid, const char *name)
 {
-    struct pt_fs *fs = pt_fs_of(r);
-    _cleanup_inode_ struct pt_inode *i = NULL;
-    _cleanup_free_ char *owned = NULL;
-    const char *host;
-    int ret;
-
-    ret = pt_xattr_inode(fs, nodeid, true, &i);
-    if (ret < 0)
-        return ret;
-    ret = pt_xattr_host_name(fs, name, &host, &owned);
-    if (ret < 0)
-        return ret;
-    return (int)pt_xattr_call(fs, i, PT_XREMOVE, host, NULL, 0, 0);
+    return (int)pt_xattr_named(r, nodeid, name, PT_XREMOVE, true, -EPERM, NULL, 0);
 }
