@@ -244,6 +244,22 @@ int pt_op_tmpfile(struct fll_req *r, uint64_t parent, const char *name,
     return pt_create_common(r, parent, name, in, entry, open, true);
 }
 
+/*
+ * Whether data I/O on h at offset with cnt buffers may go ahead: -EIO while a
+ * lock of the file is lost (another process took it across a restart), -EINVAL
+ * for an offset or a buffer count the host calls cannot take.
+ */
+static int pt_io_check(const struct pt_handle *h, uint64_t offset, unsigned cnt)
+{
+    if (atomic_load_explicit(&h->ino->lock_lost, memory_order_relaxed))
+        return -EIO;
+    if (offset > (uint64_t)INT64_MAX)
+        return -EINVAL;
+    if (cnt > IOV_MAX)
+        return -EINVAL;
+    return 0;
+}
+
 ssize_t pt_op_read(struct fll_req *r, uint64_t nodeid, const struct fuse_read_in *in,
                    const struct iovec *dst, unsigned dst_cnt)
 {
@@ -255,12 +271,9 @@ ssize_t pt_op_read(struct fll_req *r, uint64_t nodeid, const struct fuse_read_in
         return ret;
     if (h->is_dir)
         return -EISDIR;
-    if (atomic_load_explicit(&h->ino->lock_lost, memory_order_relaxed))
-        return -EIO;
-    if (in->offset > (uint64_t)INT64_MAX)
-        return -EINVAL;
-    if (dst_cnt > IOV_MAX)
-        return -EINVAL;
+    ret = pt_io_check(h, in->offset, dst_cnt);
+    if (ret < 0)
+        return ret;
     n = preadv(h->fd, dst, (int)dst_cnt, (off_t)in->offset);
     return n < 0 ? -errno : n;
 }
@@ -290,12 +303,9 @@ ssize_t pt_op_write(struct fll_req *r, uint64_t nodeid, const struct fuse_write_
 
     if (ret < 0)
         return ret;
-    if (atomic_load_explicit(&h->ino->lock_lost, memory_order_relaxed))
-        return -EIO;
-    if (in->offset > (uint64_t)INT64_MAX)
-        return -EINVAL;
-    if (src_cnt > IOV_MAX)
-        return -EINVAL;
+    ret = pt_io_check(h, in->offset, src_cnt);
+    if (ret < 0)
+        return ret;
     if (in->write_flags & FUSE_WRITE_KILL_SUIDGID) {
         ret = pt_kill_suidgid(fs, h->ino, h->fd);
         if (ret < 0)
