@@ -113,6 +113,27 @@ void pt_lock_handle_closed(struct pt_inode *i)
     }
 }
 
+/* Under the inode lock: owner's entry on i, or NULL. */
+static struct pt_lock_owner *pt_owner_find(struct pt_inode *i, uint64_t owner)
+{
+    struct pt_lock_owner *o;
+
+    for (o = i->owners; o && o->owner != owner; o = o->next)
+        ;
+    return o;
+}
+
+/* Under the inode lock: o (zeroed) made owner's entry on i, with its fd. */
+static void pt_owner_link(struct pt_inode *i, struct pt_lock_owner *o, uint64_t owner, int fd,
+                          uint32_t pid)
+{
+    o->owner = owner;
+    o->fd = fd;
+    o->pid = pid;
+    o->next = i->owners;
+    i->owners = o;
+}
+
 /*
  * The owner's fd on the inode of h (borrowed: lives while any handle of the
  * inode is open, and the caller holds h), created on first use from h's fd.
@@ -127,11 +148,10 @@ static int pt_owner_fd(struct pt_handle *h, uint64_t owner)
     int fd, ret;
 
     pthread_mutex_lock(pt_inode_lock(i));
-    for (o = i->owners; o; o = o->next) {
-        if (o->owner == owner) {
-            fd = o->fd;
-            goto unlock;
-        }
+    o = pt_owner_find(i, owner);
+    if (o) {
+        fd = o->fd;
+        goto unlock;
     }
     ret = pt_fd_reserve(h->fs);
     if (ret < 0) {
@@ -152,10 +172,7 @@ static int pt_owner_fd(struct pt_handle *h, uint64_t owner)
         pt_fd_unreserve(h->fs);
         goto unlock;
     }
-    o->owner = owner;
-    o->fd = fd;
-    o->next = i->owners;
-    i->owners = o;
+    pt_owner_link(i, o, owner, fd, 0);
 unlock:
     pthread_mutex_unlock(pt_inode_lock(i));
     return fd;
@@ -540,22 +557,16 @@ int pt_lock_owner_restore(struct pt_inode *i, uint64_t owner, int fd, uint32_t p
         ret = -EBADF; /* owners live only while a handle of the inode is open */
         goto unlock;
     }
-    for (struct pt_lock_owner *o = i->owners; o; o = o->next) {
-        if (o->owner == owner) {
-            ret = -EEXIST;
-            goto unlock;
-        }
+    if (pt_owner_find(i, owner)) {
+        ret = -EEXIST;
+        goto unlock;
     }
     struct pt_lock_owner *o = calloc(1, sizeof(*o));
     if (!o) {
         ret = -ENOMEM;
         goto unlock;
     }
-    o->owner = owner;
-    o->fd = fd;
-    o->pid = pid;
-    o->next = i->owners;
-    i->owners = o;
+    pt_owner_link(i, o, owner, fd, pid);
 unlock:
     pthread_mutex_unlock(pt_inode_lock(i));
     return ret;
