@@ -57,7 +57,15 @@ static int do_init(struct cli *c)
     return 0;
 }
 
-/* Splits PATH into its parent's node id and the last name. */
+/* The entry of PATH; a failure is reported against PATH. */
+static int lookup(struct cli *c, const char *path, struct fuse_entry_out *e)
+{
+    int r = vfe_fuse_lookup_path(c->fuse, path, e);
+    return r < 0 ? fail(path, r) : 0;
+}
+
+/* Splits PATH into its parent's node id and the last name; a failure is
+ * reported against PATH. */
 static int lookup_parent(struct cli *c, const char *path, uint64_t *parent, char **name)
 {
     g_autofree char *dir = g_path_get_dirname(path);
@@ -65,7 +73,7 @@ static int lookup_parent(struct cli *c, const char *path, uint64_t *parent, char
     struct fuse_entry_out e;
     int r = vfe_fuse_lookup_path(c->fuse, dir, &e);
     if (r < 0)
-        return r;
+        return fail(path, r);
     *parent = e.nodeid;
     return 0;
 }
@@ -82,9 +90,9 @@ static void print_dirent(void *opaque, const char *name, size_t namelen, uint64_
 static int cmd_ls(struct cli *c, const char *path)
 {
     struct fuse_entry_out e;
-    int r = vfe_fuse_lookup_path(c->fuse, path, &e);
+    int r = lookup(c, path, &e);
     if (r < 0)
-        return fail(path, r);
+        return r;
     printf("READDIR %s (node %" PRIu64 "):\n", path, (uint64_t)e.nodeid);
     r = vfe_fuse_readdir_all(c->fuse, e.nodeid, print_dirent, NULL);
     if (r < 0)
@@ -96,9 +104,9 @@ static int cmd_ls(struct cli *c, const char *path)
 static int cmd_cat(struct cli *c, const char *path)
 {
     struct fuse_entry_out e;
-    int r = vfe_fuse_lookup_path(c->fuse, path, &e);
+    int r = lookup(c, path, &e);
     if (r < 0)
-        return fail(path, r);
+        return r;
     struct fuse_open_out o;
     r = vfe_fuse_open(c->fuse, e.nodeid, O_RDONLY, &o);
     if (r < 0)
@@ -129,7 +137,7 @@ static int cmd_write(struct cli *c, const char *path, const char *text)
     g_autofree char *name = NULL;
     int r = lookup_parent(c, path, &parent, &name);
     if (r < 0)
-        return fail(path, r);
+        return r;
     struct fuse_entry_out e;
     struct fuse_open_out o;
     r = vfe_fuse_create(c->fuse, parent, name, O_WRONLY | O_CREAT | O_TRUNC, 0644, &e, &o);
@@ -153,9 +161,9 @@ static int cmd_write(struct cli *c, const char *path, const char *text)
 static int cmd_stat(struct cli *c, const char *path)
 {
     struct fuse_entry_out e;
-    int r = vfe_fuse_lookup_path(c->fuse, path, &e);
+    int r = lookup(c, path, &e);
     if (r < 0)
-        return fail(path, r);
+        return r;
     struct fuse_attr_out a;
     r = vfe_fuse_getattr(c->fuse, e.nodeid, &a);
     if (r < 0)
@@ -173,7 +181,7 @@ static int cmd_mkdir(struct cli *c, const char *path)
     g_autofree char *name = NULL;
     int r = lookup_parent(c, path, &parent, &name);
     if (r < 0)
-        return fail(path, r);
+        return r;
     struct fuse_entry_out e;
     r = vfe_fuse_mkdir(c->fuse, parent, name, 0755, &e);
     if (r < 0)
@@ -188,7 +196,7 @@ static int cmd_remove(struct cli *c, const char *path, bool dir)
     g_autofree char *name = NULL;
     int r = lookup_parent(c, path, &parent, &name);
     if (r < 0)
-        return fail(path, r);
+        return r;
     r = dir ? vfe_fuse_rmdir(c->fuse, parent, name) : vfe_fuse_unlink(c->fuse, parent, name);
     if (r < 0)
         return fail(dir ? "RMDIR" : "UNLINK", r);
@@ -228,9 +236,9 @@ static int cmd_bench(struct cli *c, const char *what, const char *path, const ch
         return fail(secs, -EINVAL);
     bc.duration_ns = (uint64_t)(s * 1e9);
     struct fuse_entry_out e;
-    int r = vfe_fuse_lookup_path(c->fuse, path, &e);
+    int r = lookup(c, path, &e);
     if (r < 0)
-        return fail(path, r);
+        return r;
     bc.nodeid = e.nodeid;
     bc.file_size = e.attr.size;
     struct fuse_open_out o = { 0 };
