@@ -592,6 +592,55 @@ static int get_range(struct vfe_daxguest *g, unsigned q, struct vfe_daxguest_fil
     return setup_new(g, q, f, index, write, out);
 }
 
+/* ---- Plain transfers in pieces --------------------------------------------------- */
+
+/* One piece of a transfer: at most n bytes at off, the count done or -errno. */
+typedef ssize_t dg_piece_fn(void *ctx, bool write, uint64_t off, uint8_t *buf, size_t n);
+
+/*
+ * len bytes at off through piece, at most max at a time, as the kernel's
+ * read/write paths do: a short piece ends the transfer, an error after some
+ * bytes gives those bytes.
+ */
+static ssize_t dg_pieces(dg_piece_fn *piece, void *ctx, bool write, uint64_t off, uint8_t *buf,
+                         size_t len, size_t max)
+{
+    size_t done = 0;
+    while (done < len) {
+        size_t n = len - done < max ? len - done : max;
+        ssize_t r = piece(ctx, write, off + done, buf + done, n);
+        if (r < 0)
+            return done ? (ssize_t)done : r;
+        done += (size_t)r;
+        if ((size_t)r < n)
+            break;
+    }
+    return (ssize_t)done;
+}
+
+struct dg_plain {
+    struct vfe_daxguest *g;
+    unsigned q;
+    struct vfe_daxguest_file *f;
+};
+
+/* A plain READ or WRITE through the device ops. */
+static ssize_t plain_piece(void *ctx, bool write, uint64_t off, uint8_t *buf, size_t n)
+{
+    struct dg_plain *p = ctx;
+    const struct vfe_daxguest_ops *ops = p->g->cfg.ops;
+    if (write)
+        return ops->write(p->g->cfg.opaque, p->q, p->f->nodeid, p->f->fh, off, buf, (uint32_t)n);
+    return ops->read(p->g->cfg.opaque, p->q, p->f->nodeid, p->f->fh, off, buf, (uint32_t)n);
+}
+
+static ssize_t plain_rw(struct vfe_daxguest *g, unsigned q, struct vfe_daxguest_file *f,
+                        uint64_t off, void *buf, size_t len, bool write)
+{
+    struct dg_plain p = {g, q, f};
+    return dg_pieces(plain_piece, &p, write, off, buf, len, UINT32_MAX);
+}
+
 /* dax_iomap_rw over [off, off + len), inside i_size. */
 static ssize_t dax_rw(struct vfe_daxguest *g, unsigned q, struct vfe_daxguest_file *f, uint64_t off,
                       void *buf, size_t len, bool write)
@@ -625,18 +674,7 @@ ssize_t vfe_daxguest_read(struct vfe_daxguest *g, unsigned q, struct vfe_daxgues
         return -EINVAL;
     if (!f->dax) {
         DG_COUNT(g, plain_reads);
-        size_t done = 0;
-        while (done < len) {
-            size_t n = len - done > UINT32_MAX ? UINT32_MAX : len - done;
-            ssize_t r = g->cfg.ops->read(g->cfg.opaque, q, f->nodeid, f->fh, off + done,
-                                         (uint8_t *)buf + done, (uint32_t)n);
-            if (r < 0)
-                return done ? (ssize_t)done : r;
-            done += (size_t)r;
-            if ((size_t)r < n)
-                break;
-        }
-        return (ssize_t)done;
+        return plain_rw(g, q, f, off, buf, len, false);
     }
     DG_COUNT(g, dax_reads);
     pthread_rwlock_rdlock(&f->ilock);
@@ -655,23 +693,15 @@ static ssize_t plain_write(struct vfe_daxguest *g, unsigned q, struct vfe_daxgue
                            uint64_t off, const void *buf, size_t len)
 {
     DG_COUNT(g, plain_writes);
-    size_t done = 0;
-    while (done < len) {
-        size_t n = len - done > UINT32_MAX ? UINT32_MAX : len - done;
-        ssize_t r = g->cfg.ops->write(g->cfg.opaque, q, f->nodeid, f->fh, off + done,
-                                      (const uint8_t *)buf + done, (uint32_t)n);
-        if (r < 0)
-            return done ? (ssize_t)done : r;
-        done += (size_t)r;
-        if ((size_t)r < n)
-            break;
-    }
-    uint64_t end = off + done;
+    ssize_t r = plain_rw(g, q, f, off, (void *)buf, len, true);
+    if (r < 0)
+        return r;
+    uint64_t end = off + (uint64_t)r;
     uint64_t size = __atomic_load_n(&f->size, __ATOMIC_ACQUIRE);
     while (end > size && !__atomic_compare_exchange_n(&f->size, &size, end, false, __ATOMIC_ACQ_REL,
                                                       __ATOMIC_ACQUIRE))
         ;
-    return (ssize_t)done;
+    return r;
 }
 
 ssize_t vfe_daxguest_write(struct vfe_daxguest *g, unsigned q, struct vfe_daxguest_file *f,
@@ -1026,23 +1056,26 @@ static ssize_t dg_io_one(struct vfe_daxguest_fuse *df, unsigned q, bool write, u
     return r < 0 ? r : (ssize_t)got;
 }
 
+struct dg_io_ctx {
+    struct vfe_daxguest_fuse *df;
+    unsigned q;
+    uint64_t nodeid, fh;
+};
+
+static ssize_t dg_io_piece(void *ctx, bool write, uint64_t off, uint8_t *buf, size_t n)
+{
+    struct dg_io_ctx *c = ctx;
+    return dg_io_one(c->df, c->q, write, c->nodeid, c->fh, off, buf, (uint32_t)n);
+}
+
 static ssize_t dg_io(void *opaque, unsigned q, bool write, uint64_t nodeid, uint64_t fh,
                      uint64_t off, uint8_t *buf, uint32_t len)
 {
     struct vfe_daxguest_fuse *df = opaque;
     if (q == 0 || q > df->nq)
         return -EINVAL;
-    uint32_t done = 0;
-    while (done < len) {
-        uint32_t n = len - done < df->max_io ? len - done : df->max_io;
-        ssize_t r = dg_io_one(df, q, write, nodeid, fh, off + done, buf + done, n);
-        if (r < 0)
-            return done ? (ssize_t)done : r;
-        done += (uint32_t)r;
-        if ((uint32_t)r < n)
-            break;
-    }
-    return (ssize_t)done;
+    struct dg_io_ctx c = {df, q, nodeid, fh};
+    return dg_pieces(dg_io_piece, &c, write, off, buf, len, df->max_io);
 }
 
 static ssize_t dg_read(void *opaque, unsigned q, uint64_t nodeid, uint64_t fh, uint64_t off,
