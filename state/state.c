@@ -189,41 +189,35 @@ bool vst_get_bytes(struct vst_reader *r, void *dst, size_t n)
     return true;
 }
 
-static bool vst_get_le(struct vst_reader *r, uint64_t *v, unsigned n)
+/* The next n bytes as a little-endian number; 0 once the reader is bad. */
+static uint64_t vst_get_le(struct vst_reader *r, unsigned n)
 {
     uint8_t b[8];
-    bool ok = vst_get_bytes(r, b, n);
-    *v = ok ? vst_from_le(b, n) : 0;
-    return ok;
+    return vst_get_bytes(r, b, n) ? vst_from_le(b, n) : 0;
 }
 
 bool vst_get_u8(struct vst_reader *r, uint8_t *v)
 {
-    uint64_t x;
-    bool ok = vst_get_le(r, &x, 1);
-    *v = (uint8_t)x;
-    return ok;
+    *v = (uint8_t)vst_get_le(r, 1);
+    return !r->bad;
 }
 
 bool vst_get_u16(struct vst_reader *r, uint16_t *v)
 {
-    uint64_t x;
-    bool ok = vst_get_le(r, &x, 2);
-    *v = (uint16_t)x;
-    return ok;
+    *v = (uint16_t)vst_get_le(r, 2);
+    return !r->bad;
 }
 
 bool vst_get_u32(struct vst_reader *r, uint32_t *v)
 {
-    uint64_t x;
-    bool ok = vst_get_le(r, &x, 4);
-    *v = (uint32_t)x;
-    return ok;
+    *v = (uint32_t)vst_get_le(r, 4);
+    return !r->bad;
 }
 
 bool vst_get_u64(struct vst_reader *r, uint64_t *v)
 {
-    return vst_get_le(r, v, 8);
+    *v = vst_get_le(r, 8);
+    return !r->bad;
 }
 
 bool vst_get_bool(struct vst_reader *r, bool *v)
