@@ -188,6 +188,24 @@ static void vmain_on_signal(int sig)
     errno = saved;
 }
 
+/*
+ * A signal the daemon acts on only when on, through the eventfd *fd; otherwise
+ * ignored, as its default action would end the daemon.
+ */
+static int vmain_optional_signal(int sig, bool on, int *fd)
+{
+    struct sigaction sa = {.sa_handler = vmain_on_signal, .sa_flags = SA_RESTART};
+    sigemptyset(&sa.sa_mask);
+    if (!on) {
+        signal(sig, SIG_IGN);
+        return 0;
+    }
+    *fd = eventfd(0, EFD_CLOEXEC | EFD_NONBLOCK);
+    if (*fd < 0 || sigaction(sig, &sa, NULL) < 0)
+        return -errno;
+    return 0;
+}
+
 static int vmain_install_signals(bool save_state)
 {
     struct sigaction sa = {.sa_handler = vmain_on_signal, .sa_flags = SA_RESTART};
@@ -199,30 +217,14 @@ static int vmain_install_signals(bool save_state)
     if (sigaction(SIGTERM, &sa, NULL) < 0 || sigaction(SIGINT, &sa, NULL) < 0 ||
         sigaction(SIGHUP, &sa, NULL) < 0)
         return -errno;
-    /* SIGUSR2 without --save-state is ignored: its default action would end the daemon. */
-    if (!save_state) {
-        signal(SIGUSR2, SIG_IGN);
-        return 0;
-    }
-    vmain_save_fd = eventfd(0, EFD_CLOEXEC | EFD_NONBLOCK);
-    if (vmain_save_fd < 0 || sigaction(SIGUSR2, &sa, NULL) < 0)
-        return -errno;
-    return 0;
+    /* SIGUSR2 saves the state, with --save-state only. */
+    return vmain_optional_signal(SIGUSR2, save_state, &vmain_save_fd);
 }
 
-/* SIGUSR1 without a window is ignored: its default action would end the daemon. */
+/* SIGUSR1 writes the DAX statistics, with a window only. */
 static int vmain_install_stats_signal(bool dax)
 {
-    struct sigaction sa = {.sa_handler = vmain_on_signal, .sa_flags = SA_RESTART};
-    sigemptyset(&sa.sa_mask);
-    if (!dax) {
-        signal(SIGUSR1, SIG_IGN);
-        return 0;
-    }
-    vmain_stats_fd = eventfd(0, EFD_CLOEXEC | EFD_NONBLOCK);
-    if (vmain_stats_fd < 0 || sigaction(SIGUSR1, &sa, NULL) < 0)
-        return -errno;
-    return 0;
+    return vmain_optional_signal(SIGUSR1, dax, &vmain_stats_fd);
 }
 
 /* ---- Serving ----------------------------------------------------------------------- */
