@@ -736,24 +736,40 @@ static int check_state(struct vfe_conn *c, uint64_t *answer)
     return rep.payload.u64 ? -EIO : 0;
 }
 
-static int state_save_on(struct vfe_conn *c, uint8_t **buf, size_t *len, size_t max,
-                         uint64_t *answer)
+/*
+ * A pipe for the state in direction dir (0 save: the back-end writes, 1 load:
+ * it reads): the back-end gets one end, *ours is the other, or the fd the
+ * back-end answered with in its place.
+ */
+static int state_pipe(struct vfe_conn *c, int dir, int *ours, uint64_t *answer)
 {
     int p[2], their;
-    *buf = NULL;
-    *len = 0;
+    int give = dir == 0 ? 1 : 0;
     if (pipe2(p, O_CLOEXEC) < 0)
         return -errno;
-    int r = set_state_fd(c, 0 /* save */, p[1], &their, answer);
-    close(p[1]);
+    int r = set_state_fd(c, dir, p[give], &their, answer);
+    close(p[give]);
     if (r < 0) {
-        close(p[0]);
+        close(p[!give]);
         return r;
     }
     if (their >= 0) {
-        close(p[0]);
-        p[0] = their;
+        close(p[!give]);
+        p[!give] = their;
     }
+    *ours = p[!give];
+    return 0;
+}
+
+static int state_save_on(struct vfe_conn *c, uint8_t **buf, size_t *len, size_t max,
+                         uint64_t *answer)
+{
+    int fd;
+    *buf = NULL;
+    *len = 0;
+    int r = state_pipe(c, 0 /* save */, &fd, answer);
+    if (r < 0)
+        return r;
     size_t cap = 65536, n = 0;
     uint8_t *b = g_malloc(cap);
     for (;;) {
@@ -765,7 +781,7 @@ static int state_save_on(struct vfe_conn *c, uint8_t **buf, size_t *len, size_t 
             cap *= 2;
             b = g_realloc(b, cap);
         }
-        ssize_t got = read(p[0], b + n, cap - n);
+        ssize_t got = read(fd, b + n, cap - n);
         if (got < 0 && errno == EINTR)
             continue;
         if (got < 0) {
@@ -776,7 +792,7 @@ static int state_save_on(struct vfe_conn *c, uint8_t **buf, size_t *len, size_t 
             break;
         n += (size_t)got;
     }
-    close(p[0]);
+    close(fd);
     int rc = check_state(c, r < 0 ? NULL : answer);
     if (r == 0)
         r = rc;
@@ -791,22 +807,13 @@ static int state_save_on(struct vfe_conn *c, uint8_t **buf, size_t *len, size_t 
 
 static int state_load_on(struct vfe_conn *c, const uint8_t *buf, size_t len, uint64_t *answer)
 {
-    int p[2], their;
-    if (pipe2(p, O_CLOEXEC) < 0)
-        return -errno;
-    int r = set_state_fd(c, 1 /* load */, p[0], &their, answer);
-    close(p[0]);
-    if (r < 0) {
-        close(p[1]);
+    int fd;
+    int r = state_pipe(c, 1 /* load */, &fd, answer);
+    if (r < 0)
         return r;
-    }
-    if (their >= 0) {
-        close(p[1]);
-        p[1] = their;
-    }
     size_t off = 0;
     while (off < len) {
-        ssize_t w = write(p[1], buf + off, len - off);
+        ssize_t w = write(fd, buf + off, len - off);
         if (w < 0 && errno == EINTR)
             continue;
         if (w <= 0) {
@@ -815,7 +822,7 @@ static int state_load_on(struct vfe_conn *c, const uint8_t *buf, size_t len, uin
         }
         off += (size_t)w;
     }
-    close(p[1]);
+    close(fd);
     int rc = check_state(c, r < 0 ? NULL : answer);
     return r < 0 ? r : rc;
 }
