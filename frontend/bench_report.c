@@ -171,6 +171,21 @@ static double mean_u64(const struct vb_series *s, size_t field)
     return s->nruns ? sum / s->nruns : 0;
 }
 
+/* The DAX counters reported per run, averaged over the runs. */
+static const struct {
+    const char *name;
+    size_t off;
+} dax_means[] = {
+    {"dax_setups", offsetof(struct vb_run, dax_setups)},
+    {"dax_upgrades", offsetof(struct vb_run, dax_upgrades)},
+    {"dax_removes", offsetof(struct vb_run, dax_removes)},
+    {"dax_hits", offsetof(struct vb_run, dax_hits)},
+    {"dax_plain_ops", offsetof(struct vb_run, dax_plain)},
+    {"dax_reclaims_inline", offsetof(struct vb_run, dax_inline)},
+    {"dax_reclaims_worker", offsetof(struct vb_run, dax_bg)},
+    {"dax_waits", offsetof(struct vb_run, dax_waits)},
+};
+
 void vb_report_json_objects(const struct vb_opts *o, const struct vb_series *s, FILE *to,
                             const char *workload, bool *first)
 {
@@ -215,22 +230,8 @@ void vb_report_json_objects(const struct vb_opts *o, const struct vb_series *s, 
                 fprintf(to, "\"dax_window_offered\": %" PRIu64 ", \"dax_files\": %u, ",
                         s[b].runs[0].dax_offered, s[b].runs[0].dax_files);
                 /* Per run, averaged over the runs. */
-                json_num(to, "dax_setups", mean_u64(&s[b], offsetof(struct vb_run, dax_setups)),
-                         true);
-                json_num(to, "dax_upgrades",
-                         mean_u64(&s[b], offsetof(struct vb_run, dax_upgrades)), true);
-                json_num(to, "dax_removes",
-                         mean_u64(&s[b], offsetof(struct vb_run, dax_removes)), true);
-                json_num(to, "dax_hits", mean_u64(&s[b], offsetof(struct vb_run, dax_hits)),
-                         true);
-                json_num(to, "dax_plain_ops",
-                         mean_u64(&s[b], offsetof(struct vb_run, dax_plain)), true);
-                json_num(to, "dax_reclaims_inline",
-                         mean_u64(&s[b], offsetof(struct vb_run, dax_inline)), true);
-                json_num(to, "dax_reclaims_worker",
-                         mean_u64(&s[b], offsetof(struct vb_run, dax_bg)), true);
-                json_num(to, "dax_waits", mean_u64(&s[b], offsetof(struct vb_run, dax_waits)),
-                         true);
+                for (size_t k = 0; k < G_N_ELEMENTS(dax_means); k++)
+                    json_num(to, dax_means[k].name, mean_u64(&s[b], dax_means[k].off), true);
                 /* The map miss path, pooled over the runs (-1: not measured). */
                 json_num(to, "dax_setup_rtt_us", SETUP_US(&s[b]), true);
                 json_num(to, "dax_map_us", MAP_US(&s[b]), true);
