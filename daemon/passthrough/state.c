@@ -884,19 +884,35 @@ static int pt_irec_cmp(const void *a, const void *b)
     return x->idx < y->idx ? -1 : x->idx > y->idx;
 }
 
+/*
+ * Opens the version 1 table section type (named table in messages) and reads
+ * its record count: at least min, and no more than records of at least
+ * rec_min bytes the section can hold (counted names a record).
+ */
+static int pt_load_table(struct pt_load *L, const struct vst_state *st, uint32_t type,
+                         const char *table, const char *counted, size_t rec_min, uint32_t min,
+                         struct vst_reader *r, uint32_t *count)
+{
+    uint32_t ver;
+
+    if (!vst_section(st, type, r, &ver))
+        return vst_fail(L->err, -EINVAL, "state: no %s table", table);
+    if (ver != 1)
+        return vst_fail(L->err, -EINVAL, "state: %s table version %u unknown", table, ver);
+    if (!vst_get_u32(r, count) || *count < min || *count > r->left / rec_min)
+        return vst_fail(L->err, -EBADMSG, "state: %s count %u does not fit its section",
+                        counted, *count);
+    return 0;
+}
+
 static int pt_load_inodes(struct pt_load *L, const struct vst_state *st, uint32_t *gen_floor)
 {
     struct vst_reader r;
-    uint32_t ver, count;
-    int ret = 0;
+    uint32_t count;
+    int ret = pt_load_table(L, st, VST_SEC_FS_INODES, "inode", "inode", PT_IREC_MIN, 1, &r, &count);
 
-    if (!vst_section(st, VST_SEC_FS_INODES, &r, &ver))
-        return vst_fail(L->err, -EINVAL, "state: no inode table");
-    if (ver != 1)
-        return vst_fail(L->err, -EINVAL, "state: inode table version %u unknown", ver);
-    if (!vst_get_u32(&r, &count) || count == 0 || count > r.left / PT_IREC_MIN)
-        return vst_fail(L->err, -EBADMSG, "state: inode count %u does not fit its section",
-                        count);
+    if (ret < 0)
+        return ret;
     struct pt_irec *v = calloc(count, sizeof(*v));
     if (!v)
         return -ENOMEM;
@@ -931,15 +947,12 @@ static int pt_load_handles(struct pt_load *L, const struct vst_state *st, uint32
 {
     struct pt_fs *fs = L->fs;
     struct vst_reader r;
-    uint32_t ver, count;
+    uint32_t count;
 
-    if (!vst_section(st, VST_SEC_FS_HANDLES, &r, &ver))
-        return vst_fail(L->err, -EINVAL, "state: no handle table");
-    if (ver != 1)
-        return vst_fail(L->err, -EINVAL, "state: handle table version %u unknown", ver);
-    if (!vst_get_u32(&r, &count) || count > r.left / PT_HREC_MIN)
-        return vst_fail(L->err, -EBADMSG, "state: handle count %u does not fit its section",
-                        count);
+    int sec = pt_load_table(L, st, VST_SEC_FS_HANDLES, "handle", "handle", PT_HREC_MIN, 0, &r,
+                            &count);
+    if (sec < 0)
+        return sec;
     for (uint32_t k = 0; k < count; k++) {
         uint32_t idx, gen, hflags, fdi = VST_NO_FD;
         uint64_t nodeid;
@@ -1048,16 +1061,11 @@ static int pt_load_locks(struct pt_load *L, const struct vst_state *st)
 {
     struct pt_fs *fs = L->fs;
     struct vst_reader r;
-    uint32_t ver, count;
-    int ret = 0;
+    uint32_t count;
+    int ret = pt_load_table(L, st, VST_SEC_FS_LOCKS, "lock", "lock owner", PT_OREC_MIN, 0, &r, &count);
 
-    if (!vst_section(st, VST_SEC_FS_LOCKS, &r, &ver))
-        return vst_fail(L->err, -EINVAL, "state: no lock table");
-    if (ver != 1)
-        return vst_fail(L->err, -EINVAL, "state: lock table version %u unknown", ver);
-    if (!vst_get_u32(&r, &count) || count > r.left / PT_OREC_MIN)
-        return vst_fail(L->err, -EBADMSG, "state: lock owner count %u does not fit its section",
-                        count);
+    if (ret < 0)
+        return ret;
     struct pt_held_lock *held = calloc(PT_STATE_MAX_LOCKS, sizeof(*held));
     if (!held)
         return -ENOMEM;
