@@ -210,32 +210,13 @@ void pt_htab_restore_finish(struct pt_fs *fs, uint32_t gen_floor)
     pthread_mutex_unlock(&t->lock);
 }
 
-void pt_htab_image(struct pt_fs *fs, void (*fn)(void *ctx, const struct pt_handle *h), void *ctx,
-                   uint32_t *gen_floor)
+/*
+ * fn on each slot ever handed out, with its state read once. The slot count is
+ * read under the lock; slots never move, so the walk itself needs none.
+ */
+static void pt_htab_walk(struct pt_htab *t, void (*fn)(void *ctx, struct pt_handle *h, uint64_t s),
+                         void *ctx)
 {
-    struct pt_htab *t = &fs->htab;
-    uint32_t n, floor = 0;
-
-    pthread_mutex_lock(&t->lock);
-    n = t->slots.next_fresh;
-    pthread_mutex_unlock(&t->lock);
-    for (uint32_t idx = 1; idx < n; idx++) {
-        struct pt_handle *h = pt_slots_at(&t->slots, idx);
-        if (!h)
-            continue;
-        uint64_t s = atomic_load(&h->state);
-        if ((uint32_t)(s >> 32) >= floor)
-            floor = (uint32_t)(s >> 32) + 1;
-        if ((s & PT_H_REFMASK) && !(s & PT_H_CLOSING))
-            fn(ctx, h);
-    }
-    if (gen_floor)
-        *gen_floor = floor;
-}
-
-void pt_htab_reset(struct pt_fs *fs)
-{
-    struct pt_htab *t = &fs->htab;
     uint32_t n;
 
     pthread_mutex_lock(&t->lock);
@@ -243,13 +224,51 @@ void pt_htab_reset(struct pt_fs *fs)
     pthread_mutex_unlock(&t->lock);
     for (uint32_t idx = 1; idx < n; idx++) {
         struct pt_handle *h = pt_slots_at(&t->slots, idx);
-        if (!h)
-            continue;
-        uint64_t s = atomic_load(&h->state);
-        if ((s & PT_H_REFMASK) == 0 || (s & PT_H_CLOSING))
-            continue;
-        pt_handle_close(fs, (uint64_t)idx | (s & 0xffffffff00000000ull), 0);
+        if (h)
+            fn(ctx, h, atomic_load(&h->state));
     }
+}
+
+static bool pt_handle_is_open(uint64_t s)
+{
+    return (s & PT_H_REFMASK) && !(s & PT_H_CLOSING);
+}
+
+struct pt_htab_image {
+    void (*fn)(void *ctx, const struct pt_handle *h);
+    void *ctx;
+    uint32_t floor;
+};
+
+static void pt_htab_image_slot(void *ctx, struct pt_handle *h, uint64_t s)
+{
+    struct pt_htab_image *im = ctx;
+
+    if ((uint32_t)(s >> 32) >= im->floor)
+        im->floor = (uint32_t)(s >> 32) + 1;
+    if (pt_handle_is_open(s))
+        im->fn(im->ctx, h);
+}
+
+void pt_htab_image(struct pt_fs *fs, void (*fn)(void *ctx, const struct pt_handle *h), void *ctx,
+                   uint32_t *gen_floor)
+{
+    struct pt_htab_image im = {fn, ctx, 0};
+
+    pt_htab_walk(&fs->htab, pt_htab_image_slot, &im);
+    if (gen_floor)
+        *gen_floor = im.floor;
+}
+
+static void pt_htab_reset_slot(void *ctx, struct pt_handle *h, uint64_t s)
+{
+    if (pt_handle_is_open(s))
+        pt_handle_close(ctx, (uint64_t)h->idx | (s & 0xffffffff00000000ull), 0);
+}
+
+void pt_htab_reset(struct pt_fs *fs)
+{
+    pt_htab_walk(&fs->htab, pt_htab_reset_slot, fs);
 }
 
 static void pt_hslot_fini(void *slot)
