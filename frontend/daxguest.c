@@ -348,6 +348,29 @@ int vfe_daxguest_reclaim_run(struct vfe_daxguest *g)
 
 /* ---- Getting a range for a request ------------------------------------------------ */
 
+/*
+ * Takes f's range at index, found idle without f->sem held: reclaimed and off
+ * the busy list, or NULL with *retry set when it went or got used meanwhile.
+ */
+static struct dg_range *reclaim_at(struct vfe_daxguest *g, unsigned q,
+                                   struct vfe_daxguest_file *f, uint64_t index, bool *retry)
+{
+    pthread_rwlock_wrlock(&f->sem);
+    struct dg_range *r = index < f->ntree ? f->tree[index] : NULL;
+    if (!r || ref_in_use(r)) {
+        *retry = true;
+        r = NULL;
+    } else {
+        reclaim_one_locked(g, q, f, r);
+        pthread_mutex_lock(&g->lock);
+        busy_del_locked(g, r);
+        r->file = NULL;
+        pthread_mutex_unlock(&g->lock);
+    }
+    pthread_rwlock_unlock(&f->sem);
+    return r;
+}
+
 /* inode_inline_reclaim_one_dmap: the idle range of f at the lowest file offset,
  * removed and handed over (not through the free list). *retry when it went
  * or came into use meanwhile. */
@@ -365,20 +388,7 @@ static struct dg_range *inline_reclaim_same_file(struct vfe_daxguest *g, unsigne
     pthread_rwlock_unlock(&f->sem);
     if (!found)
         return NULL;
-    pthread_rwlock_wrlock(&f->sem);
-    struct dg_range *r = index < f->ntree ? f->tree[index] : NULL;
-    if (!r || ref_in_use(r)) {
-        *retry = true;
-        pthread_rwlock_unlock(&f->sem);
-        return NULL;
-    }
-    reclaim_one_locked(g, q, f, r);
-    pthread_mutex_lock(&g->lock);
-    busy_del_locked(g, r);
-    r->file = NULL;
-    pthread_mutex_unlock(&g->lock);
-    pthread_rwlock_unlock(&f->sem);
-    return r;
+    return reclaim_at(g, q, f, index, retry);
 }
 
 /* The recency-aware guest: the least recently used idle range of any file. */
@@ -400,19 +410,7 @@ static struct dg_range *inline_reclaim_lru(struct vfe_daxguest *g, unsigned q, b
     pthread_mutex_unlock(&g->lock);
     if (!f)
         return NULL;
-    pthread_rwlock_wrlock(&f->sem);
-    r = index < f->ntree ? f->tree[index] : NULL;
-    if (!r || ref_in_use(r)) {
-        *retry = true;
-        r = NULL;
-    } else {
-        reclaim_one_locked(g, q, f, r);
-        pthread_mutex_lock(&g->lock);
-        busy_del_locked(g, r);
-        r->file = NULL;
-        pthread_mutex_unlock(&g->lock);
-    }
-    pthread_rwlock_unlock(&f->sem);
+    r = reclaim_at(g, q, f, index, retry);
     unpin(g, f);
     return r;
 }
