@@ -26,38 +26,11 @@ _Static_assert(offsetof(struct fuse_statx_in, sx_mask) == 20, "fuse_statx_in lay
 _Static_assert(sizeof(struct fuse_statx_out) == 288, "fuse_statx_out layout");
 _Static_assert(offsetof(struct fuse_statx_out, stat) == 32, "fuse_statx_out layout");
 
-FLL_DECODER(getattr)
-{
-    struct fuse_getattr_in in;
-    FLL_ARG(c, in);
-    if (!fll_out_fits(r, sizeof(struct fuse_attr_out)))
-        return -EIO;
-    struct fuse_attr_out out = {0};
-    int ret = fll_ops_of(r)->getattr(r, r->hdr.nodeid, &in, &out);
-    return fll_reply_struct(r, ret, &out, sizeof(out));
-}
+FLL_DECODER_STRUCT(getattr, struct fuse_getattr_in, struct fuse_attr_out)
 
-FLL_DECODER(setattr)
-{
-    struct fuse_setattr_in in;
-    FLL_ARG(c, in);
-    if (!fll_out_fits(r, sizeof(struct fuse_attr_out)))
-        return -EIO;
-    struct fuse_attr_out out = {0};
-    int ret = fll_ops_of(r)->setattr(r, r->hdr.nodeid, &in, &out);
-    return fll_reply_struct(r, ret, &out, sizeof(out));
-}
+FLL_DECODER_STRUCT(setattr, struct fuse_setattr_in, struct fuse_attr_out)
 
-FLL_DECODER(statx)
-{
-    struct fuse_statx_in in;
-    FLL_ARG(c, in);
-    if (!fll_out_fits(r, sizeof(struct fuse_statx_out)))
-        return -EIO;
-    struct fuse_statx_out out = {0};
-    int ret = fll_ops_of(r)->statx(r, r->hdr.nodeid, &in, &out);
-    return fll_reply_struct(r, ret, &out, sizeof(out));
-}
+FLL_DECODER_STRUCT(statx, struct fuse_statx_in, struct fuse_statx_out)
 
 FLL_DECODER(statfs)
 {
@@ -68,12 +41,7 @@ FLL_DECODER(statfs)
     return fll_reply_struct(r, ret, &out, sizeof(out));
 }
 
-FLL_DECODER(access)
-{
-    struct fuse_access_in in;
-    FLL_ARG(c, in);
-    return fll_reply_status(r, fll_ops_of(r)->access(r, r->hdr.nodeid, &in));
-}
+FLL_DECODER_STATUS(access, struct fuse_access_in)
 
 FLL_DECODER(syncfs)
 {
@@ -188,16 +156,7 @@ FLL_DECODER(removexattr)
 
 /* ---- Directories ------------------------------------------------------------------ */
 
-FLL_DECODER(opendir)
-{
-    struct fuse_open_in in;
-    FLL_ARG(c, in);
-    if (!fll_out_fits(r, sizeof(struct fuse_open_out)))
-        return -EIO;
-    struct fuse_open_out out = {0};
-    int ret = fll_ops_of(r)->opendir(r, r->hdr.nodeid, &in, &out);
-    return fll_reply_struct(r, ret, &out, sizeof(out));
-}
+FLL_DECODER_STRUCT(opendir, struct fuse_open_in, struct fuse_open_out)
 
 static int readdir_common(struct fll_req *r, struct fll_cursor *c, bool plus)
 {
@@ -231,16 +190,6 @@ FLL_DECODER(readdirplus)
     return readdir_common(r, c, true);
 }
 
-FLL_DECODER(releasedir)
-{
-    struct fuse_release_in in;
-    FLL_ARG(c, in);
-    return fll_reply_status(r, fll_ops_of(r)->releasedir(r, r->hdr.nodeid, &in));
-}
+FLL_DECODER_STATUS(releasedir, struct fuse_release_in)
 
-FLL_DECODER(fsyncdir)
-{
-    struct fuse_fsync_in in;
-    FLL_ARG(c, in);
-    return fll_reply_status(r, fll_ops_of(r)->fsyncdir(r, r->hdr.nodeid, &in));
-}
+FLL_DECODER_STATUS(fsyncdir, struct fuse_fsync_in)

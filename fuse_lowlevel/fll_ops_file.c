@@ -11,15 +11,7 @@
 
 #include "fll_ops_i.h"
 
-FLL_DECODER(open)
-{
-    struct fuse_open_in in;
-    FLL_ARG(c, in);
-    if (!fll_out_fits(r, sizeof(struct fuse_open_out)))
-        return -EIO;
-    struct fuse_open_out out = {0};
-    return fll_reply_struct(r, fll_ops_of(r)->open(r, r->hdr.nodeid, &in, &out), &out, sizeof(out));
-}
+FLL_DECODER_STRUCT(open, struct fuse_open_in, struct fuse_open_out)
 
 /*
  * READ: the reply body is the data. The filesystem gets the writable buffers
@@ -73,43 +65,15 @@ FLL_DECODER(write)
                            in.size);
 }
 
-FLL_DECODER(release)
-{
-    struct fuse_release_in in;
-    FLL_ARG(c, in);
-    return fll_reply_status(r, fll_ops_of(r)->release(r, r->hdr.nodeid, &in));
-}
+FLL_DECODER_STATUS(release, struct fuse_release_in)
 
-FLL_DECODER(flush)
-{
-    struct fuse_flush_in in;
-    FLL_ARG(c, in);
-    return fll_reply_status(r, fll_ops_of(r)->flush(r, r->hdr.nodeid, &in));
-}
+FLL_DECODER_STATUS(flush, struct fuse_flush_in)
 
-FLL_DECODER(fsync)
-{
-    struct fuse_fsync_in in;
-    FLL_ARG(c, in);
-    return fll_reply_status(r, fll_ops_of(r)->fsync(r, r->hdr.nodeid, &in));
-}
+FLL_DECODER_STATUS(fsync, struct fuse_fsync_in)
 
-FLL_DECODER(fallocate)
-{
-    struct fuse_fallocate_in in;
-    FLL_ARG(c, in);
-    return fll_reply_status(r, fll_ops_of(r)->fallocate(r, r->hdr.nodeid, &in));
-}
+FLL_DECODER_STATUS(fallocate, struct fuse_fallocate_in)
 
-FLL_DECODER(lseek)
-{
-    struct fuse_lseek_in in;
-    FLL_ARG(c, in);
-    if (!fll_out_fits(r, sizeof(struct fuse_lseek_out)))
-        return -EIO;
-    struct fuse_lseek_out out = {0};
-    return fll_reply_struct(r, fll_ops_of(r)->lseek(r, r->hdr.nodeid, &in, &out), &out, sizeof(out));
-}
+FLL_DECODER_STRUCT(lseek, struct fuse_lseek_in, struct fuse_lseek_out)
 
 /*
  * COPY_FILE_RANGE answers with a 32-bit count; the kernel never asks for more
@@ -127,15 +91,7 @@ FLL_DECODER(copy_file_range)
     return fll_reply_count(r, fll_ops_of(r)->copy_file_range(r, r->hdr.nodeid, &in), in.len);
 }
 
-FLL_DECODER(getlk)
-{
-    struct fuse_lk_in in;
-    FLL_ARG(c, in);
-    if (!fll_out_fits(r, sizeof(struct fuse_lk_out)))
-        return -EIO;
-    struct fuse_lk_out out = {0};
-    return fll_reply_struct(r, fll_ops_of(r)->getlk(r, r->hdr.nodeid, &in, &out), &out, sizeof(out));
-}
+FLL_DECODER_STRUCT(getlk, struct fuse_lk_in, struct fuse_lk_out)
 
 FLL_DECODER(setlk)
 {
@@ -152,12 +108,7 @@ FLL_DECODER(setlkw)
     return fll_reply_status(r, fll_ops_of(r)->setlk(r, r->hdr.nodeid, &in, true));
 }
 
-FLL_DECODER(setupmapping)
-{
-    struct fuse_setupmapping_in in;
-    FLL_ARG(c, in);
-    return fll_reply_status(r, fll_ops_of(r)->setupmapping(r, r->hdr.nodeid, &in));
-}
+FLL_DECODER_STATUS(setupmapping, struct fuse_setupmapping_in)
 
 /*
  * REMOVEMAPPING: a u32 count, then count 16-byte entries starting right after

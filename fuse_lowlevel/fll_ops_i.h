@@ -14,6 +14,32 @@
 
 #define FLL_DECODER(name) int fll_do_##name(struct fll_req *r, struct fll_cursor *c)
 
+/*
+ * The decoders that are nothing but the common shape, written once: the
+ * in_type argument, the op of the same name on the request's node, and its
+ * out_type struct as the reply (STRUCT, which needs room for it in the reply
+ * buffer first) or only a status (STATUS).
+ */
+#define FLL_DECODER_STRUCT(name, in_type, out_type)                                                \
+    FLL_DECODER(name)                                                                              \
+    {                                                                                              \
+        in_type in;                                                                                \
+        FLL_ARG(c, in);                                                                            \
+        if (!fll_out_fits(r, sizeof(out_type)))                                                    \
+            return -EIO;                                                                           \
+        out_type out = {0};                                                                        \
+        int ret = fll_ops_of(r)->name(r, r->hdr.nodeid, &in, &out);                                \
+        return fll_reply_struct(r, ret, &out, sizeof(out));                                        \
+    }
+
+#define FLL_DECODER_STATUS(name, in_type)                                                          \
+    FLL_DECODER(name)                                                                              \
+    {                                                                                              \
+        in_type in;                                                                                \
+        FLL_ARG(c, in);                                                                            \
+        return fll_reply_status(r, fll_ops_of(r)->name(r, r->hdr.nodeid, &in));                   \
+    }
+
 FLL_DECODER(lookup);
 FLL_DECODER(forget);
 FLL_DECODER(batch_forget);
