@@ -13,6 +13,7 @@
  *   vufs_now_ns()                      CLOCK_MONOTONIC in ns (vDSO: no syscall)
  *   vufs_deadline(clock, ns)           a timespec ns from now on clock, for
  *                                      pthread_cond_timedwait and friends
+ *   vufs_cond_init_monotonic(&cond)    a condition variable timed on CLOCK_MONOTONIC
  *   vufs_wait_input(fd, stop_fd, ms)   a thread's wait for its input or its stop
  */
 #ifndef VUFS_UTIL_H
@@ -20,6 +21,7 @@
 
 #include <errno.h>
 #include <poll.h>
+#include <pthread.h>
 #include <stddef.h>
 #include <stdint.h>
 #include <stdlib.h>
@@ -116,6 +118,18 @@ static inline struct timespec vufs_deadline(clockid_t clock, uint64_t ns)
         ts.tv_nsec -= (long)VUFS_NSEC_PER_SEC;
     }
     return ts;
+}
+
+/* A condition variable whose timed waits run on CLOCK_MONOTONIC (deadlines from
+ * vufs_deadline(CLOCK_MONOTONIC, ...)), so a wall-clock step cannot stretch them. */
+static inline void vufs_cond_init_monotonic(pthread_cond_t *cond)
+{
+    pthread_condattr_t ca;
+
+    pthread_condattr_init(&ca);
+    pthread_condattr_setclock(&ca, CLOCK_MONOTONIC);
+    pthread_cond_init(cond, &ca);
+    pthread_condattr_destroy(&ca);
 }
 
 #endif

@@ -49,11 +49,7 @@ int vdev_new(const struct vdev_config *c, struct vufsd_dev **out)
     dev->backend_fd = -1;
     dev->state = VDEV_NEW;
     pthread_mutex_init(&dev->mem_lock, NULL);
-    pthread_condattr_t ca;
-    pthread_condattr_init(&ca);
-    pthread_condattr_setclock(&ca, CLOCK_MONOTONIC);
-    pthread_cond_init(&dev->mem_changed, &ca);
-    pthread_condattr_destroy(&ca);
+    vufs_cond_init_monotonic(&dev->mem_changed);
     pthread_mutex_init(&dev->backend_lock, NULL);
     err = vmem_table_new(&dev->mem);
     if (err < 0)

@@ -161,11 +161,7 @@ void vmig_init(struct vmig *m)
     m->max = VMIG_MAX_STATE;
     m->check_wait_ms = VMIG_CHECK_WAIT_MS;
     pthread_mutex_init(&m->lock, NULL);
-    pthread_condattr_t ca;
-    pthread_condattr_init(&ca);
-    pthread_condattr_setclock(&ca, CLOCK_MONOTONIC);
-    pthread_cond_init(&m->cond, &ca);
-    pthread_condattr_destroy(&ca);
+    vufs_cond_init_monotonic(&m->cond);
 }
 
 /* Joins the thread of a transfer in progress, cancelling it first if cancel. */

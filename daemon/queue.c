@@ -135,11 +135,7 @@ void vqt_init(struct vufsd_queue *q, struct vufsd_dev *dev, unsigned index)
     q->state = VQT_IDLE;
     q->kick_fd = q->call_fd = q->err_fd = -1;
     pthread_mutex_init(&q->lock, NULL);
-    pthread_condattr_t ca;
-    pthread_condattr_init(&ca);
-    pthread_condattr_setclock(&ca, CLOCK_MONOTONIC); /* vqt_stop's timed drain */
-    pthread_cond_init(&q->drained, &ca);
-    pthread_condattr_destroy(&ca);
+    vufs_cond_init_monotonic(&q->drained); /* vqt_stop's timed drain */
 }
 
 void vqt_reset(struct vufsd_queue *q)

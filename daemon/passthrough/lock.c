@@ -63,14 +63,9 @@ struct pt_waiter {
 
 int pt_locks_init(struct pt_locks *l)
 {
-    pthread_condattr_t ca;
-
     memset(l, 0, sizeof(*l));
     pthread_mutex_init(&l->lock, NULL);
-    pthread_condattr_init(&ca);
-    pthread_condattr_setclock(&ca, CLOCK_MONOTONIC);
-    pthread_cond_init(&l->cond, &ca);
-    pthread_condattr_destroy(&ca);
+    vufs_cond_init_monotonic(&l->cond);
     l->max = PT_MAX_WAITERS;
     return 0;
 }
