@@ -203,31 +203,56 @@ static void pt_owner_note_pid(struct pt_inode *i, int fd, uint32_t pid)
 }
 
 /*
- * Whether the open file description fd holds a lock of exactly l's type and
- * range, from the kernel's list of its locks in /proc/self/fdinfo/FD
- * ("lock:\t1: OFDLCK ADVISORY  READ -1 fe:00:1234 0 EOF", inclusive range).
- * Reached from proc_self_fd (/proc/self/fd, opened before the sandbox).
+ * The kernel's list of the locks of the open file description fd,
+ * /proc/self/fdinfo/FD, reached from proc_self_fd (/proc/self/fd, opened
+ * before the sandbox); NULL with errno set when it cannot be opened.
  */
-static bool pt_fd_holds(struct pt_fs *fs, int fd, const struct flock *l)
+static FILE *pt_fdinfo_open(struct pt_fs *fs, int fd)
 {
-    char path[PT_PROC_PATH_MAX + 16], line[256];
-    bool found = false;
+    char path[PT_PROC_PATH_MAX + 16];
 
     snprintf(path, sizeof(path), "../fdinfo/%d", fd);
     int dfd = openat(fs->proc_self_fd, path, O_RDONLY | O_CLOEXEC);
     if (dfd < 0)
-        return false;
+        return NULL;
     FILE *f = fdopen(dfd, "r");
     if (!f) {
+        int e = errno;
         close(dfd);
-        return false;
+        errno = e;
     }
+    return f;
+}
+
+/*
+ * One line of that list, when it is a lock's: "lock:\t1: OFDLCK ADVISORY  READ
+ * -1 fe:00:1234 0 EOF" gives the kind (OFDLCK, FLOCK, POSIX), type READ or
+ * WRITE, the start and the inclusive end (or EOF).
+ */
+static bool pt_fdinfo_lock(const char *line, char kind[16], char type[16],
+                           unsigned long long *start, char end[24])
+{
+    return strncmp(line, "lock:", 5) == 0 &&
+           sscanf(line + 5, " %*d: %15s %*s %15s %*d %*s %llu %23s", kind, type, start, end) == 4;
+}
+
+/*
+ * Whether the open file description fd holds a lock of exactly l's type and
+ * range, from the kernel's list of its locks (pt_fdinfo_open).
+ */
+static bool pt_fd_holds(struct pt_fs *fs, int fd, const struct flock *l)
+{
+    char line[256];
+    bool found = false;
+    FILE *f = pt_fdinfo_open(fs, fd);
+
+    if (!f)
+        return false;
     unsigned long long want_end = l->l_len == 0 ? 0 : (unsigned long long)(l->l_start + l->l_len - 1);
     while (!found && fgets(line, sizeof(line), f)) {
         char kind[16], type[16], end[24];
         unsigned long long start, e;
-        if (strncmp(line, "lock:", 5) != 0 ||
-            sscanf(line + 5, " %*d: %15s %*s %15s %*d %*s %llu %23s", kind, type, &start, end) != 4)
+        if (!pt_fdinfo_lock(line, kind, type, &start, end))
             continue;
         if (strcmp(kind, "OFDLCK") != 0 || start != (unsigned long long)l->l_start)
             continue;
@@ -569,25 +594,16 @@ unlock:
 
 int pt_fd_locks(struct pt_fs *fs, int fd, struct pt_held_lock *out, unsigned max)
 {
-    char path[PT_PROC_PATH_MAX + 16], line[256];
+    char line[256];
     unsigned n = 0;
+    FILE *f = pt_fdinfo_open(fs, fd);
 
-    snprintf(path, sizeof(path), "../fdinfo/%d", fd);
-    int dfd = openat(fs->proc_self_fd, path, O_RDONLY | O_CLOEXEC);
-    if (dfd < 0)
+    if (!f)
         return -errno;
-    FILE *f = fdopen(dfd, "r");
-    if (!f) {
-        int e = errno;
-        close(dfd);
-        return -e;
-    }
-    /* "lock:\t1: OFDLCK ADVISORY  READ -1 fe:00:1234 0 EOF" (inclusive end), or FLOCK. */
     while (fgets(line, sizeof(line), f)) {
         char kind[16], type[16], end[24];
         unsigned long long start, e;
-        if (strncmp(line, "lock:", 5) != 0 ||
-            sscanf(line + 5, " %*d: %15s %*s %15s %*d %*s %llu %23s", kind, type, &start, end) != 4)
+        if (!pt_fdinfo_lock(line, kind, type, &start, end))
             continue;
         bool flock = strcmp(kind, "FLOCK") == 0;
         if (!flock && strcmp(kind, "OFDLCK") != 0)
