@@ -190,23 +190,25 @@ int pt_handle_restore(struct pt_fs *fs, uint32_t idx, uint32_t gen, struct pt_in
     return 0;
 }
 
+static bool pt_hslot_unused(void *slot, uint32_t gen_floor)
+{
+    struct pt_handle *h = slot;
+    uint64_t s = atomic_load(&h->state);
+
+    if (s & PT_H_REFMASK)
+        return false;
+    if ((s >> 32) < gen_floor)
+        atomic_store(&h->state, (uint64_t)gen_floor << 32);
+    return true;
+}
+
 void pt_htab_restore_finish(struct pt_fs *fs, uint32_t gen_floor)
 {
     struct pt_htab *t = &fs->htab;
 
     pthread_mutex_lock(&t->lock);
-    /* Never-used slots too: the old process may have used them. */
     t->gen_base = gen_floor;
-    t->slots.free_head = 0;
-    for (uint32_t idx = t->slots.next_fresh; idx-- > 1;) {
-        struct pt_handle *h = pt_slots_at(&t->slots, idx);
-        uint64_t s = atomic_load(&h->state);
-        if (s & PT_H_REFMASK)
-            continue;
-        if ((s >> 32) < gen_floor)
-            atomic_store(&h->state, (uint64_t)gen_floor << 32);
-        pt_slots_free_locked(&t->slots, idx);
-    }
+    pt_slots_refree_locked(&t->slots, pt_hslot_unused, gen_floor);
     pthread_mutex_unlock(&t->lock);
 }
 

@@ -445,24 +445,25 @@ unlock:
     return ret;
 }
 
+static bool pt_islot_unused(void *slot, uint32_t gen_floor)
+{
+    struct pt_inode *i = slot;
+
+    if (i->live)
+        return false;
+    /* A node id the old process handed out and freed must stay stale. */
+    if (i->gen < gen_floor)
+        i->gen = gen_floor;
+    return true;
+}
+
 void pt_itab_restore_finish(struct pt_fs *fs, uint32_t gen_floor)
 {
     struct pt_itab *t = &fs->itab;
 
     pthread_mutex_lock(&t->lock);
-    /* Never-used slots too: the old process may have used them. */
     t->gen_base = gen_floor;
-    t->slots.free_head = 0;
-    /* Highest first, so the lowest free index is reused first. */
-    for (uint32_t idx = t->slots.next_fresh; idx-- > 1;) {
-        struct pt_inode *i = pt_slot_locked(t, idx);
-        if (i->live)
-            continue;
-        /* A node id the old process handed out and freed must stay stale. */
-        if (i->gen < gen_floor)
-            i->gen = gen_floor;
-        pt_slots_free_locked(&t->slots, idx);
-    }
+    pt_slots_refree_locked(&t->slots, pt_islot_unused, gen_floor);
     pthread_mutex_unlock(&t->lock);
 }
 

@@ -100,6 +100,11 @@ void pt_slots_free_locked(struct pt_slots *t, uint32_t idx);
 /* Restore: every slot up to idx exists (next_fresh past it); the slots skipped
  * are on no free list until the owner rebuilds it. 0, -EINVAL, -ENOMEM. */
 int pt_slots_reach_locked(struct pt_slots *t, uint32_t idx);
+/* Restore, at the end: the free list rebuilt from every slot below next_fresh
+ * that unused says is free (never-used slots too: the old process may have used
+ * them); unused raises a free slot's generation to gen_floor first. */
+void pt_slots_refree_locked(struct pt_slots *t, bool (*unused)(void *slot, uint32_t gen_floor),
+                            uint32_t gen_floor);
 /* Frees every chunk, after fini on each slot of it (fini may be NULL). */
 void pt_slots_destroy(struct pt_slots *t, void (*fini)(void *slot));
 

@@ -76,6 +76,17 @@ void pt_slots_free_locked(struct pt_slots *t, uint32_t idx)
     t->free_head = idx;
 }
 
+void pt_slots_refree_locked(struct pt_slots *t, bool (*unused)(void *slot, uint32_t gen_floor),
+                            uint32_t gen_floor)
+{
+    t->free_head = 0;
+    /* Highest first, so the lowest free index is reused first. */
+    for (uint32_t idx = t->next_fresh; idx-- > 1;) {
+        if (unused(pt_slots_get_locked(t, idx), gen_floor))
+            pt_slots_free_locked(t, idx);
+    }
+}
+
 void pt_slots_destroy(struct pt_slots *t, void (*fini)(void *slot))
 {
     for (uint32_t c = 0; c < PT_MAX_CHUNKS; c++) {
