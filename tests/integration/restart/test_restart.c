@@ -520,19 +520,26 @@ static void copy_file(const char *from, const char *to)
     close(out);
 }
 
+/* Where the daemon's binary stands in the --vufsd command (after any env
+ * prefix such as the sanitizer tree's "/usr/bin/env ASAN_OPTIONS=..."): the
+ * word that names vufsd. */
+static const char *vufsd_word(size_t *len)
+{
+    const char *bin = strstr(opt_vufsd, "vufsd");
+    assert_non_null(bin);
+    while (bin > opt_vufsd && bin[-1] != ' ')
+        bin--;
+    *len = strcspn(bin, " ");
+    return bin;
+}
+
 /* The daemon command with its binary replaced by path exe (env prefix kept). */
 static void cmd_with_exe(struct env *e, const char *exe, const char *opts)
 {
-    const char *bin = strstr(opt_vufsd, "vufsd");
-    const char *space = strchr(bin ? bin : opt_vufsd, ' ');
-    char prefix[512] = "";
-    const char *slash = bin;
-    while (slash && slash > opt_vufsd && slash[-1] != ' ')
-        slash--;
-    if (slash && slash > opt_vufsd)
-        snprintf(prefix, sizeof(prefix), "%.*s", (int)(slash - opt_vufsd), opt_vufsd);
-    snprintf(e->cmd, sizeof(e->cmd), "%s%s%s --socket-path={socket} --shared-dir={dir} %s %s",
-             prefix, exe, space ? space : "", opt_extra, opts);
+    size_t len;
+    const char *bin = vufsd_word(&len);
+    snprintf(e->cmd, sizeof(e->cmd), "%.*s%s%s --socket-path={socket} --shared-dir={dir} %s %s",
+             (int)(bin - opt_vufsd), opt_vufsd, exe, bin + len, opt_extra, opts);
 }
 
 static void test_upgrade_and_refusal(void **state)
@@ -540,8 +547,9 @@ static void test_upgrade_and_refusal(void **state)
     struct env *e = prepare(NULL);
     char exe[128], real[512];
     snprintf(exe, sizeof(exe), "%s-bin", e->dir);
-    snprintf(real, sizeof(real), "%.*s", (int)strcspn(strstr(opt_vufsd, "/"), " "),
-             strstr(opt_vufsd, "/"));
+    size_t len;
+    const char *bin = vufsd_word(&len);
+    snprintf(real, sizeof(real), "%.*s", (int)len, bin);
     copy_file(real, exe);
     cmd_with_exe(e, exe, "--log-level debug");
     int hfd = open(hpath(e, "f"), O_RDWR | O_CREAT, 0644);
