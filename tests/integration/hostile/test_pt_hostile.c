@@ -445,8 +445,10 @@ static void test_lookup_5000_with_file_handles(void **state)
 
 static void test_sgid_create_as_user(void **state)
 {
-    if (geteuid() != 0)
+    if (geteuid() != 0) {
+        print_message("SKIP: needs root to create files as uid 1000\n");
         skip();
+    }
     struct env *e = start("", 1000, 1000);
     struct fuse_entry_out eo;
     struct fuse_open_out oo;
