@@ -73,13 +73,21 @@ static void summarise(const struct vb_series *s, struct summary *out)
     }
 }
 
+/* The counter at byte offset FIELD of run I (fields named by offsetof). */
+static uint64_t run_u64(const struct vb_series *s, unsigned i, size_t field)
+{
+    uint64_t v;
+    memcpy(&v, (const char *)&s->runs[i] + field, sizeof(v));
+    return v;
+}
+
 /* Pooled over the runs: sum(ns) / sum(count), in microseconds; -1 with no count. */
 static double pooled_us(const struct vb_series *s, size_t ns_field, size_t count_field)
 {
     uint64_t ns = 0, n = 0;
     for (unsigned i = 0; i < s->nruns; i++) {
-        ns += *(const uint64_t *)((const char *)&s->runs[i] + ns_field);
-        n += *(const uint64_t *)((const char *)&s->runs[i] + count_field);
+        ns += run_u64(s, i, ns_field);
+        n += run_u64(s, i, count_field);
     }
     return n ? (double)ns / (double)n / 1000.0 : -1;
 }
@@ -88,7 +96,7 @@ static uint64_t max_u64(const struct vb_series *s, size_t field)
 {
     uint64_t m = 0;
     for (unsigned i = 0; i < s->nruns; i++) {
-        uint64_t v = *(const uint64_t *)((const char *)&s->runs[i] + field);
+        uint64_t v = run_u64(s, i, field);
         m = v > m ? v : m;
     }
     return m;
@@ -167,7 +175,7 @@ static double mean_u64(const struct vb_series *s, size_t field)
 {
     double sum = 0;
     for (unsigned i = 0; i < s->nruns; i++)
-        sum += (double)*(const uint64_t *)((const char *)&s->runs[i] + field);
+        sum += (double)run_u64(s, i, field);
     return s->nruns ? sum / s->nruns : 0;
 }
 

@@ -40,7 +40,7 @@ cc=${CC:-clang-14}
 
 if [ ! -f "$build/build.ninja" ]; then
     CC=$cc meson setup "$build" "$src" -Dfuzzing=true -Db_sanitize=address,undefined \
-        -Db_lundef=false -Dtests=disabled >"$build.setup.log" 2>&1 || {
+        -Db_lundef=false -Dtests=disabled -Dwerror=true >"$build.setup.log" 2>&1 || {
         tail -20 "$build.setup.log" >&2
         echo "fuzz.sh: meson setup failed (log: $build.setup.log)" >&2
         exit 1

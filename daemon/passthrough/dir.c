@@ -316,7 +316,8 @@ int pt_op_readdir(struct fll_req *r, uint64_t nodeid, const struct fuse_read_in 
             break;
         bool full = false;
         for (long pos = 0; pos < n;) {
-            const struct pt_dirent64 *d = (const struct pt_dirent64 *)(buf + pos);
+            /* malloc'd, and the kernel pads each record to 8 bytes */
+            const struct pt_dirent64 *d = (const void *)(buf + pos);
             if (d->d_reclen == 0 || pos + d->d_reclen > n)
                 break; /* the kernel never does this; do not loop on it */
             pos += d->d_reclen;

@@ -36,6 +36,7 @@
 
 #include "pt_i.h"
 
+__attribute__((format(printf, 3, 4)))
 static void pt_idmap_err(char *err, size_t errlen, const char *fmt, ...)
 {
     va_list ap;

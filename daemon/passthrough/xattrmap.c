@@ -31,6 +31,7 @@
 
 #define PT_XMAP_MAX_RULES 1024
 
+__attribute__((format(printf, 3, 4)))
 static void pt_xmap_err(char *err, size_t errlen, const char *fmt, ...)
 {
     va_list ap;

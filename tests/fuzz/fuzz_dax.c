@@ -161,8 +161,8 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
             break;
         case 6: {
             uint64_t key = fz_u8(&in);
-            uint64_t size = fz_val(&in, page);
-            (void)dax_policy_attr_dax(w, key, size, fz_u8(&in) & 1);
+            uint64_t fsize = fz_val(&in, page);
+            (void)dax_policy_attr_dax(w, key, fsize, fz_u8(&in) & 1);
             break;
         }
         case 7: {

@@ -249,7 +249,6 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
     fz_make_fds(st.nfds, raw);
     FZ_REQUIRE(vst_fds_adopt(&fds, raw, st.nfds) == 0);
 
-    int e = 0;
     struct pt_fs *fs = NULL;
     FZ_REQUIRE(pt_fs_new(&fz_pt_cfg, &fs) == 0);
     struct dax_config dcfg = {.window_size = fz_cfg.dax_window, .policy = DAX_POLICY_AUTO};
@@ -282,8 +281,8 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
             .fs_detach_waits = fz_fs_detach,
             .dax = dax,
         };
-        struct vufsd_dev *dev = vdev_new(&dc, &e);
-        FZ_REQUIRE(dev != NULL);
+        struct vufsd_dev *dev;
+        FZ_REQUIRE(vdev_new(&dc, &dev) == 0);
         p.dev = dev;
         int conn = -1;
         err.msg[0] = '\0';
