@@ -71,6 +71,8 @@ int vdev_new(const struct vdev_config *c, struct vufsd_dev **out)
         .transport = &vqt_transport,
         .max_write = VDEV_MAX_WRITE,
         .max_pages = VDEV_MAX_WRITE / 4096,
+        /* The rings bound what is in flight, not the client's default. */
+        .max_background = UINT16_MAX,
     };
     err = fll_session_new(&sc, &dev->se);
     if (err < 0)

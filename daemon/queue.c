@@ -1010,7 +1010,8 @@ void vqt_stop(struct vufsd_queue *q)
     assert(q->inflight == 0);
     vdev_mem_stopping(q->dev, false);
     vqt_set_state(q, VQT_IDLE);
-    vlog_debug("queue %u stopped at avail index %u", q->index, q->base);
+    vlog_debug("queue %u stopped at avail index %u, at most %u requests waiting", q->index, q->base,
+               q->ring.max_pending);
 }
 
 /* ---- Restart: stopping without the frontend ------------------------------------------- */

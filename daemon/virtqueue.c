@@ -122,6 +122,8 @@ int vq_ring_pop(struct vq_ring *r, const struct vq_mem *mem, uint16_t *head, str
         return 0;
     if (pending > r->num)
         return -EINVAL; /* the driver claims more buffers than the ring has */
+    if (pending > r->max_pending)
+        r->max_pending = pending;
     __atomic_thread_fence(__ATOMIC_ACQUIRE);
 
     uint16_t h = vq_load16(&r->avail->ring[r->last_avail_idx & (r->num - 1)]);

@@ -63,6 +63,7 @@ struct vq_ring {
     uint16_t used_idx;       /* next used entry to fill (our copy of used->idx) */
     uint16_t signalled_used; /* used_idx when we last decided to notify */
     bool signalled_used_valid;
+    uint16_t max_pending;    /* most chains waiting at a pop: the depth the driver drives */
 };
 
 /*

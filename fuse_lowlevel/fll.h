@@ -367,6 +367,13 @@ struct fll_session_config {
     uint32_t max_write; /* largest WRITE payload the transport carries */
     uint16_t max_pages; /* most pages per request the transport's reply
                          * buffers hold (caps what INIT grants); 0 = no cap */
+    /*
+     * Requests the client may keep in the background at once (async direct
+     * I/O, readahead, writeback): INIT's max_background, with its congestion
+     * threshold at 3/4. 0 leaves the client's default, 12, which caps a
+     * guest's queue depth below what a virtqueue carries.
+     */
+    uint16_t max_background;
 };
 
 /* 0 and *out, or -EINVAL (no ops, transport or complete()) / -ENOMEM. */

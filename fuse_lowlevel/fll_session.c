@@ -281,6 +281,8 @@ static int init_locked(struct fll_req *r, struct fll_cursor *c)
         .max_write = conn.max_write,
         .time_gran = conn.time_gran,
         .max_pages = conn.max_pages,
+        .max_background = se->cfg.max_background,
+        .congestion_threshold = (uint16_t)(se->cfg.max_background / 4 * 3),
         .map_alignment = conn.map_alignment,
         .flags2 = (uint32_t)(conn.want >> 32),
     };

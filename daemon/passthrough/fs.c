@@ -283,7 +283,11 @@ static int pt_init(void *opaque, struct fll_conn *conn)
      * No FUSE_EXPORT_SUPPORT: it makes the client look up "." and "..", names
      * the decoder refuses from a guest, so an export could only half work.
      */
-    uint64_t want = FUSE_ASYNC_READ | FUSE_PARALLEL_DIROPS | FUSE_BIG_WRITES |
+    /*
+     * FUSE_ASYNC_DIO: without it the client runs an aio/io_uring O_DIRECT
+     * request synchronously, one at a time, whatever the queue depth asked.
+     */
+    uint64_t want = FUSE_ASYNC_READ | FUSE_ASYNC_DIO | FUSE_PARALLEL_DIROPS | FUSE_BIG_WRITES |
                     FUSE_ATOMIC_O_TRUNC | FUSE_POSIX_LOCKS | FUSE_FLOCK_LOCKS |
                     FUSE_MAX_PAGES | FUSE_CACHE_SYMLINKS;
 

@@ -15,12 +15,14 @@
 # statistics are the busy-poll counts, logged at exit with --poll-us), so the
 # daemon runs with --log-level debug, which logs one "queue Q: request head H"
 # line per request popped (queue 0 is hiprio, 1..N the request queues), and
-# "queue Q stopped at avail index I" when the frontend stops the queue, which
-# must agree with the count.
+# "queue Q stopped at avail index I, at most D requests waiting" when the
+# frontend stops the queue: I must agree with the count, and D (the deepest
+# backlog found at a pop) shows that a queue depth of 16 in the guest reached
+# the device as such.
 {
 set -uo pipefail
 here=$(cd "$(dirname "$0")" && pwd)
-[ $# -ge 1 ] || { sed -n '4,19p' "$0" >&2; exit 2; }
+[ $# -ge 1 ] || { sed -n '4,21p' "$0" >&2; exit 2; }
 vufsd=$1
 shift
 [ -x "$vufsd" ] || { echo "queues-host: $vufsd is not executable" >&2; exit 1; }
@@ -68,13 +70,25 @@ done
 # avail index at the stop (GET_VRING_BASE), the number of requests it popped.
 for ((q = 0; q <= queues; q++)); do
     [ "$(grep -c " queue $q started (size [0-9]*, base 0," "$rundir/backend.log")" = 1 ] || continue
-    stops=$(sed -n "s/.* queue $q stopped at avail index \([0-9]*\)\$/\1/p" "$rundir/backend.log")
+    stops=$(sed -n "s/.* queue $q stopped at avail index \([0-9]*\),.*/\1/p" "$rundir/backend.log")
     [ "$(echo "$stops" | grep -c .)" = 1 ] || continue
     if [ "$stops" != $((count[q] % 65536)) ]; then
         echo "queues-host: queue $q stopped at avail index $stops but logged ${count[q]} requests"
         fails=1
     fi
 done
+# The queue depth the guest drove (the libaio phase: 16 reads in flight): at a
+# pop, vufsd finds that many requests waiting only if the client sent them
+# without waiting for each answer (FUSE_ASYNC_DIO granted). Answered one at a
+# time it is 1. Half of 16 leaves room for a daemon quick enough to pop some
+# before the guest has queued them all.
+deepest=$(sed -n 's/.* queue [1-9][0-9]* stopped at avail index [0-9]*, at most \([0-9]*\) requests waiting$/\1/p' \
+              "$rundir/backend.log" | sort -n | tail -n 1)
+echo "queues-host: at most ${deepest:-?} requests waiting on a request queue"
+if [ "${deepest:-0}" -lt 8 ]; then
+    echo "queues-host: 16 reads in flight in the guest reached vufsd ${deepest:-?} at a time (< 8)"
+    fails=1
+fi
 if [ $fails != 0 ]; then
     echo "queues-host: FAIL (logs in $rundir)"
     exit 1

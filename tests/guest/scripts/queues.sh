@@ -6,7 +6,8 @@
 # between) on the virtio-fs mount ($1). Linux >= 6.11 sends a request on the
 # request queue mapped to the CPU that issued it, so the jobs' requests spread
 # over the device's request queues; the host (queues-host.sh) counts them per
-# queue in vufsd's log. Prints the guest's own view too: the interrupts of each
+# queue in vufsd's log. Then one job with 16 reads in flight (libaio), whose
+# depth the host reads from vufsd's log too. Prints the guest's own view too: the interrupts of each
 # request queue's MSI-X vector ("VUFS-QUEUE-IRQ name count"), and its data file's
 # checksums ("VUFS-SUM").
 # Settings: FIO_JOBS (default: the number of CPUs), FIO_SECONDS (default 6),
@@ -44,6 +45,15 @@ if [ $rc != 0 ]; then
     exit 1
 fi
 grep -E '^ *(read|write): IOPS=' /tmp/fio.out | sed 's/^ */  fio /'
+
+# Queue depth: one job, 16 O_DIRECT reads in flight through libaio. The client
+# sends them at once only when the daemon granted FUSE_ASYNC_DIO (else each
+# io_submit runs one read after another); the host reads the depth vufsd saw.
+fio --name=qd --filename="$D/q.0.0" --size="$FIO_SIZE" --bs=4k --rw=randread --direct=1 \
+    --ioengine=libaio --iodepth=16 --runtime=2 --time_based --eta=never \
+    --output=/tmp/qd.out 2> /tmp/qd.err ||
+    { echo "fio (queue depth 16) failed"; cat /tmp/qd.err /tmp/qd.out; exit 1; }
+grep -E '^ *read: IOPS=' /tmp/qd.out | sed 's/^ */  fio iodepth=16 /'
 
 irqs > /tmp/irq.after
 awk 'NR == FNR { b[$1] = $2; next } { print "VUFS-QUEUE-IRQ", $1, $2 - b[$1] }' \

@@ -50,6 +50,8 @@ static bool opt_quirk_straddle_stalls;
 /* The backend must exit by itself with status 0 when the frontend hangs up
  * (a sanitizer report or a crash at shutdown fails the test). */
 static bool opt_expect_clean_exit;
+/* INIT's max_background must be this (-1: whatever the backend says). */
+static long opt_expect_max_background = -1;
 
 struct env {
     char *dir;
@@ -202,6 +204,10 @@ static void test_init(void **state)
     assert_int_equal(e->init.major, 7);
     assert_true(e->init.minor >= 31 && e->init.minor <= 41);
     assert_true(e->init.max_write >= 4096);
+    if (opt_expect_max_background >= 0) {
+        assert_int_equal(e->init.max_background, opt_expect_max_background);
+        assert_int_equal(e->init.congestion_threshold, opt_expect_max_background / 4 * 3);
+    }
     /* A second session speaking the oldest protocol we support: the backend
      * answers with its own minor and the client uses the lower of the two. */
     assert_int_equal(stop_backend(e), 0);
@@ -811,6 +817,7 @@ int main(int argc, char **argv)
         { "quirk-indirect-split-dies", no_argument, NULL, 'Q' },
         { "quirk-straddle-stalls", no_argument, NULL, 'S' },
         { "expect-clean-exit", no_argument, NULL, 'C' },
+        { "expect-max-background", required_argument, NULL, 'M' },
         { NULL, 0, NULL, 0 },
     };
     int c;
@@ -833,6 +840,9 @@ int main(int argc, char **argv)
             break;
         case 'C':
             opt_expect_clean_exit = true;
+            break;
+        case 'M':
+            opt_expect_max_background = atol(optarg);
             break;
         default:
             fprintf(stderr, "usage: %s --backend CMD [--queues N] [--backend-log F]\n", argv[0]);

@@ -299,6 +299,7 @@ static void test_ring_pop_push(void **state)
     assert_int_equal(head, 2);
     assert_int_equal(r.last_avail_idx, 1);
     assert_false(vq_ring_has_work(&r));
+    assert_int_equal(r.max_pending, 1); /* the depth the driver drove */
 
     vq_ring_push(&r, head, 16);
     assert_int_equal(r.used->idx, 1);
@@ -315,6 +316,16 @@ static void test_ring_pop_push(void **state)
     assert_int_equal(*(uint16_t *)&r.used->ring[RING], 1);
     r.avail->idx = 2;
     assert_true(vq_ring_enable_notify(&r));
+
+    /* Three waiting at once: the deepest backlog is 3, and stays so. */
+    r.avail->ring[1] = 2;
+    r.avail->ring[2] = 2;
+    r.avail->ring[3] = 2;
+    r.avail->idx = 4;
+    for (int i = 0; i < 3; i++)
+        assert_int_equal(
+            vq_ring_pop(&r, &f->mem, &head, f->rd, &f->rd_cnt, f->wr, &f->wr_cnt, MAXIOV), 1);
+    assert_int_equal(r.max_pending, 3);
 }
 
 static void test_ring_no_event_idx_flags(void **state)

@@ -307,6 +307,32 @@ static void init_max_pages_capped(void **state)
     fllt_free(h);
 }
 
+/* max_background is the transport's (0: the client keeps its default, 12),
+ * with the congestion threshold at 3/4 of it. */
+static void init_max_background(void **state)
+{
+    struct fllt_harness *h = *state;
+    struct fuse_init_out out;
+    assert_int_equal(fllt_init(h, 41, FUSE_ASYNC_DIO), 0);
+    memcpy(&out, fllt_body(h), sizeof(out));
+    assert_int_equal(out.max_background, 0);
+    assert_int_equal(out.congestion_threshold, 0);
+
+    struct fll_session_config cfg = {
+        .ops = &fllt_fake_ops,
+        .fs = &h->fs,
+        .transport = &h->tr,
+        .max_write = MAXW,
+        .max_background = 1000,
+    };
+    fll_session_free(h->se);
+    assert_int_equal(fll_session_new(&cfg, &h->se), 0);
+    assert_int_equal(fllt_init(h, 41, FUSE_ASYNC_DIO), 0);
+    memcpy(&out, fllt_body(h), sizeof(out));
+    assert_int_equal(out.max_background, 1000);
+    assert_int_equal(out.congestion_threshold, 750);
+}
+
 /* A filesystem that leaves max_pages alone still gets whole-size requests: a
  * FUSE_MAX_PAGES reply with max_pages 0 would mean one page per request. */
 static void init_max_pages_defaults_to_transport(void **state)
@@ -1594,6 +1620,7 @@ int main(void)
         cmocka_unit_test_setup_teardown(init_dax_flags, setup, teardown),
         cmocka_unit_test_setup_teardown(init_dax_flags_not_offered, setup, teardown),
         cmocka_unit_test_setup_teardown(init_max_pages_capped, setup, teardown),
+        cmocka_unit_test_setup_teardown(init_max_background, setup, teardown),
         cmocka_unit_test_setup_teardown(init_max_pages_defaults_to_transport, setup, teardown),
         cmocka_unit_test_setup_teardown(init_old_minor_is_kept, setup, teardown),
         cmocka_unit_test_setup_teardown(init_without_ext, setup, teardown),

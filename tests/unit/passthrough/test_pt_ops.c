@@ -807,6 +807,7 @@ static void test_init_flags(void **state)
     assert_true(conn.want & FUSE_POSIX_LOCKS);
     assert_true(conn.want & FUSE_FLOCK_LOCKS);
     assert_true(conn.want & FUSE_SETXATTR_EXT);
+    assert_true(conn.want & FUSE_ASYNC_DIO); /* else the client sends aio one at a time */
     assert_false(conn.want & FUSE_EXPORT_SUPPORT); /* "." and ".." are refused */
     pt_t_down(t);
 }
