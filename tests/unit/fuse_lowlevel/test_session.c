@@ -277,18 +277,25 @@ static void init_dax_flags_not_offered(void **state)
     assert_int_equal(out.map_alignment, 0);
 }
 
-static void init_max_pages_capped(void **state)
+/* h's session again, over a transport with these limits (0: none). */
+static void reopen_session(struct fllt_harness *h, uint16_t max_pages, uint16_t max_background)
 {
-    struct fllt_harness *h = *state;
     struct fll_session_config cfg = {
         .ops = &fllt_fake_ops,
         .fs = &h->fs,
         .transport = &h->tr,
         .max_write = MAXW,
-        .max_pages = 64,
+        .max_pages = max_pages,
+        .max_background = max_background,
     };
     fll_session_free(h->se);
     assert_int_equal(fll_session_new(&cfg, &h->se), 0);
+}
+
+static void init_max_pages_capped(void **state)
+{
+    struct fllt_harness *h = *state;
+    reopen_session(h, 64, 0);
     h->fs.max_pages = 1024;
     assert_int_equal(fllt_init(h, 41, FUSE_MAX_PAGES), 0);
     struct fuse_init_out out;
@@ -318,15 +325,7 @@ static void init_max_background(void **state)
     assert_int_equal(out.max_background, 0);
     assert_int_equal(out.congestion_threshold, 0);
 
-    struct fll_session_config cfg = {
-        .ops = &fllt_fake_ops,
-        .fs = &h->fs,
-        .transport = &h->tr,
-        .max_write = MAXW,
-        .max_background = 1000,
-    };
-    fll_session_free(h->se);
-    assert_int_equal(fll_session_new(&cfg, &h->se), 0);
+    reopen_session(h, 0, 1000);
     assert_int_equal(fllt_init(h, 41, FUSE_ASYNC_DIO), 0);
     memcpy(&out, fllt_body(h), sizeof(out));
     assert_int_equal(out.max_background, 1000);
