@@ -11,7 +11,7 @@
 #     Linux 6.1 unless VUFS_GUEST_QEMU / VUFS_GUEST_KSERIES say otherwise).
 #
 #   compare.sh --bench [--vufsd BUILD/vufsd] [--probe BUILD/tests/guest/vufs-probe]
-#              [--daemons "vufsd rust legacy"] [--orders "forward reverse"]
+#              [--daemons "vufsd rust legacy"] [--orders "forward reverse"] [--rounds 1]
 #              [--fio-size 256M] [--fio-runtime 10] [--meta-files 10000]
 #              [--vufsd-queues 4] [--smp 2] [--numjobs 4] [--qemu 11.1]
 #              [--kernel 6.12] [--out DIR]
@@ -20,12 +20,17 @@
 #     create/stat/unlink of --meta-files files; then, in a guest with --numjobs
 #     vCPUs, randread and randwrite with --numjobs jobs (--numjobs 0 or 1 skips
 #     that pass). Each daemon with its defaults: vufsd as installed (namespace
-#     sandbox, seccomp, adaptive polling, a queue thread per CPU) behind
-#     --vufsd-queues request queues; the Rust virtiofsd (Debian 13's, chrooted
-#     by trixie-run.sh, --sandbox=chroot) and the legacy C daemon behind one
-#     (they serve one). Every daemon once per order: forward is --daemons as
-#     given, reverse the other way round. The table (OUT/summary.md) gives each
-#     run and vufsd's ratio to the better peer per order.
+#     sandbox, seccomp, adaptive polling, a queue thread per CPU), the Rust
+#     virtiofsd (Debian 13's, chrooted by trixie-run.sh, --sandbox=chroot) and
+#     the legacy C daemon. The single jobs: every daemon behind one request
+#     queue, the jobs on vCPU 0; the --numjobs pass: vufsd behind
+#     --vufsd-queues request queues, the others behind one (they serve one).
+#     Every daemon once per order, --rounds times: forward is --daemons as
+#     given, reverse the other way round; each run is one guest boot named
+#     rROUND-ORDER-DAEMON-PASS. The summary (OUT/summary.md) gives per job each
+#     daemon's median over the runs (min-max), vufsd's ratio to the better
+#     peer's median, and the host CPU each operation cost the daemon and the
+#     VMM (medians; tests/guest/hostcpu.sh); then every run's numbers.
 #
 # Runs are sequential (the machine has 2 cores and TCG uses both). Exit status:
 # 0 when every run passed, 1 otherwise. The table is also written to OUT/summary.md.
@@ -43,6 +48,7 @@ daemons=
 out=
 bench=0
 orders="forward reverse"
+rounds=1
 fio_runtime=10
 meta_files=10000
 vufsd_queues=4
@@ -63,6 +69,7 @@ while [ $# -gt 0 ]; do
     --out) out=$2; shift 2 ;;
     --bench) bench=1; shift ;;
     --orders) orders=$2; shift 2 ;;
+    --rounds) rounds=$2; shift 2 ;;
     --fio-runtime) fio_runtime=$2; shift 2 ;;
     --meta-files) meta_files=$2; shift 2 ;;
     --vufsd-queues) vufsd_queues=$2; shift 2 ;;
@@ -120,18 +127,22 @@ if [ $bench = 1 ]; then
     # bench_run ORDER DAEMON PASS: one guest boot; PASS single (the five jobs and
     # the metadata phases, --smp vCPUs) or numjobs (--numjobs vCPUs and jobs).
     bench_run() {
-        local order=$1 d=$2 pass=$3 q=1 cpus=$smp jobs
-        [ "$d" = vufsd ] && q=$vufsd_queues
+        local order=$1 d=$2 pass=$3 q=1 cpus=$smp jobs sampler
         local sets=(--set "FIO_SIZE=$fio_size" --set "FIO_RUNTIME=$fio_runtime"
                     --set "META_FILES=$meta_files")
         if [ "$pass" = numjobs ]; then
             cpus=$numjobs
+            [ "$d" = vufsd ] && q=$vufsd_queues
             sets+=(--set "FIO_NUMJOBS=$numjobs" --set "BENCH_JOBS=numjobs")
         else
             sets+=(--set "BENCH_JOBS=randread-qd1 randwrite-qd1 randread-qd16 randwrite-qd16 seqread-1m meta")
         fi
         local name=$order-$d-$pass
         echo "== $name (qemu $qemu, linux $kernel, $cpus vCPUs, $q request queue(s))" >&2
+        mkdir -p "$out/$name"
+        HOSTCPU_SOCKET=$out/$name/vhost.sock "$here/hostcpu.sh" "$out/$name/shared/bench" \
+            "$out/$name/hostcpu.log" &
+        sampler=$!
         if "$here/run-guest.sh" --qemu "$qemu" --kernel "$kernel" --queues "$q" --smp "$cpus" \
             --backend "$(bench_cmd "$d")" --script "$here/scripts/fio-bench.sh" \
             --file "$probe:/bin/vufs-probe" "${sets[@]}" --rundir "$out/$name" \
@@ -140,39 +151,60 @@ if [ $bench = 1 ]; then
         else
             status=1
         fi
+        kill "$sampler" 2>/dev/null; wait "$sampler" 2>/dev/null
         tail -n 1 "$out/$name.verdict" | grep 'run-guest:' >&2 || tail -n 3 "$out/$name.verdict" >&2
         runs+=("$name")
     }
-    for order in $orders; do
-        list=$daemons
-        [ "$order" = reverse ] && list=$(reversed "$daemons")
-        for pass in single numjobs; do
-            [ "$pass" = numjobs ] && [ "$numjobs" -le 1 ] && continue
-            for d in $list; do
-                bench_run "$order" "$d" "$pass"
+    labels=
+    for round in $(seq 1 "$rounds"); do
+        for order in $orders; do
+            list=$daemons
+            [ "$order" = reverse ] && list=$(reversed "$daemons")
+            labels="$labels r$round-$order"
+            for pass in single numjobs; do
+                [ "$pass" = numjobs ] && [ "$numjobs" -le 1 ] && continue
+                for d in $list; do
+                    bench_run "r$round-$order" "$d" "$pass"
+                done
             done
         done
     done
     # The table: one row per job, a column per daemon and order, vufsd's ratio to
     # the better peer per order.
-    /usr/bin/python3 - "$out" "$orders" "$daemons" "$qemu" "$kernel" "$smp" "$numjobs" \
+    /usr/bin/python3 - "$out" "$labels" "$daemons" "$qemu" "$kernel" "$smp" "$numjobs" \
         "$vufsd_queues" "$fio_size" "$fio_runtime" "$meta_files" <<'PY' | tee "$out/summary.md"
-import os, re, sys
-out, orders, daemons = sys.argv[1], sys.argv[2].split(), sys.argv[3].split()
+import os, re, statistics, sys
+out, runs, daemons = sys.argv[1], sys.argv[2].split(), sys.argv[3].split()
 qemu, kernel, smp, numjobs, vq, size, rt, meta = sys.argv[4:12]
-val = {}   # (order, daemon, job) -> number
-for order in orders:
+val = {}   # (run, daemon, job) -> number
+ops = {}   # (run, daemon, meta job) -> operations done
+ticks = {} # (run, daemon, job) -> (daemon, VMM) CPU clock ticks in the phase
+hz = os.sysconf("SC_CLK_TCK")
+for run in runs:
     for d in daemons:
         for p in ("single", "numjobs"):
-            log = os.path.join(out, f"{order}-{d}-{p}", "output.log")
+            base = os.path.join(out, f"{run}-{d}-{p}")
+            log = os.path.join(base, "output.log")
             if not os.path.exists(log):
                 continue
             text = open(log, errors="replace").read()
             for m in re.finditer(r"VUFS-BENCH job=(\S+) read_iops=(\S*) write_iops=(\S*)", text):
                 job, r, w = m.group(1), float(m.group(2) or 0), float(m.group(3) or 0)
-                val[(order, d, job)] = r + w
-            for m in re.finditer(r"VUFS-META phase=(\S+) n=\d+ seconds=\S+ ops_per_s=(\S+)", text):
-                val[(order, d, "meta-" + m.group(1))] = float(m.group(2))
+                val[(run, d, job)] = r + w
+            for m in re.finditer(r"VUFS-META phase=(\S+) n=(\d+) seconds=\S+ ops_per_s=(\S+)", text):
+                val[(run, d, "meta-" + m.group(1))] = float(m.group(3))
+                ops[(run, d, "meta-" + m.group(1))] = int(m.group(2))
+            # tests/guest/hostcpu.sh: CPU ticks at each phase mark.
+            marks = []
+            hc = os.path.join(base, "hostcpu.log")
+            for line in open(hc) if os.path.exists(hc) else []:
+                f = dict(kv.split("=", 1) for kv in line.split())
+                marks.append((f["mark"].split(".", 1)[1], int(f["daemon_ticks"]),
+                              int(f["vmm_ticks"])))
+            for (name, d0, v0), (_, d1, v1) in zip(marks, marks[1:]):
+                # (a phase whose two marks came in one sample was not measured)
+                if name != "idle" and d1 >= d0 and v1 > v0:
+                    ticks[(run, d, name)] = (d1 - d0, v1 - v0)
 jobs = []
 for k in val:
     if k[2] not in jobs:
@@ -181,26 +213,83 @@ order_of = ["randread-qd1", "randwrite-qd1", "randread-qd16", "randwrite-qd16", 
             "meta-create", "meta-stat", "meta-unlink"]
 jobs.sort(key=lambda j: (order_of.index(j) if j in order_of else len(order_of), j))
 peers = [d for d in daemons if d != "vufsd"]
+compare = "vufsd" in daemons and peers
+
+def cpu_us(run, d, j):
+    """(daemon, VMM) host CPU microseconds per operation of one run's job."""
+    t, v = ticks.get((run, d, j)), val.get((run, d, j))
+    n = ops.get((run, d, j), v * float(rt) if v else None)
+    return tuple(1e6 * x / hz / n for x in t) if t and n else None
+
+def med(xs):
+    return statistics.median(xs) if xs else None
+
 print(f"# Real guest: Linux {kernel} under QEMU {qemu} (TCG), each daemon with its defaults\n")
-print(f"fio O_DIRECT, {size} file, {rt} s per job; metadata: {meta} files; {smp} vCPUs "
-      f"({numjobs} for the -x{numjobs} jobs); vufsd behind {vq} request queues, the others one. "
-      "IOPS (seqread: 1 MiB requests/s; meta: ops/s).\n")
-head = "| job |" + "".join(f" {o}: {d} |" for o in orders for d in daemons)
-if "vufsd" in daemons and peers:
-    head += "".join(f" {o}: vufsd / best peer |" for o in orders)
+print(f"fio O_DIRECT, {size} file, {rt} s per job; metadata: {meta} files; {smp} vCPUs, "
+      f"every daemon behind one request queue, the single jobs and the metadata phases on the "
+      f"vCPU that does not take the request queue's interrupt; the -x{numjobs} jobs: "
+      f"{numjobs} vCPUs, a job on each, vufsd behind {vq} request queues, the others one. "
+      f"{len(runs)} runs of each daemon ({', '.join(runs)}), one guest boot each. "
+      "IOPS (seqread: 1 MiB requests/s; meta: ops/s), median (min-max) over the runs.\n")
+head = "| job |" + "".join(f" {d} |" for d in daemons)
+if compare:
+    head += " vufsd / best peer (medians) | runs vufsd >= best peer |"
 print(head)
 print("|---|" + "---|" * (head.count("|") - 2))
 for j in jobs:
     row = f"| {j} |"
-    for o in orders:
+    for d in daemons:
+        xs = [val[(r, d, j)] for r in runs if (r, d, j) in val]
+        row += f" {med(xs):.0f} ({min(xs):.0f}-{max(xs):.0f}) |" if xs else " - |"
+    if compare:
+        v = med([val[(r, "vufsd", j)] for r in runs if (r, "vufsd", j) in val])
+        best = max(med([val[(r, p, j)] for r in runs if (r, p, j) in val]) or 0 for p in peers)
+        won = [val[(r, "vufsd", j)] >= max(val.get((r, p, j), 0) for p in peers)
+               for r in runs if (r, "vufsd", j) in val]
+        row += f" {v / best:.2f} |" if v and best else " - |"
+        row += f" {sum(won)} of {len(won)} |"
+    print(row)
+
+# Host CPU per operation: what each phase cost the daemon and the VMM (under
+# TCG the VMM's time is the guest's: its vCPUs are QEMU threads).
+if ticks:
+    print("\nHost CPU per operation (us), daemon + VMM, medians over the runs "
+          "(tests/guest/hostcpu.sh). Bound: against a daemon costing d + v, one that "
+          "cost nothing would go at most (d + v) / v as fast, the machine's CPUs being "
+          "all in use; the last column takes the better peer's (by median IOPS).\n")
+    head = "| job |" + "".join(f" {d} |" for d in daemons)
+    if compare:
+        head += " bound: at most this x the better peer |"
+    print(head)
+    print("|---|" + "---|" * (head.count("|") - 2))
+    for j in jobs:
+        row = f"| {j} |"
+        cost = {}
         for d in daemons:
-            v = val.get((o, d, j))
+            xs = [c for c in (cpu_us(r, d, j) for r in runs) if c]
+            if xs:
+                cost[d] = (med([x[0] for x in xs]), med([x[1] for x in xs]))
+                row += f" {cost[d][0]:.0f} + {cost[d][1]:.0f} |"
+            else:
+                row += " - |"
+        if compare:
+            best = max(peers, key=lambda p: med([val[(r, p, j)] for r in runs
+                                                 if (r, p, j) in val]) or 0)
+            dd, vv = cost.get(best, (None, None))
+            row += f" {(dd + vv) / vv:.2f} ({best}) |" if vv else " - |"
+        print(row)
+
+# Every run.
+print("\nEvery run:\n")
+head = "| job |" + "".join(f" {r}: {d} |" for r in runs for d in daemons)
+print(head)
+print("|---|" + "---|" * (head.count("|") - 2))
+for j in jobs:
+    row = f"| {j} |"
+    for r in runs:
+        for d in daemons:
+            v = val.get((r, d, j))
             row += f" {v:.0f} |" if v is not None else " - |"
-    if "vufsd" in daemons and peers:
-        for o in orders:
-            v = val.get((o, "vufsd", j))
-            best = max([val.get((o, p, j), 0) for p in peers] or [0])
-            row += f" {v / best:.2f} |" if v is not None and best else " - |"
     print(row)
 print(f"\nLogs: {out}")
 PY
