@@ -254,9 +254,10 @@ for j in jobs:
 # TCG the VMM's time is the guest's: its vCPUs are QEMU threads).
 if ticks:
     print("\nHost CPU per operation (us), daemon + VMM, medians over the runs "
-          "(tests/guest/hostcpu.sh). Bound: against a daemon costing d + v, one that "
-          "cost nothing would go at most (d + v) / v as fast, the machine's CPUs being "
-          "all in use; the last column takes the better peer's (by median IOPS).\n")
+          "(tests/guest/hostcpu.sh). Bound, where the CPUs are the limit: against a "
+          "daemon costing d + v, one that cost nothing would go at most (d + v) / v as "
+          "fast at the same CPU use; the last column takes the better peer's (by median "
+          "IOPS).\n")
     head = "| job |" + "".join(f" {d} |" for d in daemons)
     if compare:
         head += " bound: at most this x the better peer |"
