@@ -129,7 +129,7 @@ if [ $bench = 1 ]; then
     bench_run() {
         local order=$1 d=$2 pass=$3 q=1 cpus=$smp jobs sampler
         local sets=(--set "FIO_SIZE=$fio_size" --set "FIO_RUNTIME=$fio_runtime"
-                    --set "META_FILES=$meta_files")
+                    --set "META_FILES=$meta_files" --set HOSTCPU=1)
         if [ "$pass" = numjobs ]; then
             cpus=$numjobs
             [ "$d" = vufsd ] && q=$vufsd_queues

@@ -15,7 +15,10 @@
 # vhost-user socket there): the VMM is the qemu-system-* process, the daemon
 # every other (its sandbox's keeper and serving process; the wrappers that
 # only wait cost nothing). The socket comes in the environment so that this
-# script is not one of them. Runs until killed.
+# script is not one of them. Once a mark is sampled it answers with an empty
+# MARKDIR/.ack.SEQ, which the guest waits for (fio-bench.sh with HOSTCPU=1):
+# the sample then comes before the phase starts, and the last one before the
+# guest shuts down and its daemon exits. Runs until killed.
 {
 set -u
 sock=${HOSTCPU_SOCKET:?HOSTCPU_SOCKET names the vhost-user socket}
@@ -50,6 +53,7 @@ while :; do
             echo "mark=$m ${line}" >> "$out"
             last=${m%%.*}
         done
+        : > "$markdir/.ack.$last"
     fi
     sleep 0.1
 done

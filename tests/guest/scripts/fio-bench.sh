@@ -20,20 +20,34 @@
 # tests/guest/hostcpu.sh.
 # Settings: FIO_SIZE (file, default 256M), FIO_RUNTIME (s per job, default 10),
 #           META_FILES (default 10000), FIO_NUMJOBS (default 0: no such jobs),
-#           BENCH_JOBS (default: all of the above, by name).
+#           BENCH_JOBS (default: all of the above, by name), HOSTCPU (1: wait
+#           for the host's answer to each mark).
 MNT=$1
 FIO_SIZE=256M
 FIO_RUNTIME=10
 META_FILES=10000
 FIO_NUMJOBS=0
+HOSTCPU=0
 BENCH_JOBS="randread-qd1 randwrite-qd1 randread-qd16 randwrite-qd16 seqread-1m meta numjobs"
 [ -f /run/settings ] && . /run/settings
 D=$MNT/bench
 mkdir -p "$D" || exit 1
 fails=0
 
+# mark NAME: the phase NAME starts now (idle: the last one ended). With
+# HOSTCPU=1 the host's sampler answers each mark (bench/.ack.SEQ) and the
+# phase waits for it, at most 5 s.
 seq=0
-mark() { seq=$((seq + 1)); : > "$D/.phase.$seq.$1"; }
+mark() {
+    seq=$((seq + 1))
+    : > "$D/.phase.$seq.$1"
+    [ "$HOSTCPU" = 1 ] || return 0
+    i=0
+    while [ ! -e "$D/.ack.$seq" ] && [ $i -lt 50 ]; do
+        sleep 0.1
+        i=$((i + 1))
+    done
+}
 
 want() { case " $BENCH_JOBS " in *" $1 "*) return 0 ;; esac; return 1; }
 
