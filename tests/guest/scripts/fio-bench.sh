@@ -76,8 +76,8 @@ fio --name=data --directory="$D" --filename=data --size="$FIO_SIZE" --bs=1M --rw
 # The single jobs and the metadata phases run on a vCPU other than the one
 # that takes the first request queue's interrupt, every daemon alike: under TCG,
 # whether a completion interrupts the vCPU that submitted or another one moves a
-# job by more than the daemons differ (docs/benchmarks.md), and where the guest
-# puts that interrupt changes from boot to boot.
+# job by more than the daemons differ (docs/benchmarks.md), so where fio runs is
+# chosen from where the guest put that interrupt, not left to the scheduler.
 irq=$(awk -F: '/requests\.0/ { gsub(/ /, "", $1); print $1; exit }' /proc/interrupts)
 irq_cpu=$(cut -d, -f1 "/proc/irq/$irq/effective_affinity_list" 2>/dev/null | cut -d- -f1)
 cpu=0
