@@ -123,11 +123,11 @@ if [ $bench = 1 ]; then
     }
     reversed() { local r= d; for d in $1; do r="$d${r:+ $r}"; done; echo "$r"; }
     status=0
-    runs=()
-    # bench_run ORDER DAEMON PASS: one guest boot; PASS single (the five jobs and
-    # the metadata phases, --smp vCPUs) or numjobs (--numjobs vCPUs and jobs).
+    # bench_run RUN DAEMON PASS: one guest boot; RUN is rROUND-ORDER, PASS single
+    # (the five jobs and the metadata phases, --smp vCPUs) or numjobs (--numjobs
+    # vCPUs and jobs).
     bench_run() {
-        local order=$1 d=$2 pass=$3 q=1 cpus=$smp jobs sampler
+        local run=$1 d=$2 pass=$3 q=1 cpus=$smp sampler
         local sets=(--set "FIO_SIZE=$fio_size" --set "FIO_RUNTIME=$fio_runtime"
                     --set "META_FILES=$meta_files" --set HOSTCPU=1)
         if [ "$pass" = numjobs ]; then
@@ -137,7 +137,7 @@ if [ $bench = 1 ]; then
         else
             sets+=(--set "BENCH_JOBS=randread-qd1 randwrite-qd1 randread-qd16 randwrite-qd16 seqread-1m meta")
         fi
-        local name=$order-$d-$pass
+        local name=$run-$d-$pass
         echo "== $name (qemu $qemu, linux $kernel, $cpus vCPUs, $q request queue(s))" >&2
         mkdir -p "$out/$name"
         HOSTCPU_SOCKET=$out/$name/vhost.sock "$here/hostcpu.sh" "$out/$name/shared/bench" \
@@ -153,7 +153,6 @@ if [ $bench = 1 ]; then
         fi
         kill "$sampler" 2>/dev/null; wait "$sampler" 2>/dev/null
         tail -n 1 "$out/$name.verdict" | grep 'run-guest:' >&2 || tail -n 3 "$out/$name.verdict" >&2
-        runs+=("$name")
     }
     labels=
     for round in $(seq 1 "$rounds"); do
@@ -202,7 +201,8 @@ for run in runs:
                 marks.append((f["mark"].split(".", 1)[1], int(f["daemon_ticks"]),
                               int(f["vmm_ticks"])))
             for (name, d0, v0), (_, d1, v1) in zip(marks, marks[1:]):
-                # (a phase whose two marks came in one sample was not measured)
+                # (a phase whose closing sample found the processes gone, or
+                # that shared a sample with its opening mark, was not measured)
                 if name != "idle" and d1 >= d0 and v1 > v0:
                     ticks[(run, d, name)] = (d1 - d0, v1 - v0)
 jobs = []
@@ -224,6 +224,20 @@ def cpu_us(run, d, j):
 def med(xs):
     return statistics.median(xs) if xs else None
 
+def vals(d, j):
+    """Daemon d's number for job j in every run that has one."""
+    return [val[(r, d, j)] for r in runs if (r, d, j) in val]
+
+def best_peer(j):
+    """The peer with the best median for job j."""
+    return max(peers, key=lambda p: med(vals(p, j)) or 0)
+
+def table(cols):
+    """The header and separator of a table with a job column and cols."""
+    head = "| job |" + "".join(f" {c} |" for c in cols)
+    print(head)
+    print("|---|" + "---|" * len(cols))
+
 print(f"# Real guest: Linux {kernel} under QEMU {qemu} (TCG), each daemon with its defaults\n")
 print(f"fio O_DIRECT, {size} file, {rt} s per job; metadata: {meta} files; {smp} vCPUs, "
       f"every daemon behind one request queue, the single jobs and the metadata phases on the "
@@ -231,19 +245,15 @@ print(f"fio O_DIRECT, {size} file, {rt} s per job; metadata: {meta} files; {smp}
       f"{numjobs} vCPUs, a job on each, vufsd behind {vq} request queues, the others one. "
       f"{len(runs)} runs of each daemon ({', '.join(runs)}), one guest boot each. "
       "IOPS (seqread: 1 MiB requests/s; meta: ops/s), median (min-max) over the runs.\n")
-head = "| job |" + "".join(f" {d} |" for d in daemons)
-if compare:
-    head += " vufsd / best peer (medians) | runs vufsd >= best peer |"
-print(head)
-print("|---|" + "---|" * (head.count("|") - 2))
+table(daemons + (["vufsd / best peer (medians)", "runs vufsd >= best peer"] if compare else []))
 for j in jobs:
     row = f"| {j} |"
     for d in daemons:
-        xs = [val[(r, d, j)] for r in runs if (r, d, j) in val]
+        xs = vals(d, j)
         row += f" {med(xs):.0f} ({min(xs):.0f}-{max(xs):.0f}) |" if xs else " - |"
     if compare:
-        v = med([val[(r, "vufsd", j)] for r in runs if (r, "vufsd", j) in val])
-        best = max(med([val[(r, p, j)] for r in runs if (r, p, j) in val]) or 0 for p in peers)
+        v = med(vals("vufsd", j))
+        best = med(vals(best_peer(j), j))
         won = [val[(r, "vufsd", j)] >= max(val.get((r, p, j), 0) for p in peers)
                for r in runs if (r, "vufsd", j) in val]
         row += f" {v / best:.2f} |" if v and best else " - |"
@@ -258,11 +268,7 @@ if ticks:
           "daemon costing d + v, one that cost nothing would go at most (d + v) / v as "
           "fast at the same CPU use; the last column takes the better peer's (by median "
           "IOPS).\n")
-    head = "| job |" + "".join(f" {d} |" for d in daemons)
-    if compare:
-        head += " bound: at most this x the better peer |"
-    print(head)
-    print("|---|" + "---|" * (head.count("|") - 2))
+    table(daemons + (["bound: at most this x the better peer"] if compare else []))
     for j in jobs:
         row = f"| {j} |"
         cost = {}
@@ -274,17 +280,14 @@ if ticks:
             else:
                 row += " - |"
         if compare:
-            best = max(peers, key=lambda p: med([val[(r, p, j)] for r in runs
-                                                 if (r, p, j) in val]) or 0)
+            best = best_peer(j)
             dd, vv = cost.get(best, (None, None))
             row += f" {(dd + vv) / vv:.2f} ({best}) |" if vv else " - |"
         print(row)
 
 # Every run.
 print("\nEvery run:\n")
-head = "| job |" + "".join(f" {r}: {d} |" for r in runs for d in daemons)
-print(head)
-print("|---|" + "---|" * (head.count("|") - 2))
+table([f"{r}: {d}" for r in runs for d in daemons])
 for j in jobs:
     row = f"| {j} |"
     for r in runs:
