@@ -45,8 +45,10 @@ sample() { # the CPU ticks now
 last=0
 while :; do
     # Every mark not yet seen, in order; marks that came together share a sample.
+    # The names come from the guest: only SEQ.NAME with a number and a plain name.
     new=$(cd "$markdir" 2>/dev/null && ls -1 .phase.* 2>/dev/null | cut -d. -f3- |
-          sort -t. -k1,1n | awk -F. -v last="$last" '$1 > last')
+          awk -F. -v last="$last" 'NF == 2 && $1 ~ /^[0-9]+$/ && $2 ~ /^[A-Za-z0-9_-]+$/ &&
+                                  $1 + 0 > last + 0' | sort -t. -k1,1n)
     if [ -n "$new" ]; then
         line=$(sample)
         for m in $new; do
