@@ -4,8 +4,9 @@
 # Guest script: vufsd restarted (and upgraded) under a running guest. The guest
 # holds what a real workload holds - a file open for writing in the middle of
 # its data, a POSIX lock and a flock, a working directory on the share - and
-# runs fio with crc32c verification (libaio, depth 16, verify_backlog so that
-# blocks are read back and checked while the restarts happen). At each
+# runs rounds of fio with crc32c verification (libaio, depth 16, verify_backlog
+# so that blocks are read back and checked while the restarts happen) until
+# the restarts are over. At each
 # VUFS-RESTART-POINT the host restarts vufsd (tests/guest/restart-host.sh) and
 # says so with MNT/.restarted-N. Afterwards: fio found no error, the locks are
 # still held (another process cannot take them), the open file goes on where
@@ -38,14 +39,25 @@ sleep 1
 vufs-probe posix-try plock > /dev/null && fail "the POSIX lock is not held before the restarts"
 vufs-probe trylock flock > /dev/null && fail "the flock is not held before the restarts"
 
-fio --name=verify --filename="$MNT/work/fio-data" --size="$FIO_SIZE" --bs=4k --rw=randwrite \
-    --ioengine=libaio --iodepth=16 --verify=crc32c --do_verify=1 --verify_backlog=256 \
-    --eta=never --output=/tmp/fio.out 2> /tmp/fio.err &
+# Rounds of fio until the restarts are over: how long one round takes depends
+# on the host, and every restart must find fio running.
+fio_rounds() {
+    round=0
+    while :; do
+        round=$((round + 1))
+        fio --name=verify --filename="$MNT/work/fio-data" --size="$FIO_SIZE" --bs=4k \
+            --rw=randwrite --ioengine=libaio --iodepth=16 --verify=crc32c --do_verify=1 \
+            --verify_backlog=256 --eta=never --output=/tmp/fio-$round.out 2> /tmp/fio-$round.err
+        echo "$round $?" >> /tmp/fio-rounds
+        [ -e /tmp/restarts-done ] && return 0
+    done
+}
+fio_rounds &
 fio_pid=$!
 sleep 5
 r=1
 while [ $r -le "$RESTARTS" ]; do
-    kill -0 $fio_pid 2> /dev/null || fail "fio ended before restart $r: make FIO_SIZE larger"
+    kill -0 $fio_pid 2> /dev/null || fail "fio ended before restart $r"
     restart_point $r
     # Through the new process at once: the working directory and a new file.
     ls > /dev/null || fail "ls in the working directory after restart $r"
@@ -53,12 +65,15 @@ while [ $r -le "$RESTARTS" ]; do
     sleep 3
     r=$((r + 1))
 done
+: > /tmp/restarts-done
 wait $fio_pid
-rc=$?
-grep -E 'err=|IOPS=' /tmp/fio.out | sed 's/^/  fio: /'
-grep -m 3 -E 'verify|error' /tmp/fio.err | sed 's/^/  fio stderr: /'
-[ $rc = 0 ] || fail "fio --verify across the restarts exited $rc"
-grep -q 'err= 0' /tmp/fio.out || fail "fio reported errors"
+rc=0
+while read -r round round_rc; do
+    grep -E 'err=|IOPS=' /tmp/fio-$round.out | sed "s/^/  fio: round $round: /"
+    grep -m 3 -E 'verify|error' /tmp/fio-$round.err | sed "s/^/  fio stderr: round $round: /"
+    [ "$round_rc" = 0 ] || { fail "fio --verify round $round across the restarts exited $round_rc"; rc=$round_rc; }
+    grep -q 'err= 0' /tmp/fio-$round.out || fail "fio round $round reported errors"
+done < /tmp/fio-rounds
 echo "VUFS-FIO job=verify-across-restarts rc=$rc"
 
 vufs-probe posix-try plock > /dev/null && fail "the POSIX lock was lost across the restarts"
