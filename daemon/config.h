@@ -78,6 +78,7 @@ struct vufsd_config {
     uint64_t dax_window;           /* bytes; 0 = no DAX */
     enum dax_policy dax_policy;
     enum vufsd_dax_protocol dax_protocol;
+    enum pt_writers share_writers; /* --share-writers */
     char *stats_file;
 
     /* Restart */

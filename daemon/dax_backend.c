@@ -20,8 +20,20 @@
 #include "vu_msg.h"
 #include "vufs_util.h"
 
-/* How often --stats-file is rewritten. */
+/* How often --stats-file is rewritten, and the window thread's tick. */
 #define VDAX_STATS_PERIOD_MS 1000
+/*
+ * The window store's flusher, in ticks: files whose stamp moved are merged
+ * every tick (what the host changed shows in the window within a second, and
+ * sooner at the guest's next attribute look); the guest's stores reach the
+ * file every 5 s at the latest (Linux's dirty_writeback_centisecs: what a
+ * crash of the daemon can lose, and how late a host reader sees them without
+ * an fsync or close); every store mapping is merged every 30 s whatever its
+ * stamp (a change that slipped between the window's own write and its look at
+ * the stamp shows then).
+ */
+#define VDAX_WRITEBACK_TICKS 5
+#define VDAX_MERGE_ALL_TICKS 30
 
 struct vdax {
     struct dax_window *w;
@@ -182,12 +194,12 @@ static int vdax_unmap_batch(void *ctx, const struct fuse_removemapping_one *r, u
     return vdax_send(ctx, VU_BACKEND_FS_UNMAP, &m, sizeof(m), -1);
 }
 
-/* dax_ops.open: a survivor of a split, mapped again (the one case the window
- * maps a file no request handed it). */
-static int vdax_open(void *ctx, uint64_t key, bool writable)
+/* dax_ops.open: a survivor of a split, mapped again, or the file of a store
+ * mapping the window writes back to. */
+static int vdax_open(void *ctx, uint64_t key, bool writable, bool for_frontend)
 {
     struct vdax *x = ctx;
-    return pt_fs_dax_open(x->fs, key, writable);
+    return pt_fs_dax_open(x->fs, key, writable, for_frontend);
 }
 
 /* dax_ops.usable: the attached frontend can take mapping requests. */
@@ -334,22 +346,48 @@ static void vdax_stats_round(struct vdax *x, bool signalled)
         vlog_warn("--stats-file %s: %s", x->stats_name, strerror(-ret));
 }
 
+/* One tick of the window store's flusher. */
+static void vdax_flush_tick(struct vdax *x, unsigned tick)
+{
+    unsigned what = DAX_SYNC_CHECK;
+
+    if (tick % VDAX_WRITEBACK_TICKS == 0)
+        what |= DAX_SYNC_WRITEBACK;
+    if (tick % VDAX_MERGE_ALL_TICKS == 0)
+        what |= DAX_SYNC_MERGE_ALL;
+    int ret = dax_window_sync(x->w, what);
+    if (ret < 0)
+        vlog_warn("DAX: writing the guest's stores back or merging the host's changes: %s "
+                  "(tried again; fsync reports it to the guest)", strerror(-ret));
+}
+
 static void *vdax_stats_thread(void *arg)
 {
     struct vdax *x = arg;
-    int timeout = x->stats_dir_fd >= 0 ? VDAX_STATS_PERIOD_MS : -1;
+    uint64_t next = vufs_now_ns() + VDAX_STATS_PERIOD_MS * UINT64_C(1000000);
+    unsigned tick = 0;
 
     for (;;) {
+        uint64_t now = vufs_now_ns();
+        int timeout = now >= next ? 0 : (int)((next - now) / 1000000);
         int w = vufs_wait_input(x->sig_fd, x->stop_fd, timeout);
         if (w == 0 || (w < 0 && w != -ETIMEDOUT)) {
-            /* The file ends with the window as the daemon leaves it. */
+            /* The guest's stores reach the files, and the stats file ends with
+             * the window as the daemon leaves it. */
+            dax_window_sync(x->w, DAX_SYNC_WRITEBACK);
             if (x->stats_dir_fd >= 0)
                 vdax_stats_round(x, false);
             break;
         }
         uint64_t v;
         bool signalled = w == 1 && read(x->sig_fd, &v, sizeof(v)) > 0;
-        vdax_stats_round(x, signalled);
+        if (vufs_now_ns() >= next) {
+            next += VDAX_STATS_PERIOD_MS * UINT64_C(1000000);
+            vdax_flush_tick(x, ++tick);
+            vdax_stats_round(x, signalled);
+        } else if (signalled) {
+            vdax_stats_round(x, true);
+        }
     }
     return NULL;
 }

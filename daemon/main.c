@@ -547,6 +547,7 @@ static struct pt_config vmain_pt_config(const struct vufsd_config *cfg, uint64_t
         .no_posix_lock = cfg->no_posix_lock,
         .no_flock = cfg->no_flock,
         .readonly = cfg->readonly,
+        .writers = cfg->share_writers,
         .inode_file_handles = cfg->inode_file_handles,
         .translate_uid = cfg->translate_uid,
         .translate_gid = cfg->translate_gid,
@@ -986,6 +987,9 @@ int main(int argc, char **argv)
     }
     status = vmain_serve(&ctx);
     vlog_info("exiting");
+    /* The window thread writes the guest's last stores back while the fs is there. */
+    if (dax)
+        vdax_stats_stop(dax);
 
 free_fs:
     pt_fs_free(fs);

@@ -38,6 +38,11 @@ static const struct vopt_enum vopt_handles_names[] = {
     {"mandatory", PT_HANDLES_MANDATORY},
     {NULL, 0},
 };
+static const struct vopt_enum vopt_writers_names[] = {
+    {"any", PT_WRITERS_ANY},
+    {"guest", PT_WRITERS_GUEST},
+    {NULL, 0},
+};
 static const struct vopt_enum vopt_dax_protocol_names[] = {
     {"shmem", VUFSD_DAX_PROTO_SHMEM},
     {"legacy", VUFSD_DAX_PROTO_LEGACY},
@@ -85,6 +90,7 @@ static const char *vopt_dax_policy_name(int v)
 static const struct vopt_parser vopt_sandbox = {vopt_sb_mode_parse, vopt_sb_mode_name};
 static const struct vopt_parser vopt_seccomp = {vopt_sb_seccomp_parse, vopt_sb_seccomp_name};
 static const struct vopt_parser vopt_dax_policy = {vopt_dax_policy_parse, vopt_dax_policy_name};
+
 
 enum vopt_kind {
     VOPT_STR,    /* char * field, replaced */
@@ -151,6 +157,7 @@ static const struct vopt_row vopt_table[] = {
     {"dax-window", VOPT_SIZE, F(dax_window)},
     {"dax-policy", VOPT_MODULE, F(dax_policy), &vopt_dax_policy},
     {"dax-protocol", VOPT_ENUM, F(dax_protocol), vopt_dax_protocol_names},
+    {"share-writers", VOPT_ENUM, F(share_writers), vopt_writers_names},
     {"stats-file", VOPT_STR, F(stats_file)},
     {"save-state", VOPT_STR, F(save_state)},
     {"restore-state", VOPT_STR, F(restore_state)},
@@ -574,6 +581,9 @@ static const GOptionEntry vopt_entries[] = {
     CB_ARG("dax-window", "DAX window size (K/M/G suffixes, page multiple; 0 = no DAX)", "SIZE"),
     CB_ARG("dax-policy", "Which files use the DAX window (default auto)", "never|always|auto"),
     CB_ARG("dax-protocol", "Frontend mapping protocol (default shmem)", "shmem|legacy"),
+    CB_ARG("share-writers",
+           "Who changes the shared files: any host process too (default), or the guest "
+           "alone (the DAX window may then map them directly)", "any|guest"),
     CB_ARG("stats-file", "Rewrite the DAX statistics (JSON) in this file every second", "PATH"),
     CB_ARG("save-state",
            "Write what the guest holds (FUSE session, node ids, open files, locks) to this "

@@ -1,14 +1,17 @@
 /* SPDX-License-Identifier: GPL-2.0-or-later */
 /*
  * Saved states put together, and how they travel: see restart.h. Sections
- * written here (version 1 each):
+ * written here (version 1 each, DAX version 2):
  *
  *   ORIGIN    u16 len, the writer's "vufsd VERSION" (informational)
  *   FUSE      u8 initialized, u8 driver_stopped, u32 client_minor,
  *             u32 proto_minor, u64 capable, u64 want, u32 max_write,
  *             u16 max_pages, u16 map_alignment, u32 max_readahead, u32 time_gran
- *   DAX       u64 window size, u32 count, per mapping u64 node id,
- *             u64 file offset, u64 window offset, u64 length, u8 writable
+ *   DAX       u64 window size, u32 window store, u32 its shadow (fd indices,
+ *             VST_NO_FD in a state without fds), u32 count, per mapping
+ *             u64 node id, u64 file offset, u64 window offset, u64 length,
+ *             u8 writable, u8 backing (enum dax_backing). Version 1 had no
+ *             store and only file mappings.
  *   LISTENER  u8 kind (0 none, 1 an fd given with --fd, 2 --socket-path),
  *             u32 listening socket, u32 directory, u32 pid file (fd indices),
  *             u8 bound, u16 len + socket name, u16 len + pid file name
@@ -32,6 +35,7 @@
 #include "log.h"
 #include "passthrough.h"
 #include "sandbox.h"
+#include "vufs_util.h"
 #include "vufsd-config.h"
 
 /* ---- FUSE --------------------------------------------------------------------------- */
@@ -86,14 +90,14 @@ struct vrs_dax_save {
 };
 
 static void vrs_dax_count(void *opaque, uint64_t key, uint64_t foffset, uint64_t moffset,
-                          uint64_t len, bool writable)
+                          uint64_t len, bool writable, enum dax_backing backing)
 {
     struct vrs_dax_save *s = opaque;
     s->n++;
 }
 
 static void vrs_dax_put(void *opaque, uint64_t key, uint64_t foffset, uint64_t moffset,
-                        uint64_t len, bool writable)
+                        uint64_t len, bool writable, enum dax_backing backing)
 {
     struct vrs_dax_save *s = opaque;
     if (s->n == 0)
@@ -104,6 +108,7 @@ static void vrs_dax_put(void *opaque, uint64_t key, uint64_t foffset, uint64_t m
     vst_put_u64(s->w, moffset);
     vst_put_u64(s->w, len);
     vst_put_u8(s->w, writable);
+    vst_put_u8(s->w, (uint8_t)backing);
 }
 
 static uint64_t vrs_window_size(struct dax_window *dax)
@@ -113,14 +118,23 @@ static uint64_t vrs_window_size(struct dax_window *dax)
     return st.window_size;
 }
 
-static int vrs_save_dax(struct dax_window *dax, struct vst_writer *w)
+static int vrs_save_dax(struct dax_window *dax, struct vst_writer *w, struct vst_fds *fds)
 {
     struct vrs_dax_save s = {.w = w};
+    uint32_t fi[2] = {VST_NO_FD, VST_NO_FD};
+    int store_fd, shadow_fd;
     int ret = dax_for_each_mapping(dax, vrs_dax_count, &s);
     if (ret < 0)
         return ret;
-    vst_section_begin(w, VST_SEC_DAX, 1);
+    /* The store's pages are the guest's view of its store mappings: they go with the state. */
+    dax_window_store_fds(dax, &store_fd, &shadow_fd);
+    if (fds && ((ret = vst_fd_add(fds, store_fd, &fi[0])) < 0 ||
+                (ret = vst_fd_add(fds, shadow_fd, &fi[1])) < 0))
+        return ret;
+    vst_section_begin(w, VST_SEC_DAX, 2);
     vst_put_u64(w, vrs_window_size(dax));
+    vst_put_u32(w, fi[0]);
+    vst_put_u32(w, fi[1]);
     vst_put_u32(w, s.n);
     ret = dax_for_each_mapping(dax, vrs_dax_put, &s);
     /* The device is quiesced: nothing maps between the two passes. */
@@ -130,37 +144,76 @@ static int vrs_save_dax(struct dax_window *dax, struct vst_writer *w)
     return ret;
 }
 
+/* The old process's window store, when the state carries it: true if taken. */
+static int vrs_load_dax_store(const struct vrs_parts *p, struct vst_reader *r,
+                              struct vst_fds *fds, bool *have, struct vst_err *err)
+{
+    uint32_t fi[2];
+    int fd[2] = {-1, -1};
+
+    *have = false;
+    if (!vst_get_u32(r, &fi[0]) || !vst_get_u32(r, &fi[1]))
+        return vst_fail(err, -EBADMSG, "state: DAX section malformed");
+    if (fi[0] == VST_NO_FD && fi[1] == VST_NO_FD)
+        return 0;
+    if (!fds || fi[0] == VST_NO_FD || fi[1] == VST_NO_FD || vst_fd_take(fds, fi[0], &fd[0]) < 0 ||
+        vst_fd_take(fds, fi[1], &fd[1]) < 0) {
+        vufs_close(&fd[0]);
+        return vst_fail(err, -EBADF, "state: the DAX window store's fds are missing");
+    }
+    int ret = dax_window_restore_store(p->dax, fd[0], fd[1]);
+    if (ret < 0) {
+        close(fd[0]);
+        close(fd[1]);
+        return vst_fail(err, ret, "state: the DAX window store refused: %s", strerror(-ret));
+    }
+    *have = true;
+    return 0;
+}
+
 static int vrs_load_dax(const struct vrs_parts *p, const struct vst_state *st,
-                        struct vst_err *err)
+                        struct vst_fds *fds, struct vst_err *err)
 {
     struct vst_reader r;
     uint32_t ver, n;
     uint64_t size;
+    bool have_store = false;
+    int ret;
 
     if (!vst_section(st, VST_SEC_DAX, &r, &ver) || !p->dax)
         return 0; /* no mapping to restore: the window starts empty */
-    if (ver != 1)
+    if (ver != 1 && ver != 2)
         return vst_fail(err, -EINVAL, "state: DAX section version %u unknown", ver);
-    if (!vst_get_u64(&r, &size) || !vst_get_u32(&r, &n) || n > r.left / 33)
+    if (!vst_get_u64(&r, &size))
         return vst_fail(err, -EBADMSG, "state: DAX section malformed");
     if (size != vrs_window_size(p->dax))
         return vst_fail(err, -EINVAL, "state: a %llu-byte DAX window, this one has %llu",
                         (unsigned long long)size,
                         (unsigned long long)vrs_window_size(p->dax));
+    if (ver == 2 && (ret = vrs_load_dax_store(p, &r, fds, &have_store, err)) < 0)
+        return ret;
+    if (!vst_get_u32(&r, &n) || n > r.left / (ver == 1 ? 33 : 34))
+        return vst_fail(err, -EBADMSG, "state: DAX section malformed");
     for (uint32_t k = 0; k < n; k++) {
         uint64_t key, foffset, moffset, len;
         bool writable;
+        uint8_t backing = DAX_BACK_FILE;
         if (!vst_get_u64(&r, &key) || !vst_get_u64(&r, &foffset) ||
             !vst_get_u64(&r, &moffset) || !vst_get_u64(&r, &len) ||
-            !vst_get_bool(&r, &writable))
+            !vst_get_bool(&r, &writable) || (ver == 2 && !vst_get_u8(&r, &backing)))
             return vst_fail(err, -EBADMSG, "state: DAX mapping %u is cut short", k);
         /* Only a regular file the guest still knows may be mapped. */
         if (pt_fs_node_type(p->fs, key) != S_IFREG)
             return vst_fail(err, -EINVAL, "state: DAX mapping %u: node %#llx is no known file",
                             k, (unsigned long long)key);
-        int ret = dax_window_restore_mapping(p->dax, key, foffset, moffset, len, writable);
+        /* A store mapping shows the old store's pages: without them, nothing. */
+        if (backing == DAX_BACK_STORE && !have_store)
+            return vst_fail(err, -EINVAL, "state: DAX mapping %u needs the window store", k);
+        ret = dax_window_restore_mapping(p->dax, key, foffset, moffset, len, writable,
+                                         (enum dax_backing)backing);
         if (ret < 0)
             return vst_fail(err, ret, "state: DAX mapping %u refused: %s", k, strerror(-ret));
+        pt_fs_dax_mapped(p->fs, key);
     }
     if (!vst_reader_done(&r))
         return vst_fail(err, -EBADMSG, "state: bytes left over in the DAX section");
@@ -254,7 +307,7 @@ int vrs_save(const struct vrs_parts *p, unsigned parts, struct vst_fds *fds,
     if (parts & VST_PART_FS)
         ret = pt_state_save(p->fs, w, fds);
     if (ret == 0 && (parts & VST_PART_DAX) && p->dax)
-        ret = vrs_save_dax(p->dax, w);
+        ret = vrs_save_dax(p->dax, w, fds);
     if (ret == 0 && (parts & VST_PART_VHOST) && p->dev)
         ret = vdev_state_save(p->dev, p->conn_fd, w, fds);
     if (ret == 0 && (parts & VST_PART_LISTENER) && p->listener)
@@ -280,7 +333,7 @@ int vrs_load(const struct vrs_parts *p, unsigned parts, const struct vst_state *
     if (ret == 0 && (parts & VST_PART_FS))
         ret = pt_state_load(p->fs, st, fds, rep ? rep : &unused, err);
     if (ret == 0 && (parts & VST_PART_DAX))
-        ret = vrs_load_dax(p, st, err);
+        ret = vrs_load_dax(p, st, fds, err);
     if (ret == 0 && (parts & VST_PART_FUSE))
         ret = vrs_load_fuse(p->dev, st, err);
     if (ret == 0 && (parts & VST_PART_VHOST)) {

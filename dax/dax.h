@@ -45,6 +45,26 @@ enum dax_policy {
 };
 
 /*
+ * Where the pages the frontend maps for a mapping come from (docs/dax.md,
+ * "What the host can do to a mapped file"):
+ *   DAX_BACK_STORE  the window store, the daemon's own memory (store.c): the
+ *                   file's bytes are copied in when the range is mapped, the
+ *                   guest's stores are written back to the file (sync, removal,
+ *                   reset, periodically) and the file's changes merged in.
+ *                   Nothing that happens to the file can take a page away from
+ *                   the frontend, and a range may run past the file's end.
+ *   DAX_BACK_FILE   the file itself, as the guest asked: no copy and no
+ *                   write-back, but a page the file loses (a truncate by
+ *                   another process, a block that cannot be allocated, a read
+ *                   error) faults in the frontend. Only where the daemon was
+ *                   told the guest alone changes the files (struct dax_setup).
+ */
+enum dax_backing {
+    DAX_BACK_STORE,
+    DAX_BACK_FILE,
+};
+
+/*
  * The frontend, as the daemon sees it. Called WITHOUT the window lock held.
  *
  * map, unmap and unmap_batch run on the thread that owns the slot being changed
@@ -73,20 +93,25 @@ struct dax_ops {
      */
     int (*unmap_batch)(void *ctx, const struct fuse_removemapping_one *ranges, unsigned n);
     /*
-     * Open file key again (read-write when writable), for the one case where the
-     * window maps a file no request handed it: the surviving piece of a mapping
-     * a request split. A new fd, which the window closes, or -errno (the survivor
-     * is then lost on both sides, as when its map fails).
+     * Open file key again as the daemon (read-write when writable) for the
+     * window's own use: the file of a mapping's survivor after a split (for the
+     * frontend to map: for_frontend), or the file a store mapping is written
+     * back to and merged from (a mapping restored after a restart). A new fd,
+     * which the window closes, or -errno (a survivor is then lost on both sides,
+     * as when its map fails; a write-back waits for the next try).
      */
-    int (*open)(void *ctx, uint64_t key, bool writable);
+    int (*open)(void *ctx, uint64_t key, bool writable, bool for_frontend);
     /* Optional: whether a frontend that can take mappings is there now. NULL: always. */
     bool (*usable)(void *ctx);
 };
 
 #define DAX_UNMAP_BATCH 8u
 
+/* The largest window: the store maps two memfds of its size. */
+#define DAX_STORE_MAX_SIZE (UINT64_C(1) << 40)
+
 struct dax_config {
-    uint64_t window_size;   /* bytes, a non-zero multiple of page_size */
+    uint64_t window_size;   /* bytes, a non-zero multiple of page_size, <= DAX_STORE_MAX_SIZE */
     uint64_t page_size;     /* mapping alignment; 0 = 4096. A power of two <= 2 MiB */
     enum dax_policy policy;
     unsigned ghost_capacity; /* remembered removed ranges; 0 = one per slot (min 64) */
@@ -129,6 +154,13 @@ bool dax_window_usable(struct dax_window *w);
 struct dax_setup {
     uint64_t foffset, len, moffset;
     bool writable;
+    /*
+     * Set by the daemon, not the guest (dax_setup_check leaves it false): the
+     * frontend may map the file itself (DAX_BACK_FILE) because nothing but the
+     * guest changes it and the range lies inside it. Otherwise, and wherever the
+     * range is not inside the file, the window store backs it.
+     */
+    bool direct;
 };
 
 /*
@@ -152,9 +184,15 @@ int dax_remove_check(const struct dax_window *w, const struct fuse_removemapping
 
 /*
  * FUSE_SETUPMAPPING req, checked by dax_setup_check(): make [moffset, moffset +
- * len) of the window show file 'key' from foffset, mapping fd, the file as the
- * daemon opened it for this request (lent for the call; read-write for a
- * writable mapping). Whatever was mapped there before is unmapped first (the
+ * len) of the window show file 'key' from foffset. fd is the file as the daemon
+ * opened it for this request (lent for the call; read-write for a writable
+ * mapping): the frontend maps it (DAX_BACK_FILE, req->direct) or the window
+ * store is filled from it (DAX_BACK_STORE), and the window keeps a duplicate
+ * to write back to and merge from. A writable mapping first has the file's
+ * blocks under the range (inside the file) allocated, so a full file system
+ * answers -ENOSPC (or -EDQUOT) here, where the guest's write returns it,
+ * instead of failing a store later. Whatever was mapped there before is
+ * written back and unmapped first (the
  * read->write upgrade, a replacement); parts of old mappings outside the range
  * survive (re-mapped as their own extents, through ops->open). An identical
  * existing mapping with enough rights is a no-op. A range crossing 2 MiB slots
@@ -177,6 +215,71 @@ int dax_removemapping(struct dax_window *w, const struct fuse_removemapping_one 
 /* Unmap everything of file 'key' (inode eviction, file truncated). 0 or -errno. */
 int dax_remove_inode(struct dax_window *w, uint64_t key);
 
+/* ---- The file under store mappings ----------------------------------------------- */
+
+/*
+ * What the guest's stores into store mappings must have reached before the
+ * daemon acts on file 'key' for the guest, and what the daemon's changes must
+ * reach, so the window and the file agree: each is nothing (one look-up) for a
+ * file without store mappings.
+ */
+
+/*
+ * FUSE_FSYNC, FUSE_FLUSH: write the guest's stores back to the file. Returns
+ * the first write-back error of the file since the last call (-ENOSPC, -EIO:
+ * those bytes stay to be written; a local file system reports a failed
+ * write-back at fsync the same way), else 0.
+ */
+int dax_inode_sync(struct dax_window *w, uint64_t key);
+
+/*
+ * Before the daemon reads or changes [off, off + len) of file key through
+ * another fd (FUSE_READ, FUSE_WRITE, a truncate, FUSE_FALLOCATE, copy_file_range,
+ * SEEK_DATA): the guest's stores there are written back. len UINT64_MAX: to
+ * the end. *clean says whether the file was still as the window last saw it,
+ * for dax_inode_after_change. 0 or the write-back's error.
+ */
+int dax_inode_before_io(struct dax_window *w, uint64_t key, uint64_t off, uint64_t len,
+                        bool *clean);
+
+/*
+ * After the daemon changed [off, off + len) of file key for the guest (clean:
+ * what dax_inode_before_io said): the store mappings there take the file's
+ * bytes (all of the file's, when it was not clean: someone else changed it
+ * too), and direct writable mappings get their blocks back if the change freed
+ * them (a hole punched, a truncate undone), so a store through them cannot fail.
+ */
+void dax_inode_after_change(struct dax_window *w, uint64_t key, uint64_t off, uint64_t len,
+                            bool clean);
+
+/* A file's size and times, as an attribute reply or fstat has them. */
+struct dax_file_stamp {
+    uint64_t size;
+    int64_t mtime_ns, ctime_ns;
+};
+
+/*
+ * Attributes of file key fresh from the host (an attribute reply is being
+ * made): if they differ from what the window last saw of the file after its
+ * own writes, the file changed under its store mappings and the changes are
+ * merged in (a truncate clears the store past the new end). Counted per file:
+ * the auto policy keeps files the host keeps changing off the window.
+ */
+void dax_inode_attr(struct dax_window *w, uint64_t key, const struct dax_file_stamp *now);
+
+/* What dax_window_sync does; flags. */
+enum {
+    DAX_SYNC_WRITEBACK = 1 << 0, /* write the guest's stores back */
+    DAX_SYNC_CHECK = 1 << 1,     /* merge files whose stamp changed (fstat) */
+    DAX_SYNC_MERGE_ALL = 1 << 2, /* merge every store mapping, changed or not */
+};
+
+/*
+ * Every file with store mappings (the daemon's periodic flusher, shutdown).
+ * 0 or the first error (every file is still tried).
+ */
+int dax_window_sync(struct dax_window *w, unsigned what);
+
 /*
  * The daemon forgets file 'key': drop its statistics and policy state. -EBUSY while
  * it still has mappings (call dax_remove_inode() first), -ENOENT when unknown.
@@ -197,8 +300,13 @@ struct dax_inode_stats {
     uint64_t recent_maps;
     uint64_t recent_ghost_hits;
     uint64_t admitted_bytes; /* window demand charged while the policy says DAX */
+    uint64_t store_extents; /* current mappings backed by the window store */
+    uint64_t writeback_bytes; /* guest stores written back to the file */
+    uint64_t writeback_errors;
+    uint64_t host_changes;  /* times the file changed under store mappings */
+    uint64_t recent_host_changes; /* halved like recent_maps */
     bool dax;               /* the policy's last answer */
-    bool revoked;           /* off because it thrashed (re-admission needs calm) */
+    bool revoked;           /* off because it thrashed or the host keeps changing it */
 };
 
 struct dax_window_stats {
@@ -215,6 +323,16 @@ struct dax_window_stats {
     uint64_t ghost_entries;
     uint64_t inodes;
     enum dax_policy policy;
+    /* Backing (enum dax_backing): new mappings of each kind, current bytes. */
+    uint64_t store_maps, direct_maps;
+    uint64_t store_bytes_mapped;
+    uint64_t fill_bytes;     /* copied from files into the store */
+    uint64_t prealloc_errors; /* writable maps refused: blocks could not be allocated */
+    /* Write-back: extents with guest stores, bytes and runs written, failures. */
+    uint64_t writebacks, writeback_bytes, writeback_runs, writeback_errors;
+    /* Merges: store extents compared with their files, pages that had changed. */
+    uint64_t merges, merged_pages, merge_errors;
+    uint64_t host_changes;   /* files found changed under store mappings */
 };
 
 void dax_window_get_stats(struct dax_window *w, struct dax_window_stats *st);
@@ -227,17 +345,32 @@ int dax_stats_json(struct dax_window *w, FILE *f);
  * (the guest keeps using it), and the new window learns of it without calling
  * the frontend. The arguments are untrusted (a saved state): they must pass
  * dax_setup_check (flags FUSE_SETUPMAPPING_FLAG_WRITE for writable), lie in one
- * slot, overlap nothing restored before, and fit the slot's extents. Call
+ * slot, overlap nothing restored before, and fit the slot's extents; a store
+ * mapping needs the old process's store (dax_window_restore_store first). Call
  * before the window serves requests. 0, -EINVAL, -EOVERFLOW, -EEXIST (overlap),
  * -ENOSPC (the slot is full), -ENOMEM.
  */
 int dax_window_restore_mapping(struct dax_window *w, uint64_t key, uint64_t foffset,
-                               uint64_t moffset, uint64_t len, bool writable);
+                               uint64_t moffset, uint64_t len, bool writable,
+                               enum dax_backing backing);
+
+/*
+ * The window store's two memfds (what the frontend maps, and the shadow), for
+ * a restart to hand to the next process; the window keeps them.
+ */
+void dax_window_store_fds(const struct dax_window *w, int *store_fd, int *shadow_fd);
+/*
+ * A restart: the store the previous process's store mappings live in. Takes
+ * both fds (on success). -EINVAL when they are not memfds of the window's size,
+ * or the window already has store mappings.
+ */
+int dax_window_restore_store(struct dax_window *w, int store_fd, int shadow_fd);
 
 /* Visit every mapping (a consistent snapshot), in window order. */
 typedef void (*dax_mapping_fn)(void *opaque, uint64_t key, uint64_t foffset, uint64_t moffset,
-                               uint64_t len, bool writable);
+                               uint64_t len, bool writable, enum dax_backing backing);
 int dax_for_each_mapping(struct dax_window *w, dax_mapping_fn fn, void *opaque);
+const char *dax_backing_name(enum dax_backing b);
 
 /* ---- Per-file DAX policy ------------------------------------------------------------ */
 
@@ -248,6 +381,7 @@ int dax_for_each_mapping(struct dax_window *w, dax_mapping_fn fn, void *opaque);
 #define DAX_POLICY_REVOKE_PCT 25u
 #define DAX_POLICY_READMIT_PCT 5u
 #define DAX_POLICY_PERIOD_SLOTS 2u
+#define DAX_POLICY_HOST_CHANGES 2u /* recent changes by others under store mappings */
 
 struct dax_policy_input {
     enum dax_policy policy;

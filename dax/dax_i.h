@@ -26,10 +26,16 @@
  *   (8) dax_window_reset(): idle MAPPED slots only; a busy slot is released
  *       by its owner, who finds the epoch changed
  *
- * FREE and MAPPED are idle; MAPPING and UNMAPPING are busy: exactly one thread owns
- * the slot and calls the frontend for it without the window lock.
- *   FREE   => no extents
- *   MAPPED => at least one extent
+ *   MAPPED --(9)--> SYNCING --(10)--> MAPPED
+ *   (9)  sync.c: a write-back or merge of the slot's store extents claims it
+ *   (10) dax_slot_release_locked(): done; the extents are the same
+ *
+ * FREE and MAPPED are idle; MAPPING, UNMAPPING and SYNCING are busy: exactly one
+ * thread owns the slot and works on it without the window lock (calls the
+ * frontend, or reads, writes back and merges the slot's store pages).
+ *   FREE    => no extents
+ *   MAPPED  => at least one extent
+ *   SYNCING => at least one extent, and they do not change
  * Asserted by dax_slot_set_state_locked() and dax_slot_check_locked() in debug
  * builds.
  *
@@ -54,6 +60,12 @@
  *      gone). The daemon resets after its queue threads stopped, as vhost-user
  *      requires; a call in flight across a reset must not reach a frontend
  *      connected after it (the daemon's backend channel is per connection).
+ *      A reset waits for SYNCING slots (their owners call no frontend and
+ *      finish), then writes back the store extents it forgets.
+ *   5. A file's fds (dax_inode.fd, fd_rw) are set once while it has extents and
+ *      closed when its last extent goes (after the lock is dropped: a close can
+ *      block on a network file system). A thread uses them without the lock
+ *      only while it owns a slot holding one of the file's extents.
  * Functions named *_locked require w->lock.
  */
 #ifndef VUFSD_DAX_I_H
@@ -80,9 +92,44 @@ enum dax_slot_state {
     DAX_SLOT_MAPPING,
     DAX_SLOT_MAPPED,
     DAX_SLOT_UNMAPPING,
+    DAX_SLOT_SYNCING,
 };
 
 struct dax_inode;
+
+/* store.c: the window store (see there). */
+struct dax_store {
+    int fd, shadow_fd;      /* memfds of size bytes; the frontend maps fd */
+    uint8_t *mem, *shadow;  /* both mapped here */
+    uint64_t size;
+};
+
+/* What a write-back or merge did. */
+struct dax_store_sync {
+    uint64_t pages;          /* blocks that differed */
+    uint64_t bytes, runs;    /* write-back: bytes and runs written */
+};
+
+int dax_store_init(struct dax_store *st, uint64_t size);
+void dax_store_fini(struct dax_store *st);
+/* Replaces st's memfds by fd and shadow_fd (taken on success). */
+int dax_store_adopt(struct dax_store *st, int fd, int shadow_fd);
+/* [foffset, foffset + len) of fd into the store at m; past the file's end, zeros.
+ * With shadow, the shadow takes the same. -errno (a read error) drops the range. */
+int dax_store_fill(struct dax_store *st, int fd, uint64_t foffset, uint64_t m, uint64_t len,
+                   bool shadow);
+/* The shadow of [m, m + len) takes the store's bytes (a read mapping made writable). */
+void dax_store_shadow_take(struct dax_store *st, uint64_t m, uint64_t len);
+/* Gives [m, m + len) of the store and/or the shadow back to the system. */
+void dax_store_drop(struct dax_store *st, uint64_t m, uint64_t len, bool store, bool shadow);
+/* The guest's stores in [m, m + len) (store != shadow) to fd at foffset, clipped
+ * to the file's size. 0 or the first write error (the rest stays to be written). */
+int dax_store_writeback(struct dax_store *st, int fd, uint64_t foffset, uint64_t m,
+                        uint64_t len, struct dax_store_sync *out);
+/* The file's changes under [m, m + len) into the store (and the shadow when
+ * writable); past the file's end the file reads as zeros. 0 or a read error. */
+int dax_store_merge(struct dax_store *st, int fd, uint64_t foffset, uint64_t m, uint64_t len,
+                    bool writable, struct dax_store_sync *out);
 
 struct dax_extent {
     struct dax_inode *ino;   /* NULL = unused */
@@ -90,6 +137,9 @@ struct dax_extent {
     uint32_t off;            /* inside the slot, bytes */
     uint32_t len;            /* bytes, > 0 */
     bool writable;
+    uint8_t backing;         /* enum dax_backing; a store extent's pages are at its
+                              * window offset in the store (and the shadow when
+                              * writable) */
     uint32_t ino_prev, ino_next; /* extent ids (slot * MAX + i) in ino's list */
 };
 
@@ -104,8 +154,18 @@ struct dax_inode {
     uint64_t key;
     struct dax_inode *hnext;
     uint32_t ext_head;       /* first extent id, DAX_NONE */
-    uint32_t refs;           /* operations in progress; forget waits for 0 */
+    uint32_t refs;           /* operations in progress; forget waits for 0, and the
+                              * fds stay while one runs (dax_inode_put_locked) */
     uint64_t decay_epoch;    /* w->decay_epoch when recent_* were last decayed */
+    /* The file, for filling, writing back and merging (see "Locking", 5):
+     * fd any access, fd_rw read-write; -1 until needed. */
+    int fd, fd_rw;
+    /* The file as the window last left it (after a fill, write-back, merge or
+     * the daemon's own change): another stamp means someone else changed it.
+     * Not valid: unknown, or too recent to tell (dax_inode_set_seen_locked). */
+    struct dax_file_stamp seen;
+    bool seen_valid;
+    int wb_err;              /* first write-back error since the last sync, or 0 */
     struct dax_inode_stats st;
 };
 
@@ -145,6 +205,12 @@ struct dax_window {
     uint64_t decay_interval_ns, last_decay_ns;
 
     struct dax_window_stats st; /* counters; derived fields filled on read */
+
+    struct dax_store store;  /* the pages behind DAX_BACK_STORE extents */
+    /* fds of files whose last extent went, closed after the lock is dropped
+     * (dax_close_pending). */
+    int *closing;
+    uint32_t nclosing, closing_cap;
 };
 
 /* window.c */
@@ -157,7 +223,8 @@ void dax_window_decay_locked(struct dax_window *w);
 void dax_activity_locked(struct dax_window *w);
 void dax_decay_by_time_locked(struct dax_window *w);
 int dax_extent_add_locked(struct dax_window *w, uint32_t s, struct dax_inode *ino,
-                          uint64_t foffset, uint32_t off, uint32_t len, bool writable);
+                          uint64_t foffset, uint32_t off, uint32_t len, bool writable,
+                          enum dax_backing backing);
 void dax_extent_del_locked(struct dax_window *w, uint32_t s, unsigned i);
 void dax_slot_release_locked(struct dax_window *w, uint32_t s);
 void dax_slot_wait_idle_locked(struct dax_window *w, uint32_t s);
@@ -169,7 +236,18 @@ static inline uint32_t dax_ext_id(uint32_t s, unsigned i)
 
 static inline bool dax_slot_busy(const struct dax_slot *sl)
 {
-    return sl->state == DAX_SLOT_MAPPING || sl->state == DAX_SLOT_UNMAPPING;
+    return sl->state == DAX_SLOT_MAPPING || sl->state == DAX_SLOT_UNMAPPING ||
+           sl->state == DAX_SLOT_SYNCING;
+}
+
+static inline uint64_t dax_slot_base(uint32_t s)
+{
+    return (uint64_t)s << DAX_RANGE_SHIFT;
+}
+
+static inline bool dax_extent_store(const struct dax_extent *e)
+{
+    return e->backing == DAX_BACK_STORE;
 }
 
 static inline uint64_t dax_div_round_up(uint64_t a, uint64_t b)
@@ -180,6 +258,38 @@ static inline uint64_t dax_div_round_up(uint64_t a, uint64_t b)
 /* A consistent copy of what the JSON dump prints; *inodes is malloc'ed. */
 int dax_stats_snapshot(struct dax_window *w, struct dax_window_stats *ws,
                        struct dax_inode_stats **inodes, size_t *n);
+
+/* The file's fds go when its last extent does (dax_extent_del_locked); closed
+ * by dax_close_pending() once the caller dropped the lock. */
+void dax_inode_drop_fds_locked(struct dax_window *w, struct dax_inode *ino);
+/* Drops an operation's reference (refs); the last one of a file without
+ * extents takes its fds along (an operation in progress may map it again). */
+void dax_inode_put_locked(struct dax_window *w, struct dax_inode *ino);
+void dax_close_pending(struct dax_window *w);
+/* fstat of fd as a stamp. 0 or -errno. */
+int dax_stamp_fd(int fd, struct dax_file_stamp *out);
+bool dax_stamp_equal(const struct dax_file_stamp *a, const struct dax_file_stamp *b);
+/* Records the file's stamp as the window's view of it; kept as valid only
+ * once the file system's clock has moved past it (a later change could
+ * otherwise carry the same stamp), so the next look merges meanwhile. */
+void dax_inode_set_seen_locked(struct dax_inode *ino, const struct dax_file_stamp *s);
+
+/* sync.c */
+/*
+ * Makes sure ino has the fds a store operation needs (fd, and fd_rw when
+ * need_rw), through ops->open: 0 when it had them; 1 when it had to open one,
+ * with the lock dropped meanwhile (the caller owns no slot and must look at
+ * the table again); -errno when the open failed (also with the lock dropped).
+ */
+int dax_inode_open_fds_locked(struct dax_window *w, struct dax_inode *ino, bool need_rw);
+/* Allocates the blocks under [off, off + len) that lie inside the file: 0, 1
+ * when its file system cannot, or -errno (-ENOSPC, -EDQUOT). */
+int dax_prealloc(int fd, uint64_t off, uint64_t len);
+/* The owner of busy slot s writes back extent i's stores (lock held; dropped
+ * around the I/O). 0 or the write error, also kept in ino->wb_err. */
+int dax_extent_writeback_locked(struct dax_window *w, uint32_t s, unsigned i);
+/* The record of a file's stamp after the window's own I/O on it. */
+void dax_inode_seen_locked(struct dax_window *w, struct dax_inode *ino);
 
 /* ghost.c */
 int dax_ghost_init(struct dax_window *w, unsigned cap);

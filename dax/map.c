@@ -8,19 +8,24 @@
  *      when the plan re-maps survivors of a split, make sure there is an fd for
  *      each of their files first (ops->open, with the lock dropped and no slot
  *      owned, then plan again);
- *   2. claim the slot (MAPPING or UNMAPPING); for each frontend call: drop the
- *      lock, call, retake the lock, stop with -ECONNRESET if a reset happened
- *      meanwhile, else record the result in the table so the table always
- *      equals what the frontend holds;
+ *   2. claim the slot (MAPPING or UNMAPPING); write the guest's stores in the
+ *      store mappings about to go back to their files; for each frontend call:
+ *      drop the lock, call, retake the lock, stop with -ECONNRESET if a reset
+ *      happened meanwhile, else record the result in the table so the table
+ *      always equals what the frontend holds; a new store mapping is filled
+ *      from its file before its map;
  *   3. release the slot (MAPPED or FREE) and wake waiters.
  * Plans never change another slot, so a thread owns at most one slot, and
  * never waits for another slot while it owns one.
  *
  * The new mapping's file comes as the caller's fd (the daemon opened it when it
  * checked the caller's access); only a survivor of a split, which may belong to
- * any file, is opened here.
+ * any file, is opened here. Store mappings (store.c) keep their pages across a
+ * split and an upgrade: the store is addressed by window offset, and those
+ * keep it.
  */
 #include <errno.h>
+#include <fcntl.h>
 #include <string.h>
 #include <unistd.h>
 
@@ -33,6 +38,7 @@ struct victim {
     uint64_t moffset, len;
     uint64_t key, ridx;
     bool ghost;
+    bool store, writable;    /* a store extent: its stores are written back first */
 };
 
 /* A mapping to make: the new one or a survivor of a split. */
@@ -43,6 +49,9 @@ struct piece {
     bool writable;
     unsigned victim;         /* survivors: index of the victim they come from */
     int fd;                  /* the file, open; survivors: set when mapped */
+    enum dax_backing backing;
+    bool keep;               /* store: the pages are there already (a survivor, an upgrade) */
+    bool take_shadow;        /* store, kept: a read mapping made writable needs its shadow */
 };
 
 /* What one slot change does: filled under the lock, applied without a break. */
@@ -51,6 +60,7 @@ struct plan {
     struct piece surv[2 * DAX_SLOT_MAX_EXTENTS];
     unsigned nv, ns;
     bool upgrade;
+    struct piece nw;         /* the new mapping, as it will be made */
     uint64_t epoch;
 };
 
@@ -72,7 +82,7 @@ struct reopens {
 
 static uint64_t slot_base(uint32_t s)
 {
-    return (uint64_t)s << DAX_RANGE_SHIFT;
+    return dax_slot_base(s);
 }
 
 /*
@@ -129,18 +139,60 @@ static int unmap_victims_locked(struct dax_window *w, const struct victim *v, un
     return 0;
 }
 
-/* Owner of busy slot s makes one mapping. Lock held; dropped around the call. */
-static int map_piece_locked(struct dax_window *w, uint32_t s, const struct piece *p,
-                            uint64_t epoch)
+/*
+ * A new store mapping's pages: the file's bytes (and the shadow's, when
+ * writable), or for a read mapping made writable the shadow of what is there.
+ * Lock held; dropped around the copy. The file's stamp before the copy is the
+ * one the window compares later, if it had none.
+ */
+static int fill_piece_locked(struct dax_window *w, uint32_t s, const struct piece *p,
+                             uint64_t epoch)
 {
-    uint64_t t0, dt;
-    int r;
+    uint64_t m = slot_base(s) + p->off;
+    struct dax_file_stamp before;
+    bool stamped;
+    int r = 0;
 
     if (w->epoch != epoch)
         return -ECONNRESET;
     pthread_mutex_unlock(&w->lock);
+    if (p->keep) {
+        dax_store_shadow_take(&w->store, m, p->len);
+        stamped = false;
+    } else {
+        stamped = dax_stamp_fd(p->fd, &before) == 0;
+        r = dax_store_fill(&w->store, p->fd, p->foffset, m, p->len, p->writable);
+    }
+    pthread_mutex_lock(&w->lock);
+    if (r == 0 && !p->keep)
+        w->st.fill_bytes += p->len;
+    if (r == 0 && stamped && !p->ino->seen_valid && p->ino->st.store_extents == 0)
+        dax_inode_set_seen_locked(p->ino, &before);
+    if (w->epoch != epoch)
+        return -ECONNRESET;
+    return r;
+}
+
+/* Owner of busy slot s makes one mapping. Lock held; dropped around the call. */
+static int map_piece_locked(struct dax_window *w, uint32_t s, const struct piece *p,
+                            uint64_t epoch)
+{
+    bool store = p->backing == DAX_BACK_STORE;
+    uint64_t m = slot_base(s) + p->off;
+    uint64_t t0, dt;
+    int r;
+
+    if (store && (!p->keep || p->take_shadow)) {
+        r = fill_piece_locked(w, s, p, epoch);
+        if (r < 0)
+            return r;
+    }
+    if (w->epoch != epoch)
+        return -ECONNRESET;
+    pthread_mutex_unlock(&w->lock);
     t0 = vufs_now_ns();
-    r = w->ops->map(w->ctx, p->fd, p->foffset, slot_base(s) + p->off, p->len, p->writable);
+    r = w->ops->map(w->ctx, store ? w->store.fd : p->fd, store ? m : p->foffset, m, p->len,
+                    p->writable);
     dt = vufs_now_ns() - t0;
     pthread_mutex_lock(&w->lock);
     if (w->epoch != epoch)
@@ -153,13 +205,14 @@ static int map_piece_locked(struct dax_window *w, uint32_t s, const struct piece
         w->st.map_errors++;
         return r;
     }
-    r = dax_extent_add_locked(w, s, p->ino, p->foffset, p->off, p->len, p->writable);
+    r = dax_extent_add_locked(w, s, p->ino, p->foffset, p->off, p->len, p->writable,
+                              p->backing);
     assert(r == 0); /* the plan checked the room */
     return r;
 }
 
 static void count_new_map_locked(struct dax_window *w, struct dax_inode *ino, uint64_t foffset,
-                                 bool upgrade)
+                                 bool upgrade, enum dax_backing backing)
 {
     dax_inode_decay_locked(w, ino);
     if (upgrade) {
@@ -167,6 +220,10 @@ static void count_new_map_locked(struct dax_window *w, struct dax_inode *ino, ui
         w->st.upgrades++;
         return;
     }
+    if (backing == DAX_BACK_STORE)
+        w->st.store_maps++;
+    else
+        w->st.direct_maps++;
     ino->st.maps++;
     ino->st.recent_maps++;
     w->st.maps++;
@@ -204,6 +261,8 @@ static int plan_locked(struct dax_window *w, uint32_t s, uint32_t off, uint32_t 
     pl->nv = pl->ns = 0;
     pl->upgrade = false;
     pl->epoch = w->epoch;
+    if (nw)
+        pl->nw = *nw;
     for (unsigned i = 0; i < DAX_SLOT_MAX_EXTENTS; i++) {
         const struct dax_extent *e = &sl->ext[i];
         bool same;
@@ -217,20 +276,29 @@ static int plan_locked(struct dax_window *w, uint32_t s, uint32_t off, uint32_t 
             if (e->writable || !nw->writable)
                 return 1; /* identical, rights suffice */
             pl->upgrade = true;
+            /* An upgrade keeps the mapping's backing, and a store mapping its pages. */
+            pl->nw.backing = (enum dax_backing)e->backing;
+            pl->nw.keep = dax_extent_store(e);
+            pl->nw.take_shadow = dax_extent_store(e);
         }
         lo = e->off > off ? e->off : off;
         pl->v[pl->nv++] = (struct victim){
             .s = s, .i = i, .moffset = slot_base(s) + e->off, .len = e->len,
             .key = e->ino->key, .ridx = (e->foffset + (lo - e->off)) >> DAX_RANGE_SHIFT,
             .ghost = !same, /* an upgrade re-maps the same range: not a removal */
+            .store = dax_extent_store(e), .writable = e->writable,
         };
         if (e->off < off)
             pl->surv[pl->ns++] = (struct piece){ e->ino, e->foffset, e->off, off - e->off,
-                                                 e->writable, pl->nv - 1, -1 };
+                                                 e->writable, pl->nv - 1, -1,
+                                                 (enum dax_backing)e->backing,
+                                                 dax_extent_store(e) };
         if (e->off + e->len > off + len)
             pl->surv[pl->ns++] = (struct piece){ e->ino, e->foffset + (off + len - e->off),
                                                  off + len, e->off + e->len - (off + len),
-                                                 e->writable, pl->nv - 1, -1 };
+                                                 e->writable, pl->nv - 1, -1,
+                                                 (enum dax_backing)e->backing,
+                                                 dax_extent_store(e) };
     }
     if (!nw && pl->nv == 0)
         return 1;
@@ -250,44 +318,88 @@ static bool reopen_survivors_locked(struct dax_window *w, const struct plan *pl,
     unsigned first = ro->n;
 
     for (unsigned j = 0; j < pl->ns && ro->n < REOPEN_MAX; j++)
-        if (!reopen_find(ro, pl->surv[j].ino->key, pl->surv[j].writable))
+        if (pl->surv[j].backing == DAX_BACK_FILE &&
+            !reopen_find(ro, pl->surv[j].ino->key, pl->surv[j].writable))
             ro->e[ro->n++] = (struct reopen){ pl->surv[j].ino->key, pl->surv[j].writable,
                                               -ENOENT };
     if (ro->n == first)
         return false;
     pthread_mutex_unlock(&w->lock);
     for (unsigned i = first; i < ro->n; i++)
-        ro->e[i].fd = w->ops->open(w->ctx, ro->e[i].key, ro->e[i].writable);
+        ro->e[i].fd = w->ops->open(w->ctx, ro->e[i].key, ro->e[i].writable, true);
     pthread_mutex_lock(&w->lock);
     return true;
 }
 
+/*
+ * The store pages of the plan's victims that nothing keeps go back to the
+ * system: those inside [off, off + len), unless the new mapping is a store
+ * mapping (its fill writes them again; a writable one its shadow too).
+ */
+static void drop_victims_pages(struct dax_window *w, uint32_t s, uint32_t off, uint32_t len,
+                               const struct piece *nw, const struct plan *pl, unsigned n)
+{
+    bool nw_store = nw && pl->nw.backing == DAX_BACK_STORE;
+    bool nw_shadow = nw_store && pl->nw.writable;
+
+    for (unsigned j = 0; j < n; j++) {
+        const struct victim *v = &pl->v[j];
+        uint64_t lo = slot_base(s) + off, hi = lo + len;
+
+        if (!v->store)
+            continue;
+        lo = v->moffset > lo ? v->moffset : lo;
+        hi = v->moffset + v->len < hi ? v->moffset + v->len : hi;
+        if (lo < hi)
+            dax_store_drop(&w->store, lo, hi - lo, !nw_store, v->writable && !nw_shadow);
+    }
+}
+
 /* Carries out a plan for slot s (see the pattern at the top). Lock held. */
-static int apply_locked(struct dax_window *w, uint32_t s, const struct piece *nw,
-                        struct plan *pl, struct reopens *ro)
+static int apply_locked(struct dax_window *w, uint32_t s, uint32_t off, uint32_t len,
+                        const struct piece *nw, struct plan *pl, struct reopens *ro)
 {
     unsigned nunmapped = 0;
-    int r;
+    int r = 0;
 
     dax_slot_set_state_locked(w, s, nw ? DAX_SLOT_MAPPING : DAX_SLOT_UNMAPPING);
     /* Survivors' inodes must outlive the unlocked calls even if their extents go. */
     for (unsigned j = 0; j < pl->ns; j++)
         pl->surv[j].ino->refs++;
 
-    r = unmap_victims_locked(w, pl->v, pl->nv, pl->epoch, &nunmapped);
+    /*
+     * The guest's stores reach the file before the mapping goes. A guest
+     * removes (or replaces) only a range it no longer uses, so nothing lands
+     * between this and the unmap; a write-back that fails is reported at the
+     * file's next fsync (dax_inode_sync), as a local file system reports a
+     * page it could not write, and the unmap goes on.
+     */
+    for (unsigned j = 0; j < pl->nv && r == 0; j++)
+        if (pl->v[j].store && pl->v[j].writable) {
+            dax_extent_writeback_locked(w, s, pl->v[j].i);
+            if (w->epoch != pl->epoch)
+                r = -ECONNRESET;
+        }
+    if (r == 0)
+        r = unmap_victims_locked(w, pl->v, pl->nv, pl->epoch, &nunmapped);
+    if (r != -ECONNRESET)
+        drop_victims_pages(w, s, off, len, nw, pl, nunmapped);
     /* Survivors of the victims that did go come back, even if a later unmap failed. */
     for (unsigned j = 0; j < pl->ns && r != -ECONNRESET; j++) {
         struct piece *p = &pl->surv[j];
-        int *fd = reopen_find(ro, p->ino->key, p->writable);
         int rs;
 
         if (p->victim >= nunmapped)
             continue;
-        if (!fd || *fd < 0) {
-            w->st.map_errors++; /* its file did not open again: lost, on both sides */
-            continue;
+        if (p->backing == DAX_BACK_FILE) {
+            int *fd = reopen_find(ro, p->ino->key, p->writable);
+
+            if (!fd || *fd < 0) {
+                w->st.map_errors++; /* its file did not open again: lost, on both sides */
+                continue;
+            }
+            p->fd = *fd;
         }
-        p->fd = *fd;
         rs = map_piece_locked(w, s, p, pl->epoch);
         if (rs == -ECONNRESET)
             r = rs;
@@ -296,14 +408,42 @@ static int apply_locked(struct dax_window *w, uint32_t s, const struct piece *nw
         /* else: the survivor is lost; the table says so, as the frontend does. */
     }
     if (r == 0 && nw) {
-        r = map_piece_locked(w, s, nw, pl->epoch);
+        r = map_piece_locked(w, s, &pl->nw, pl->epoch);
         if (r == 0)
-            count_new_map_locked(w, nw->ino, nw->foffset, pl->upgrade);
+            count_new_map_locked(w, pl->nw.ino, pl->nw.foffset, pl->upgrade, pl->nw.backing);
+        else if (r != -ECONNRESET && pl->nw.backing == DAX_BACK_STORE && !pl->nw.keep)
+            dax_store_drop(&w->store, slot_base(s) + off, len, true, pl->nw.writable);
     }
     for (unsigned j = 0; j < pl->ns; j++)
-        pl->surv[j].ino->refs--;
+        dax_inode_put_locked(w, pl->surv[j].ino);
     dax_slot_release_locked(w, s);
     return r;
+}
+
+/*
+ * Opens the files the plan's store victims are written back to, where they
+ * are not open yet: true when it tried one (the lock was dropped: plan again).
+ * Each file is tried once per change: one that cannot be opened again loses
+ * the guest's last stores, counted as a write-back error.
+ */
+static bool victims_fds_locked(struct dax_window *w, const struct plan *pl, uint64_t *tried,
+                               unsigned *ntried)
+{
+    for (unsigned j = 0; j < pl->nv; j++) {
+        struct dax_inode *ino = w->slots[pl->v[j].s].ext[pl->v[j].i].ino;
+        bool seen = false;
+
+        if (!pl->v[j].store || !pl->v[j].writable || ino->fd_rw >= 0)
+            continue;
+        for (unsigned k = 0; k < *ntried && !seen; k++)
+            seen = tried[k] == ino->key;
+        if (seen || *ntried == DAX_SLOT_MAX_EXTENTS)
+            continue;
+        tried[(*ntried)++] = ino->key;
+        dax_inode_open_fds_locked(w, ino, true);
+        return true;
+    }
+    return false;
 }
 
 /*
@@ -314,13 +454,18 @@ static int slot_change_locked(struct dax_window *w, uint32_t s, uint32_t off, ui
                               const struct piece *nw)
 {
     struct reopens ro = { .n = 0 };
+    uint64_t tried[DAX_SLOT_MAX_EXTENTS];
+    unsigned ntried = 0;
     struct plan pl;
     int r;
 
     for (;;) {
         dax_slot_wait_idle_locked(w, s);
         r = plan_locked(w, s, off, len, nw, &pl);
-        if (r != 0 || !reopen_survivors_locked(w, &pl, &ro))
+        if (r != 0)
+            break;
+        if (!victims_fds_locked(w, &pl, tried, &ntried) &&
+            !reopen_survivors_locked(w, &pl, &ro))
             break;
         /* The lock was dropped: the slot may have changed. */
     }
@@ -329,7 +474,7 @@ static int slot_change_locked(struct dax_window *w, uint32_t s, uint32_t off, ui
             w->st.noops++;
         r = 0;
     } else if (r == 0) {
-        r = apply_locked(w, s, nw, &pl, &ro);
+        r = apply_locked(w, s, off, len, nw, &pl, &ro);
     }
     for (unsigned i = 0; i < ro.n; i++)
         if (ro.e[i].fd >= 0)
@@ -337,12 +482,44 @@ static int slot_change_locked(struct dax_window *w, uint32_t s, uint32_t off, ui
     return r;
 }
 
+/* The window keeps the file of a new mapping open for write-back and merges:
+ * duplicates of the request's fd (read-write ones for writable mappings). */
+static int keep_fds_locked(struct dax_inode *ino, int fd, bool writable)
+{
+    if (ino->fd < 0) {
+        ino->fd = fcntl(fd, F_DUPFD_CLOEXEC, 0);
+        if (ino->fd < 0)
+            return -errno;
+    }
+    if (writable && ino->fd_rw < 0) {
+        ino->fd_rw = fcntl(fd, F_DUPFD_CLOEXEC, 0);
+        if (ino->fd_rw < 0)
+            return -errno;
+    }
+    return 0;
+}
+
 int dax_setupmapping(struct dax_window *w, uint64_t key, int fd, const struct dax_setup *req)
 {
     uint64_t foffset = req->foffset, len = req->len, moffset = req->moffset;
+    enum dax_backing backing = req->direct ? DAX_BACK_FILE : DAX_BACK_STORE;
     struct dax_inode *ino;
     int r = 0;
 
+    if (req->writable) {
+        /* Blocks first: a full file system says so to this request, where the
+         * guest's write returns it, and a direct mapping never meets a hole. */
+        r = dax_prealloc(fd, foffset, len);
+        if (r > 0)
+            backing = DAX_BACK_STORE; /* cannot allocate ahead: not safe to map directly */
+        if (r < 0) {
+            pthread_mutex_lock(&w->lock);
+            w->st.prealloc_errors++;
+            pthread_mutex_unlock(&w->lock);
+            return r;
+        }
+        r = 0;
+    }
     pthread_mutex_lock(&w->lock);
     ino = dax_inode_get_locked(w, key);
     if (!ino) {
@@ -350,19 +527,21 @@ int dax_setupmapping(struct dax_window *w, uint64_t key, int fd, const struct da
         return -ENOMEM;
     }
     ino->refs++;
+    r = keep_fds_locked(ino, fd, req->writable);
     while (len > 0 && r == 0) {
         uint32_t s = (uint32_t)(moffset >> DAX_RANGE_SHIFT);
         uint32_t off = (uint32_t)(moffset & (DAX_RANGE_SIZE - 1));
         uint32_t plen = (uint32_t)(len < DAX_RANGE_SIZE - off ? len : DAX_RANGE_SIZE - off);
-        struct piece p = { ino, foffset, off, plen, req->writable, 0, fd };
+        struct piece p = { ino, foffset, off, plen, req->writable, 0, fd, backing, false, false };
 
         r = slot_change_locked(w, s, off, plen, &p);
         moffset += plen;
         foffset += plen;
         len -= plen;
     }
-    ino->refs--;
+    dax_inode_put_locked(w, ino); /* nothing mapped: the fds go too */
     pthread_mutex_unlock(&w->lock);
+    dax_close_pending(w);
     return r;
 }
 
@@ -388,6 +567,7 @@ int dax_removemapping(struct dax_window *w, const struct fuse_removemapping_one 
         }
     }
     pthread_mutex_unlock(&w->lock);
+    dax_close_pending(w);
     return r;
 }
 
@@ -401,6 +581,9 @@ int dax_remove_inode(struct dax_window *w, uint64_t key)
     if (!ino)
         goto out_unlock;
     ino->refs++;
+    /* Its store mappings are written back first; the file is tried once. */
+    if (ino->st.store_extents)
+        dax_inode_open_fds_locked(w, ino, true);
     while (ino->ext_head != DAX_NONE) {
         uint32_t s = ino->ext_head / DAX_SLOT_MAX_EXTENTS;
         struct victim v[DAX_SLOT_MAX_EXTENTS];
@@ -419,23 +602,31 @@ int dax_remove_inode(struct dax_window *w, uint64_t key)
                 v[nv++] = (struct victim){
                     .s = s, .i = i, .moffset = slot_base(s) + e->off, .len = e->len,
                     .key = key, .ridx = e->foffset >> DAX_RANGE_SHIFT, .ghost = false,
+                    .store = dax_extent_store(e), .writable = e->writable,
                 };
         }
         unsigned done = 0;
 
         assert(nv > 0);
         dax_slot_set_state_locked(w, s, DAX_SLOT_UNMAPPING);
+        for (unsigned j = 0; j < nv && w->epoch == epoch; j++)
+            if (v[j].store && v[j].writable)
+                dax_extent_writeback_locked(w, s, v[j].i);
         r = unmap_victims_locked(w, v, nv, epoch, &done);
         if (r == 0) {
             ino->st.unmaps += nv;
             w->st.unmaps += nv;
         }
+        for (unsigned j = 0; j < done && r != -ECONNRESET; j++)
+            if (v[j].store)
+                dax_store_drop(&w->store, v[j].moffset, v[j].len, true, v[j].writable);
         dax_slot_release_locked(w, s);
         if (r < 0)
             break;
     }
-    ino->refs--;
+    dax_inode_put_locked(w, ino);
 out_unlock:
     pthread_mutex_unlock(&w->lock);
+    dax_close_pending(w);
     return r;
 }

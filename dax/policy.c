@@ -17,8 +17,13 @@
  *      (ranges removed not long ago) at DAX_POLICY_REVOKE_PCT or more, once it has
  *      DAX_POLICY_MIN_SAMPLES recent maps, loses DAX: the guest is evicting its
  *      ranges faster than it reuses them.
- *   4. Hysteresis: a revoked file comes back only when it fits again and both its
- *      own and the window's recent ghost-hit rate are under DAX_POLICY_READMIT_PCT
+ *   4. Revocation by host changes: a file another process changed under its
+ *      store mappings DAX_POLICY_HOST_CHANGES times recently loses DAX. Each
+ *      change costs a merge (the file read back against the store), and the
+ *      guest's plain path sees such a file as the host leaves it at no cost.
+ *   5. Hysteresis: a revoked file comes back only when it fits again, the host
+ *      left it alone recently, and both its own and the window's recent
+ *      ghost-hit rate are under DAX_POLICY_READMIT_PCT
  *      (far below the revoke threshold, so a file on the edge does not flap).
  *      "Recent" counters halve every DAX_POLICY_PERIOD_SLOTS x nslots maps and
  *      every decay interval of wall time, so old thrash is forgotten.
@@ -80,6 +85,11 @@ static bool thrashing(const struct dax_inode_stats *ino)
            ratio_at_least(ino->recent_ghost_hits, ino->recent_maps, DAX_POLICY_REVOKE_PCT);
 }
 
+static bool host_changing(const struct dax_inode_stats *ino)
+{
+    return ino->recent_host_changes >= DAX_POLICY_HOST_CHANGES;
+}
+
 static bool calm(uint64_t ghost_hits, uint64_t maps)
 {
     return maps < DAX_POLICY_MIN_SAMPLES ||
@@ -114,11 +124,12 @@ bool dax_policy_decide(const struct dax_policy_input *in)
         return false;
 
     if (in->ino.dax)
-        return !thrashing(&in->ino);
+        return !thrashing(&in->ino) && !host_changing(&in->ino);
     if (in->ino.revoked)
-        return calm(in->ino.recent_ghost_hits, in->ino.recent_maps) &&
+        return in->ino.recent_host_changes == 0 &&
+               calm(in->ino.recent_ghost_hits, in->ino.recent_maps) &&
                calm(in->win.recent_ghost_hits, in->win.recent_maps);
-    return true;
+    return !host_changing(&in->ino);
 }
 
 bool dax_policy_attr_dax(struct dax_window *w, uint64_t key, uint64_t file_size,
@@ -148,7 +159,7 @@ bool dax_policy_attr_dax(struct dax_window *w, uint64_t key, uint64_t file_size,
     on = dax_policy_decide(&in);
     if (on)
         ino->st.revoked = false;
-    else if (ino->st.dax && thrashing(&ino->st))
+    else if (ino->st.dax && (thrashing(&ino->st) || host_changing(&ino->st)))
         ino->st.revoked = true;
     w->st.admitted_bytes -= ino->st.admitted_bytes;
     ino->st.admitted_bytes = on ? ranges_bytes(file_size) : 0;

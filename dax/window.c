@@ -7,7 +7,9 @@
 #include <errno.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/stat.h>
 #include <time.h>
+#include <unistd.h>
 
 #include "dax_i.h"
 
@@ -22,9 +24,12 @@ static bool transition_ok(enum dax_slot_state from, enum dax_slot_state to)
         return to == DAX_SLOT_MAPPED || to == DAX_SLOT_FREE;
     case DAX_SLOT_MAPPED:
         /* -> FREE only by reset */
-        return to == DAX_SLOT_MAPPING || to == DAX_SLOT_UNMAPPING || to == DAX_SLOT_FREE;
+        return to == DAX_SLOT_MAPPING || to == DAX_SLOT_UNMAPPING || to == DAX_SLOT_FREE ||
+               to == DAX_SLOT_SYNCING;
     case DAX_SLOT_UNMAPPING:
         return to == DAX_SLOT_FREE || to == DAX_SLOT_MAPPED;
+    case DAX_SLOT_SYNCING:
+        return to == DAX_SLOT_MAPPED;
     }
     return false;
 }
@@ -37,6 +42,7 @@ void dax_slot_check_locked(const struct dax_window *w, uint32_t s)
     assert(s < w->nslots);
     assert(sl->state != DAX_SLOT_FREE || sl->nextents == 0);
     assert(sl->state != DAX_SLOT_MAPPED || sl->nextents > 0);
+    assert(sl->state != DAX_SLOT_SYNCING || sl->nextents > 0);
     assert(sl->nextents <= DAX_SLOT_MAX_EXTENTS);
 }
 
@@ -49,12 +55,12 @@ void dax_slot_set_state_locked(struct dax_window *w, uint32_t s, enum dax_slot_s
     (void)transition_ok;
     if (from == DAX_SLOT_FREE)
         w->nfree--;
-    if (from == DAX_SLOT_MAPPING || from == DAX_SLOT_UNMAPPING)
+    if (dax_slot_busy(sl))
         w->busy--;
     sl->state = to;
     if (to == DAX_SLOT_FREE)
         w->nfree++;
-    if (to == DAX_SLOT_MAPPING || to == DAX_SLOT_UNMAPPING) {
+    if (dax_slot_busy(sl)) {
         w->busy++;
         sl->claim_epoch = w->epoch;
     }
@@ -108,6 +114,7 @@ struct dax_inode *dax_inode_get_locked(struct dax_window *w, uint64_t key)
     ino->key = key;
     ino->st.key = key;
     ino->ext_head = DAX_NONE;
+    ino->fd = ino->fd_rw = -1;
     ino->decay_epoch = w->decay_epoch;
     b = hash_u64(key) & (w->ino_buckets - 1);
     ino->hnext = w->ino_hash[b];
@@ -132,10 +139,11 @@ void dax_inode_decay_locked(struct dax_window *w, struct dax_inode *ino)
     uint64_t n = w->decay_epoch - ino->decay_epoch;
 
     if (n >= 64) {
-        ino->st.recent_maps = ino->st.recent_ghost_hits = 0;
+        ino->st.recent_maps = ino->st.recent_ghost_hits = ino->st.recent_host_changes = 0;
     } else {
         ino->st.recent_maps >>= n;
         ino->st.recent_ghost_hits >>= n;
+        ino->st.recent_host_changes >>= n;
     }
     ino->decay_epoch = w->decay_epoch;
 }
@@ -174,7 +182,8 @@ void dax_decay_by_time_locked(struct dax_window *w)
 /* ---- Extents ------------------------------------------------------------------------------ */
 
 int dax_extent_add_locked(struct dax_window *w, uint32_t s, struct dax_inode *ino,
-                          uint64_t foffset, uint32_t off, uint32_t len, bool writable)
+                          uint64_t foffset, uint32_t off, uint32_t len, bool writable,
+                          enum dax_backing backing)
 {
     struct dax_slot *sl = &w->slots[s];
     struct dax_extent *e;
@@ -190,6 +199,7 @@ int dax_extent_add_locked(struct dax_window *w, uint32_t s, struct dax_inode *in
     e->off = off;
     e->len = len;
     e->writable = writable;
+    e->backing = (uint8_t)backing;
     e->ino_prev = DAX_NONE;
     e->ino_next = ino->ext_head;
     if (ino->ext_head != DAX_NONE)
@@ -200,6 +210,10 @@ int dax_extent_add_locked(struct dax_window *w, uint32_t s, struct dax_inode *in
     ino->st.bytes_mapped += len;
     w->st.extents++;
     w->st.bytes_mapped += len;
+    if (backing == DAX_BACK_STORE) {
+        ino->st.store_extents++;
+        w->st.store_bytes_mapped += len;
+    }
     sl->nextents++;
     return 0;
 }
@@ -226,8 +240,107 @@ void dax_extent_del_locked(struct dax_window *w, uint32_t s, unsigned i)
     ino->st.bytes_mapped -= e->len;
     w->st.extents--;
     w->st.bytes_mapped -= e->len;
+    if (dax_extent_store(e)) {
+        ino->st.store_extents--;
+        w->st.store_bytes_mapped -= e->len;
+    }
     memset(e, 0, sizeof(*e));
     sl->nextents--;
+    if (ino->st.extents == 0 && ino->refs == 0)
+        dax_inode_drop_fds_locked(w, ino);
+}
+
+void dax_inode_put_locked(struct dax_window *w, struct dax_inode *ino)
+{
+    assert(ino->refs > 0);
+    if (--ino->refs == 0 && ino->st.extents == 0)
+        dax_inode_drop_fds_locked(w, ino);
+}
+
+/* ---- A file's fds ------------------------------------------------------------------------ */
+
+static void close_later_locked(struct dax_window *w, int fd)
+{
+    if (fd < 0)
+        return;
+    if (w->nclosing == w->closing_cap) {
+        uint32_t cap = w->closing_cap ? 2 * w->closing_cap : 16;
+        int *n = realloc(w->closing, cap * sizeof(*n));
+
+        if (!n) {
+            close(fd); /* out of memory: close here, under the lock */
+            return;
+        }
+        w->closing = n;
+        w->closing_cap = cap;
+    }
+    w->closing[w->nclosing++] = fd;
+}
+
+void dax_inode_drop_fds_locked(struct dax_window *w, struct dax_inode *ino)
+{
+    close_later_locked(w, ino->fd);
+    close_later_locked(w, ino->fd_rw);
+    ino->fd = ino->fd_rw = -1;
+    ino->seen_valid = false;
+}
+
+void dax_close_pending(struct dax_window *w)
+{
+    int *fds;
+    uint32_t n;
+
+    pthread_mutex_lock(&w->lock);
+    fds = w->closing;
+    n = w->nclosing;
+    w->closing = NULL;
+    w->nclosing = w->closing_cap = 0;
+    pthread_mutex_unlock(&w->lock);
+    for (uint32_t i = 0; i < n; i++)
+        close(fds[i]);
+    free(fds);
+}
+
+int dax_stamp_fd(int fd, struct dax_file_stamp *out)
+{
+    struct stat st;
+
+    if (fstat(fd, &st) < 0)
+        return -errno;
+    out->size = st.st_size > 0 ? (uint64_t)st.st_size : 0;
+    out->mtime_ns = (int64_t)st.st_mtim.tv_sec * 1000000000 + st.st_mtim.tv_nsec;
+    out->ctime_ns = (int64_t)st.st_ctim.tv_sec * 1000000000 + st.st_ctim.tv_nsec;
+    return 0;
+}
+
+/*
+ * A file system stamps a change with a coarse clock (a jiffy; a second on some),
+ * so a change right after the window's look can carry the same stamp. The
+ * stamp is worth keeping only once that clock has moved past it: then every
+ * later change carries a later ctime.
+ */
+static bool stamp_settled(const struct dax_file_stamp *s)
+{
+    struct timespec ts;
+    int64_t now, need = s->ctime_ns;
+
+    if (clock_gettime(CLOCK_REALTIME_COARSE, &ts) < 0)
+        return false;
+    now = (int64_t)ts.tv_sec * 1000000000 + ts.tv_nsec;
+    if (s->ctime_ns % 1000000000 == 0)
+        need += 1000000000; /* whole seconds: a file system of one-second stamps */
+    return now > need;
+}
+
+void dax_inode_set_seen_locked(struct dax_inode *ino, const struct dax_file_stamp *s)
+{
+    ino->seen = *s;
+    ino->seen_valid = stamp_settled(s);
+}
+
+bool dax_stamp_equal(const struct dax_file_stamp *a, const struct dax_file_stamp *b)
+{
+    return a->size == b->size && a->mtime_ns == b->mtime_ns && a->ctime_ns == b->ctime_ns;
 }
 
 /* ---- Life cycle ------------------------------------------------------------------------- */
@@ -241,9 +354,17 @@ void dax_window_free(struct dax_window *w)
 
         for (; ino; ino = next) {
             next = ino->hnext;
+            if (ino->fd >= 0)
+                close(ino->fd);
+            if (ino->fd_rw >= 0)
+                close(ino->fd_rw);
             free(ino);
         }
     }
+    for (uint32_t i = 0; i < w->nclosing; i++)
+        close(w->closing[i]);
+    free(w->closing);
+    dax_store_fini(&w->store);
     dax_ghost_fini(w);
     pthread_cond_destroy(&w->cond);
     pthread_mutex_destroy(&w->lock);
@@ -266,7 +387,8 @@ int dax_window_new(const struct dax_config *cfg, const struct dax_ops *ops, void
         return -EINVAL;
     if (page & (page - 1) || page > DAX_RANGE_SIZE)
         return -EINVAL;
-    if (cfg->window_size == 0 || cfg->window_size % page)
+    if (cfg->window_size == 0 || cfg->window_size % page ||
+        cfg->window_size > DAX_STORE_MAX_SIZE)
         return -EINVAL;
     nslots = dax_div_round_up(cfg->window_size, DAX_RANGE_SIZE);
     /* Extent ids are u32 slot * DAX_SLOT_MAX_EXTENTS + i: 8 PiB windows at most. */
@@ -279,6 +401,11 @@ int dax_window_new(const struct dax_config *cfg, const struct dax_ops *ops, void
     w = calloc(1, sizeof(*w));
     if (!w)
         return -ENOMEM;
+    r = dax_store_init(&w->store, cfg->window_size);
+    if (r < 0) {
+        free(w);
+        return r;
+    }
     w->ops = ops;
     w->ctx = ctx;
     w->size = cfg->window_size;
@@ -312,6 +439,7 @@ int dax_window_new(const struct dax_config *cfg, const struct dax_ops *ops, void
     return 0;
 
 out_free:
+    dax_store_fini(&w->store);
     free(w->ino_hash);
     free(w->slots);
     free(w);
@@ -333,26 +461,98 @@ enum dax_policy dax_window_policy(const struct dax_window *w)
     return w->policy;
 }
 
+static bool any_syncing_locked(const struct dax_window *w)
+{
+    for (uint32_t s = 0; s < w->nslots; s++)
+        if (w->slots[s].state == DAX_SLOT_SYNCING)
+            return true;
+    return false;
+}
+
+/*
+ * Opens the fds the reset's write-back needs: true when one was opened (the
+ * lock was dropped; look again). A file that cannot be opened again is tried
+ * once (tried marks it); its stores are lost, as a local file system loses a
+ * page it cannot write back.
+ */
+static bool reset_open_fds_locked(struct dax_window *w, struct dax_inode **tried, size_t *ntried,
+                                  size_t cap)
+{
+    for (uint32_t s = 0; s < w->nslots; s++)
+        for (unsigned i = 0; i < DAX_SLOT_MAX_EXTENTS; i++) {
+            struct dax_extent *e = &w->slots[s].ext[i];
+            bool seen = false;
+
+            if (!e->ino || !dax_extent_store(e) || !e->writable || e->ino->fd_rw >= 0)
+                continue;
+            for (size_t k = 0; k < *ntried && !seen; k++)
+                seen = tried[k] == e->ino;
+            if (seen || *ntried == cap)
+                continue;
+            tried[(*ntried)++] = e->ino;
+            dax_inode_open_fds_locked(w, e->ino, true);
+            return true;
+        }
+    return false;
+}
+
 void dax_window_reset(struct dax_window *w)
 {
+    size_t cap = 64, ntried = 0;
+    _cleanup_free_ struct dax_inode **tried = calloc(cap, sizeof(*tried));
+
     pthread_mutex_lock(&w->lock);
     w->epoch++;
+    /* Write-backs and merges call no frontend: let them finish. */
+    while (any_syncing_locked(w))
+        pthread_cond_wait(&w->cond, &w->lock);
+    while (tried && reset_open_fds_locked(w, tried, &ntried, cap))
+        while (any_syncing_locked(w))
+            pthread_cond_wait(&w->cond, &w->lock);
     for (uint32_t s = 0; s < w->nslots; s++) {
         struct dax_slot *sl = &w->slots[s];
 
-        for (unsigned i = 0; i < DAX_SLOT_MAX_EXTENTS; i++)
-            if (sl->ext[i].ino)
-                dax_extent_del_locked(w, s, i);
+        for (unsigned i = 0; i < DAX_SLOT_MAX_EXTENTS; i++) {
+            struct dax_extent *e = &sl->ext[i];
+
+            if (!e->ino)
+                continue;
+            /* The guest's stores reach the file before the mapping is forgotten
+             * (the frontend dropped it already: nothing more comes). Under the
+             * lock: a reset has the window to itself. */
+            if (dax_extent_store(e) && e->writable && e->ino->fd_rw >= 0) {
+                struct dax_store_sync out = {0};
+                int r = dax_store_writeback(&w->store, e->ino->fd_rw, e->foffset,
+                                            dax_slot_base(s) + e->off, e->len, &out);
+
+                w->st.writeback_bytes += out.bytes;
+                w->st.writeback_runs += out.runs;
+                e->ino->st.writeback_bytes += out.bytes;
+                if (out.pages)
+                    w->st.writebacks++;
+                if (r < 0) {
+                    w->st.writeback_errors++;
+                    e->ino->st.writeback_errors++;
+                    if (!e->ino->wb_err)
+                        e->ino->wb_err = r;
+                }
+            }
+            dax_extent_del_locked(w, s, i);
+        }
         /* Busy slots are returned by their owners, who see the new epoch. */
         if (sl->state == DAX_SLOT_MAPPED)
             dax_slot_set_state_locked(w, s, DAX_SLOT_FREE);
+        if (sl->state == DAX_SLOT_FREE)
+            dax_store_drop(&w->store, dax_slot_base(s), DAX_RANGE_SIZE, true, true);
     }
     dax_ghost_clear_locked(w);
     pthread_mutex_unlock(&w->lock);
+    dax_close_pending(w);
 }
 
 int dax_window_restore_mapping(struct dax_window *w, uint64_t key, uint64_t foffset,
-                               uint64_t moffset, uint64_t len, bool writable)
+                               uint64_t moffset, uint64_t len, bool writable,
+                               enum dax_backing backing)
 {
     struct fuse_setupmapping_in in = {
         .foffset = foffset,
@@ -365,6 +565,8 @@ int dax_window_restore_mapping(struct dax_window *w, uint64_t key, uint64_t foff
 
     if (r < 0)
         return r;
+    if (backing != DAX_BACK_STORE && backing != DAX_BACK_FILE)
+        return -EINVAL;
     uint32_t s = (uint32_t)(moffset >> DAX_RANGE_SHIFT);
     uint32_t off = (uint32_t)(moffset & (DAX_RANGE_SIZE - 1));
     if (len > DAX_RANGE_SIZE - off)
@@ -394,7 +596,7 @@ int dax_window_restore_mapping(struct dax_window *w, uint64_t key, uint64_t foff
     }
     /* FREE or MAPPED -> MAPPING -> MAPPED, as a map made here would go. */
     dax_slot_set_state_locked(w, s, DAX_SLOT_MAPPING);
-    r = dax_extent_add_locked(w, s, ino, foffset, off, (uint32_t)len, writable);
+    r = dax_extent_add_locked(w, s, ino, foffset, off, (uint32_t)len, writable, backing);
     dax_slot_release_locked(w, s);
 unlock:
     pthread_mutex_unlock(&w->lock);
@@ -434,16 +636,19 @@ int dax_inode_forget(struct dax_window *w, uint64_t key)
         r = -EBUSY;
     } else {
         dax_policy_release_locked(w, ino);
+        dax_inode_drop_fds_locked(w, ino);
         inode_unhash_locked(w, ino);
         free(ino);
     }
     pthread_mutex_unlock(&w->lock);
+    dax_close_pending(w);
     return r;
 }
 
 struct mapping_snap {
     uint64_t key, foffset, moffset, len;
     bool writable;
+    enum dax_backing backing;
 };
 
 static int cmp_snap(const void *a, const void *b)
@@ -476,14 +681,36 @@ int dax_for_each_mapping(struct dax_window *w, dax_mapping_fn fn, void *opaque)
                 .moffset = ((uint64_t)s << DAX_RANGE_SHIFT) + e->off,
                 .len = e->len,
                 .writable = e->writable,
+                .backing = (enum dax_backing)e->backing,
             };
         }
     pthread_mutex_unlock(&w->lock);
     qsort(snap, n, sizeof(*snap), cmp_snap);
     for (size_t i = 0; i < n; i++)
         fn(opaque, snap[i].key, snap[i].foffset, snap[i].moffset, snap[i].len,
-           snap[i].writable);
+           snap[i].writable, snap[i].backing);
     return 0;
+}
+
+const char *dax_backing_name(enum dax_backing b)
+{
+    return b == DAX_BACK_STORE ? "store" : b == DAX_BACK_FILE ? "file" : "?";
+}
+
+void dax_window_store_fds(const struct dax_window *w, int *store_fd, int *shadow_fd)
+{
+    *store_fd = w->store.fd;
+    *shadow_fd = w->store.shadow_fd;
+}
+
+int dax_window_restore_store(struct dax_window *w, int store_fd, int shadow_fd)
+{
+    int r;
+
+    pthread_mutex_lock(&w->lock);
+    r = w->st.store_bytes_mapped ? -EINVAL : dax_store_adopt(&w->store, store_fd, shadow_fd);
+    pthread_mutex_unlock(&w->lock);
+    return r;
 }
 
 int dax_stats_snapshot(struct dax_window *w, struct dax_window_stats *ws,

@@ -277,25 +277,15 @@ static int pt_setattr_times(struct pt_fs *fs, struct pt_inode *i, int fd, int pf
     return ret < 0 ? -errno : 0;
 }
 
-int pt_op_setattr(struct fll_req *r, uint64_t nodeid, const struct fuse_setattr_in *in,
-                  struct fuse_attr_out *out)
+/* The changes a SETATTR asks for, in order; pfd: an fd of inode i. */
+static int pt_setattr_apply(struct pt_fs *fs, uint64_t nodeid, struct pt_inode *i, int pfd,
+                            const struct fuse_setattr_in *in)
 {
-    struct pt_fs *fs = pt_fs_of(r);
-    _cleanup_inode_ struct pt_inode *i = NULL;
     _cleanup_handle_ struct pt_handle *h = NULL;
-    _cleanup_ifd_ struct pt_ifd pf = PT_IFD_NONE;
     char path[PT_PROC_PATH_MAX];
     int fd = -1;
     int ret;
 
-    ret = pt_inode_get(fs, nodeid, &i);
-    if (ret < 0)
-        return ret;
-    if (fs->readonly)
-        return -EROFS;
-    ret = pt_inode_fd(fs, i, &pf);
-    if (ret < 0)
-        return ret;
     if (in->valid & FATTR_FH) {
         ret = pt_handle_get(fs, in->fh, nodeid, &h);
         if (ret < 0)
@@ -310,7 +300,7 @@ int pt_op_setattr(struct fll_req *r, uint64_t nodeid, const struct fuse_setattr_
         if (fd >= 0)
             ret = fchmod(fd, in->mode & 07777);
         else
-            ret = fchmodat(fs->proc_self_fd, pt_proc_name(path, pf.fd), in->mode & 07777, 0);
+            ret = fchmodat(fs->proc_self_fd, pt_proc_name(path, pfd), in->mode & 07777, 0);
         if (ret < 0)
             return -errno;
     }
@@ -321,7 +311,7 @@ int pt_op_setattr(struct fll_req *r, uint64_t nodeid, const struct fuse_setattr_
             return ret;
         if ((in->valid & FATTR_GID) && (ret = pt_idmap_to_host(&fs->gidmap, in->gid, &gid)) < 0)
             return ret;
-        if (fchownat(pf.fd, "", uid, gid, AT_EMPTY_PATH | AT_SYMLINK_NOFOLLOW) < 0)
+        if (fchownat(pfd, "", uid, gid, AT_EMPTY_PATH | AT_SYMLINK_NOFOLLOW) < 0)
             return -errno;
         pt_drop_mapped_capability(fs, i, fd);
         if (in->valid & FATTR_KILL_SUIDGID) {
@@ -355,10 +345,41 @@ int pt_op_setattr(struct fll_req *r, uint64_t nodeid, const struct fuse_setattr_
         pt_drop_mapped_capability(fs, i, fd);
     }
     if (in->valid & (FATTR_ATIME | FATTR_MTIME | FATTR_ATIME_NOW | FATTR_MTIME_NOW)) {
-        ret = pt_setattr_times(fs, i, fd, pf.fd, in);
+        ret = pt_setattr_times(fs, i, fd, pfd, in);
         if (ret < 0)
             return ret;
     }
+    return 0;
+}
+
+int pt_op_setattr(struct fll_req *r, uint64_t nodeid, const struct fuse_setattr_in *in,
+                  struct fuse_attr_out *out)
+{
+    struct pt_fs *fs = pt_fs_of(r);
+    _cleanup_inode_ struct pt_inode *i = NULL;
+    _cleanup_ifd_ struct pt_ifd pf = PT_IFD_NONE;
+    int ret;
+
+    ret = pt_inode_get(fs, nodeid, &i);
+    if (ret < 0)
+        return ret;
+    if (fs->readonly)
+        return -EROFS;
+    ret = pt_inode_fd(fs, i, &pf);
+    if (ret < 0)
+        return ret;
+    /* A new size changes what the DAX window shows past it; any change moves
+     * the file's times, which are the window's own doing, not someone else's. */
+    uint64_t from = (in->valid & FATTR_SIZE) ? in->size : 0;
+    uint64_t span = (in->valid & FATTR_SIZE) ? UINT64_MAX : 0;
+    struct pt_dax_io dio;
+    ret = pt_dax_before(fs, i, from, 0, &dio);
+    if (ret < 0)
+        return ret;
+    ret = pt_setattr_apply(fs, nodeid, i, pf.fd, in);
+    pt_dax_after(fs, i, from, span, &dio);
+    if (ret < 0)
+        return ret;
     return pt_attr_reply(fs, i, pf.fd, out);
 }
 
@@ -424,6 +445,7 @@ int pt_op_statx(struct fll_req *r, uint64_t nodeid, const struct fuse_statx_in *
     flags |= (int)(in->sx_flags & AT_STATX_SYNC_TYPE);
     if (statx(f.fd, "", flags, (in->sx_mask & STATX_ALL) | STATX_BASIC_STATS, &st) < 0)
         return -errno;
+    pt_dax_statx(fs, i, &st);
     memset(out, 0, sizeof(*out));
     pt_set_timeout(fs->timeout, &out->attr_valid, &out->attr_valid_nsec);
     s->mask = st.stx_mask & (STATX_BASIC_STATS | STATX_BTIME);

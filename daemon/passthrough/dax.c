@@ -8,12 +8,21 @@
  * The request path runs one way, passthrough -> dax -> backend -> device:
  * pt_op_setupmapping asks the window whether a frontend can map
  * (dax_window_usable), has it check the guest's arguments once
- * (dax_setup_check), looks the node up, opens the file as the caller with the
- * access the mapping needs (the caller's access check and the fd the frontend
- * maps in one open) and hands that fd down (dax_setupmapping -> the backend's
- * map -> the device's backend channel). Nothing below calls back up on this
- * path; the window opens a file itself (pt_fs_dax_open, through dax_ops.open)
- * only to re-map the surviving piece of a mapping a request split.
+ * (dax_setup_check), looks the node up, decides whether the frontend may map
+ * the file itself (pt_dax_direct), opens the file as the caller with the
+ * access the mapping needs (the caller's access check and the fd the window
+ * fills its store from or the frontend maps, in one open) and hands that fd
+ * down (dax_setupmapping -> the backend's map -> the device's backend channel).
+ * The window opens a file itself (pt_fs_dax_open, through dax_ops.open) only to
+ * re-map the surviving piece of a mapping a request split, and to write back a
+ * mapping a restart carried over.
+ *
+ * Where the pages come from (dax.h, enum dax_backing): the window store, unless
+ * the operator said the guest alone changes the share (--share-writers guest)
+ * and the range lies inside a file on a local file system that allocates in
+ * place (ext2/3/4, XFS, tmpfs): then the file itself. A host process can
+ * truncate a file or fill its file system under a direct mapping, and the
+ * frontend faults on the page it lost; no host event can take a store page.
  *
  * What a guest gets:
  *   - no window, or a frontend that cannot map (no backend channel, REPLY_ACK,
@@ -21,16 +30,19 @@
  *     INIT without map_alignment and FUSE_HAS_INODE_DAX;
  *   - SETUPMAPPING: the window's checks (EINVAL, EOVERFLOW), ESTALE for an
  *     unknown node, EINVAL for anything but a regular file, EROFS for a write
- *     mapping of a --readonly share (for any mapping where the frontend needs
- *     read-write fds: QEMU 11.1), and the caller must be able to open the file
- *     with the mapping's access (O_RDONLY, or O_RDWR for a write mapping), else
- *     that open's error (EACCES); under QEMU's rules EINVAL for a range that is
- *     not inside the file. fh is not used: the daemon opens the inode;
+ *     mapping of a --readonly share, and the caller must be able to open the
+ *     file with the mapping's access (O_RDONLY, or O_RDWR for a write mapping),
+ *     else that open's error (EACCES); ENOSPC or EDQUOT for a write mapping whose
+ *     blocks the file system cannot allocate; EIO when the file cannot be read.
+ *     Any range of any regular file may be mapped, past its end included (the
+ *     store shows zeros there). fh is not used: the daemon opens the inode;
  *   - REMOVEMAPPING: the window's checks; the node id is not used (mappings are
  *     named by their window range).
  */
 #include <fcntl.h>
 #include <stdlib.h>
+#include <string.h>
+#include <sys/vfs.h>
 
 #include "dax.h"
 #include "pt_i.h"
@@ -44,6 +56,11 @@ void pt_fs_set_dax(struct pt_fs *fs, struct dax_window *w, bool qemu_rules)
 static bool pt_dax_on(struct pt_fs *fs)
 {
     return fs->dax && dax_window_usable(fs->dax);
+}
+
+static bool pt_dax_mapped(struct pt_fs *fs, const struct pt_inode *i)
+{
+    return fs->dax && atomic_load_explicit(&i->dax_mapped, memory_order_acquire);
 }
 
 void pt_dax_inode_gone(struct pt_fs *fs, uint64_t nodeid)
@@ -61,7 +78,7 @@ void pt_dax_inode_forget(struct pt_fs *fs, uint64_t nodeid)
 }
 
 static void pt_dax_unmap_one(void *opaque, uint64_t key, uint64_t foffset, uint64_t moffset,
-                             uint64_t len, bool writable)
+                             uint64_t len, bool writable, enum dax_backing backing)
 {
     struct fuse_removemapping_one e = {.moffset = moffset, .len = len};
     dax_removemapping(opaque, &e, 1);
@@ -79,6 +96,14 @@ void pt_dax_forget_all(struct pt_fs *fs)
         dax_window_reset(fs->dax);
 }
 
+void pt_fs_dax_mapped(struct pt_fs *fs, uint64_t nodeid)
+{
+    _cleanup_inode_ struct pt_inode *i = NULL;
+
+    if (pt_inode_get(fs, nodeid, &i) == 0)
+        atomic_store_explicit(&i->dax_mapped, true, memory_order_release);
+}
+
 void pt_dax_init(struct pt_fs *fs, struct fll_conn *conn)
 {
     bool on = pt_dax_on(fs);
@@ -92,47 +117,127 @@ void pt_dax_init(struct pt_fs *fs, struct fll_conn *conn)
     atomic_store(&fs->dax_attr, attr);
 }
 
+static void pt_dax_check(struct pt_fs *fs, const struct pt_inode *i,
+                         const struct dax_file_stamp *now)
+{
+    if (pt_dax_mapped(fs, i))
+        dax_inode_attr(fs->dax, pt_inode_nodeid(i), now);
+}
+
 void pt_dax_attr(struct pt_fs *fs, const struct pt_inode *i, struct fuse_attr *a)
 {
+    struct dax_file_stamp now = {
+        .size = a->size,
+        .mtime_ns = (int64_t)a->mtime * 1000000000 + a->mtimensec,
+        .ctime_ns = (int64_t)a->ctime * 1000000000 + a->ctimensec,
+    };
+
+    pt_dax_check(fs, i, &now);
     if (!atomic_load(&fs->dax_attr))
         return;
-    /* Under QEMU's rules (pt_fs_set_dax): a --readonly share has no read-write
-     * fds, and the last range of a file whose size is not a whole number of
-     * ranges passes its end: such files stay off the window. */
-    bool mappable = i->type == S_IFREG &&
-                    !(fs->dax_qemu_rules && (fs->readonly || a->size == 0 ||
-                                             a->size % DAX_RANGE_SIZE != 0));
-    if (dax_policy_attr_dax(fs->dax, pt_inode_nodeid(i), a->size, mappable))
+    if (dax_policy_attr_dax(fs->dax, pt_inode_nodeid(i), a->size, i->type == S_IFREG))
         a->flags |= FUSE_ATTR_DAX;
 }
 
-/* The fd a frontend maps: read-write for a writable mapping, and for every
- * mapping under QEMU's rules (it maps each one PROT_READ | PROT_WRITE). */
-static bool pt_dax_rw(const struct pt_fs *fs, bool writable)
+void pt_dax_statx(struct pt_fs *fs, const struct pt_inode *i, const struct statx *st)
 {
-    return writable || fs->dax_qemu_rules;
+    struct dax_file_stamp now = {
+        .size = st->stx_size,
+        .mtime_ns = (int64_t)st->stx_mtime.tv_sec * 1000000000 + st->stx_mtime.tv_nsec,
+        .ctime_ns = (int64_t)st->stx_ctime.tv_sec * 1000000000 + st->stx_ctime.tv_nsec,
+    };
+
+    pt_dax_check(fs, i, &now);
 }
 
-int pt_fs_dax_open(struct pt_fs *fs, uint64_t nodeid, bool writable)
+int pt_dax_before(struct pt_fs *fs, struct pt_inode *i, uint64_t off, uint64_t len,
+                  struct pt_dax_io *io)
+{
+    io->mapped = pt_dax_mapped(fs, i);
+    io->clean = true;
+    if (!io->mapped)
+        return 0;
+    return dax_inode_before_io(fs->dax, pt_inode_nodeid(i), off, len, &io->clean);
+}
+
+void pt_dax_after(struct pt_fs *fs, struct pt_inode *i, uint64_t off, uint64_t len,
+                  const struct pt_dax_io *io)
+{
+    if (io->mapped)
+        dax_inode_after_change(fs->dax, pt_inode_nodeid(i), off, len, io->clean);
+}
+
+int pt_dax_sync(struct pt_fs *fs, struct pt_inode *i)
+{
+    return pt_dax_mapped(fs, i) ? dax_inode_sync(fs->dax, pt_inode_nodeid(i)) : 0;
+}
+
+/* The fd a frontend maps from a file: read-write for a writable mapping, and for
+ * every mapping under QEMU's rules (it maps each one PROT_READ | PROT_WRITE). */
+static bool pt_dax_rw(const struct pt_fs *fs, bool writable, bool for_frontend)
+{
+    return writable || (for_frontend && fs->dax_qemu_rules);
+}
+
+int pt_fs_dax_open(struct pt_fs *fs, uint64_t nodeid, bool writable, bool for_frontend)
 {
     _cleanup_inode_ struct pt_inode *i = NULL;
     int ret = pt_inode_get_type(fs, nodeid, S_IFREG, -EINVAL, &i);
+    bool rw = pt_dax_rw(fs, writable, for_frontend);
 
     if (ret < 0)
         return ret;
-    if (pt_dax_rw(fs, writable) && fs->readonly)
+    if (rw && fs->readonly)
         return -EROFS;
-    return pt_reopen(fs, i, pt_dax_rw(fs, writable) ? O_RDWR : O_RDONLY);
+    return pt_reopen(fs, i, rw ? O_RDWR : O_RDONLY);
+}
+
+/*
+ * File systems a direct mapping is safe on while the guest alone changes the
+ * file: local ones that allocate a block once and overwrite it in place, so
+ * blocks allocated before the map (dax_setupmapping) are there for every store.
+ * Not copy-on-write ones (Btrfs, where an overwrite allocates), nor network or
+ * FUSE file systems (a page can fail to come back from the server).
+ */
+static bool pt_dax_direct_fs(long type)
+{
+    switch ((unsigned long)type) {
+    case 0xEF53:     /* ext2, ext3, ext4 */
+    case 0x58465342: /* XFS */
+    case 0x01021994: /* tmpfs */
+        return true;
+    }
+    return false;
+}
+
+/*
+ * Whether the frontend may map the file itself: the operator said the guest
+ * alone changes the share, the file's file system is one of the above, and
+ * under QEMU's rules the range lies inside the file (QEMU maps only that) and
+ * the share is writable (QEMU needs a read-write fd). fd: any fd of the inode.
+ */
+static bool pt_dax_direct(struct pt_fs *fs, int fd, const struct dax_setup *req)
+{
+    struct statfs sfs;
+    struct stat st;
+
+    if (fs->writers != PT_WRITERS_GUEST || (fs->dax_qemu_rules && fs->readonly))
+        return false;
+    if (fstatfs(fd, &sfs) < 0 || !pt_dax_direct_fs((long)sfs.f_type) || fstat(fd, &st) < 0)
+        return false;
+    return !fs->dax_qemu_rules ||
+           (st.st_size > 0 && req->foffset <= (uint64_t)st.st_size &&
+            req->len <= (uint64_t)st.st_size - req->foffset);
 }
 
 /*
  * The one open of a SETUPMAPPING: the file as the caller opens it with the
  * access the mapping gives (the caller's access check), which is also the fd
- * the frontend maps. Under QEMU's rules a read mapping needs a read-write fd
- * all the same: the caller's read-write open serves when the caller may write;
- * else the caller's read-only open is the check and the daemon opens that file
- * read-write for the frontend. Under QEMU's rules the range must lie inside the
- * file (pt_fs_set_dax). The new fd, or -errno.
+ * the window's store is filled from, or the frontend maps. A direct read
+ * mapping under QEMU's rules needs a read-write fd all the same: the caller's
+ * read-write open serves when the caller may write; else the caller's
+ * read-only open is the check and the daemon opens that file read-write for
+ * the frontend. The new fd, or -errno.
  */
 static int pt_dax_open_as_caller(struct pt_fs *fs, const struct fll_req *r, struct pt_inode *i,
                                  const struct dax_setup *req)
@@ -141,32 +246,26 @@ static int pt_dax_open_as_caller(struct pt_fs *fs, const struct fll_req *r, stru
     _cleanup_ifd_ struct pt_ifd f = PT_IFD_NONE;
     _cleanup_close_ int fd = -1;
     char name[PT_PROC_PATH_MAX];
-    bool reopen_rw = false;
+    bool rw = pt_dax_rw(fs, req->writable, req->direct), reopen_rw = false;
     int ret = pt_inode_fd(fs, i, &f);
 
     if (ret < 0)
         return ret;
     pt_proc_name(name, f.fd);
-    fd = pt_openat_as_caller(fs, r, fs->proc_self_fd, name,
-                             pt_dax_rw(fs, req->writable) ? O_RDWR : O_RDONLY, 0);
-    if (fd < 0 && !req->writable && fs->dax_qemu_rules) {
+    fd = pt_openat_as_caller(fs, r, fs->proc_self_fd, name, rw ? O_RDWR : O_RDONLY, 0);
+    if (fd < 0 && rw && !req->writable) {
         fd = pt_openat_as_caller(fs, r, fs->proc_self_fd, name, O_RDONLY, 0);
         reopen_rw = true;
     }
     if (fd < 0)
         return fd;
     if (reopen_rw) {
-        int rw = openat(fs->proc_self_fd, pt_proc_name(name, fd), O_RDWR | O_CLOEXEC);
-        if (rw < 0)
+        int fd_rw = openat(fs->proc_self_fd, pt_proc_name(name, fd), O_RDWR | O_CLOEXEC);
+        if (fd_rw < 0)
             return -errno;
         close(fd);
-        fd = rw;
+        fd = fd_rw;
     }
-    struct stat st;
-    if (fs->dax_qemu_rules && fstat(fd, &st) == 0 &&
-        (st.st_size <= 0 || req->foffset > (uint64_t)st.st_size ||
-         req->len > (uint64_t)st.st_size - req->foffset))
-        return -EINVAL;
     return TAKE_FD(fd);
 }
 
@@ -186,11 +285,17 @@ int pt_op_setupmapping(struct fll_req *r, uint64_t nodeid, const struct fuse_set
     ret = pt_inode_get_type(fs, nodeid, S_IFREG, -EINVAL, &i);
     if (ret < 0)
         return ret;
-    if (pt_dax_rw(fs, req.writable) && fs->readonly)
+    if (req.writable && fs->readonly)
         return -EROFS;
+    if (fs->writers == PT_WRITERS_GUEST) {
+        _cleanup_ifd_ struct pt_ifd f = PT_IFD_NONE;
+        if (pt_inode_fd(fs, i, &f) == 0)
+            req.direct = pt_dax_direct(fs, f.fd, &req);
+    }
     fd = pt_dax_open_as_caller(fs, r, i, &req);
     if (fd < 0)
         return fd;
+    atomic_store_explicit(&i->dax_mapped, true, memory_order_release);
     return dax_setupmapping(fs->dax, nodeid, fd, &req);
 }
 

@@ -274,6 +274,10 @@ ssize_t pt_op_read(struct fll_req *r, uint64_t nodeid, const struct fuse_read_in
     ret = pt_io_check(h, in->offset, dst_cnt);
     if (ret < 0)
         return ret;
+    struct pt_dax_io dio;
+    ret = pt_dax_before(pt_fs_of(r), h->ino, in->offset, in->size, &dio);
+    if (ret < 0)
+        return ret;
     n = preadv(h->fd, dst, (int)dst_cnt, (off_t)in->offset);
     return n < 0 ? -errno : n;
 }
@@ -311,8 +315,17 @@ ssize_t pt_op_write(struct fll_req *r, uint64_t nodeid, const struct fuse_write_
         if (ret < 0)
             return ret;
     }
+    struct pt_dax_io dio;
+    ret = pt_dax_before(fs, h->ino, in->offset, in->size, &dio);
+    if (ret < 0)
+        return ret;
     pt_drop_mapped_capability(fs, h->ino, h->fd);
     n = pwritev(h->fd, src, (int)src_cnt, (off_t)in->offset);
+    /* An O_APPEND handle wrote at the end, wherever that was. */
+    if (h->flags & O_APPEND)
+        pt_dax_after(fs, h->ino, 0, UINT64_MAX, &dio);
+    else
+        pt_dax_after(fs, h->ino, in->offset, n > 0 ? (uint64_t)n : 0, &dio);
     return n < 0 ? -errno : n;
 }
 
@@ -338,8 +351,12 @@ int pt_op_fsync(struct fll_req *r, uint64_t nodeid, const struct fuse_fsync_in *
 
     if (ret < 0)
         return ret;
+    /* The guest's stores in the DAX window first: then they are durable too. */
+    int wb = h->is_dir ? 0 : pt_dax_sync(pt_fs_of(r), h->ino);
     ret = (in->fsync_flags & 1) ? fdatasync(h->fd) : fsync(h->fd);
-    return ret < 0 ? -errno : 0;
+    if (ret < 0)
+        return -errno;
+    return wb;
 }
 
 int pt_op_flush(struct fll_req *r, uint64_t nodeid, const struct fuse_flush_in *in)
@@ -351,7 +368,8 @@ int pt_op_flush(struct fll_req *r, uint64_t nodeid, const struct fuse_flush_in *
         return ret;
     /* close() in the client: that process's POSIX locks on the file go. */
     pt_lock_release_owner(h, in->lock_owner);
-    return 0;
+    /* and the host sees what it stored through the DAX window (close-to-open). */
+    return h->is_dir ? 0 : pt_dax_sync(pt_fs_of(r), h->ino);
 }
 
 int pt_op_fallocate(struct fll_req *r, uint64_t nodeid, const struct fuse_fallocate_in *in)
@@ -370,9 +388,17 @@ int pt_op_fallocate(struct fll_req *r, uint64_t nodeid, const struct fuse_falloc
     if (in->offset > (uint64_t)INT64_MAX || in->length > (uint64_t)INT64_MAX ||
         in->offset + in->length > (uint64_t)INT64_MAX)
         return -EFBIG;
-    if (fallocate(h->fd, (int)in->mode, (off_t)in->offset, (off_t)in->length) < 0)
-        return -errno;
-    return 0;
+    /* Collapsing or inserting a range moves everything after it. */
+    uint64_t span = (in->mode & (FALLOC_FL_COLLAPSE_RANGE | FALLOC_FL_INSERT_RANGE))
+                        ? UINT64_MAX
+                        : in->length;
+    struct pt_dax_io dio;
+    ret = pt_dax_before(fs, h->ino, in->offset, span, &dio);
+    if (ret < 0)
+        return ret;
+    ret = fallocate(h->fd, (int)in->mode, (off_t)in->offset, (off_t)in->length) < 0 ? -errno : 0;
+    pt_dax_after(fs, h->ino, in->offset, span, &dio);
+    return ret;
 }
 
 int pt_op_lseek(struct fll_req *r, uint64_t nodeid, const struct fuse_lseek_in *in,
@@ -388,6 +414,11 @@ int pt_op_lseek(struct fll_req *r, uint64_t nodeid, const struct fuse_lseek_in *
         return -EINVAL;
     if (in->offset > (uint64_t)INT64_MAX)
         return -ENXIO;
+    /* Data the guest stored through the DAX window is data, not a hole. */
+    struct pt_dax_io dio;
+    ret = pt_dax_before(pt_fs_of(r), h->ino, in->offset, UINT64_MAX, &dio);
+    if (ret < 0)
+        return ret;
     /* The handle's file position is not used by anything else (pread/pwrite). */
     off = lseek(h->fd, (off_t)in->offset, (int)in->whence);
     if (off < 0)
@@ -425,7 +456,12 @@ ssize_t pt_op_copy_file_range(struct fll_req *r, uint64_t nodeid,
     off_out = (loff_t)in->off_out;
     /* The reply carries a 32-bit count. */
     len = in->len > (1u << 30) ? (1u << 30) : (size_t)in->len;
+    struct pt_dax_io din, dout;
+    if ((ret = pt_dax_before(fs, hin->ino, in->off_in, len, &din)) < 0 ||
+        (ret = pt_dax_before(fs, hout->ino, in->off_out, len, &dout)) < 0)
+        return ret;
     pt_drop_mapped_capability(fs, hout->ino, hout->fd);
     n = copy_file_range(hin->fd, &off_in, hout->fd, &off_out, len, 0);
+    pt_dax_after(fs, hout->ino, in->off_out, n > 0 ? (uint64_t)n : 0, &dout);
     return n < 0 ? -errno : n;
 }

@@ -208,6 +208,7 @@ int pt_fs_new(const struct pt_config *cfg, struct pt_fs **out)
     fs->no_posix_lock = cfg->no_posix_lock;
     fs->no_flock = cfg->no_flock;
     fs->readonly = cfg->readonly;
+    fs->writers = cfg->writers;
     fs->security_label = cfg->security_label;
     if (cfg->translate_uid)
         ret = pt_idmap_parse(&fs->uidmap, cfg->translate_uid, NULL, 0);

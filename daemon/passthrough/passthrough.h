@@ -22,6 +22,16 @@ enum pt_cache {
     PT_CACHE_NEVER,    /* 0 s, direct I/O */
 };
 
+/*
+ * Who changes the shared directory's files (--share-writers): any process on
+ * the host as well as the guest (the default), or the guest alone. Decides
+ * whether the DAX window may map files themselves (dax.c).
+ */
+enum pt_writers {
+    PT_WRITERS_ANY,
+    PT_WRITERS_GUEST,
+};
+
 /* What a known inode keeps (--inode-file-handles). */
 enum pt_inode_handles {
     PT_HANDLES_NEVER,     /* an O_PATH fd */
@@ -45,6 +55,7 @@ struct pt_config {
     bool no_posix_lock;     /* the guest keeps POSIX locks local */
     bool no_flock;          /* the guest keeps flock locks local */
     bool readonly;
+    enum pt_writers writers;
     enum pt_inode_handles inode_file_handles;
     const char *translate_uid; /* space-separated --translate-uid rules, or NULL */
     const char *translate_gid;
@@ -124,26 +135,28 @@ int pt_fs_check_ids(const struct pt_config *cfg, char *err, size_t errlen);
  * that can map: dax_window_usable) the mapping requests get ENOSYS and INIT
  * offers no map_alignment, as without a window.
  * qemu_rules: the frontend maps as QEMU 11.1 does: every range writable whatever
- * the mapping's access, so it needs a read-write fd (a --readonly share then
- * marks no file DAX and answers SETUPMAPPING with EROFS), and only ranges inside
- * the file (a range past the end of a file is refused, an empty file is grown
- * to the range's end): SETUPMAPPING past the end of the file gets EINVAL before
- * anything is sent, and only files whose size is a non-zero multiple of the
- * 2 MiB range are marked DAX.
+ * the mapping's access (a file it maps needs a read-write fd), and only ranges
+ * inside the file. A range the frontend maps from the file itself (a direct
+ * mapping) is chosen only where that is safe: --share-writers guest, a range
+ * inside the file, a local file system (dax.c); everything else is backed by the
+ * window store, which any size of file and a --readonly share can use.
  * Call once, before serving; pt_fs_free does not free w.
  */
 struct dax_window;
 void pt_fs_set_dax(struct pt_fs *fs, struct dax_window *w, bool qemu_rules);
 /*
- * For the window's dax_ops.open (a survivor of a split to map again): opens the
- * regular file behind nodeid for the frontend, O_RDWR when writable (or
- * qemu_rules) else O_RDONLY, as the daemon (the caller's access was checked by
- * the SETUPMAPPING that made the mapping). Returns the fd (the caller closes
- * it) or -ESTALE, -EINVAL (not a regular file), -EROFS (read-write on a
- * --readonly share), -errno. May free the inode it looked up, and with it its
- * mappings (pt_dax_inode_gone): call it owning no slot of the window.
+ * For the window's dax_ops.open: opens the regular file behind nodeid as the
+ * daemon (the caller's access was checked by the SETUPMAPPING that made the
+ * mapping), O_RDWR when writable (or for_frontend under qemu_rules) else
+ * O_RDONLY: for the frontend to map (a survivor of a split) or for the window's
+ * own write-back and merges. Returns the fd (the caller closes it) or -ESTALE,
+ * -EINVAL (not a regular file), -EROFS (read-write on a --readonly share),
+ * -errno. May free the inode it looked up, and with it its mappings
+ * (pt_dax_inode_gone): call it owning no slot of the window.
  */
-int pt_fs_dax_open(struct pt_fs *fs, uint64_t nodeid, bool writable);
+int pt_fs_dax_open(struct pt_fs *fs, uint64_t nodeid, bool writable, bool for_frontend);
+/* A restart carried a mapping of nodeid over: its I/O goes by the window. */
+void pt_fs_dax_mapped(struct pt_fs *fs, uint64_t nodeid);
 
 /* ---- Saved state (state.c; the format is in state.h) ---------------------------------- */
 

@@ -252,6 +252,10 @@ struct pt_inode {
      * a saved state was loaded: its reads, writes and lock requests get EIO
      * until its last handle closes (never data another lock holder wrote). */
     atomic_bool lock_lost;
+    /* Lock-free: the DAX window may have mappings of this inode (set by a
+     * SETUPMAPPING or a restore, never cleared while LIVE): its reads and
+     * changes go by the window (pt_dax_before/after). */
+    atomic_bool dax_mapped;
     /* Protected by pt_inode_lock(i): */
     unsigned nhandles;            /* open handles on this inode */
     struct pt_lock_owner *owners; /* POSIX lock owners' open file descriptions */
@@ -625,6 +629,7 @@ struct pt_fs {
     /* DAX (dax.c): the window, or NULL; set once by pt_fs_set_dax before serving */
     struct dax_window *dax;
     bool dax_qemu_rules;       /* the frontend maps as QEMU 11.1 (pt_fs_set_dax) */
+    enum pt_writers writers;   /* --share-writers: who changes the files */
     _Atomic bool dax_attr;     /* negotiated FUSE_HAS_INODE_DAX: FUSE_ATTR_DAX per file */
 
     /* Serialises the process-wide working directory for path-form xattr calls. */
@@ -711,8 +716,28 @@ int pt_kill_suidgid(struct pt_fs *fs, struct pt_inode *i, int fd);
 /* dax.c */
 /* INIT: map_alignment and FUSE_HAS_INODE_DAX when the window can be used. */
 void pt_dax_init(struct pt_fs *fs, struct fll_conn *conn);
-/* Sets FUSE_ATTR_DAX in a when the policy gives inode i the window. */
+/* Sets FUSE_ATTR_DAX in a when the policy gives inode i the window; a (the
+ * host's attributes, fresh) also tells the window whether someone else changed
+ * the file under its mappings. */
 void pt_dax_attr(struct pt_fs *fs, const struct pt_inode *i, struct fuse_attr *a);
+/* The same check from a statx (FUSE_STATX). */
+void pt_dax_statx(struct pt_fs *fs, const struct pt_inode *i, const struct statx *st);
+/*
+ * The window and the file agree around the daemon's own I/O on inode i for the
+ * guest: before, the guest's stores in [off, off + len) in the window reach the
+ * file (0 or that write-back's error); after a change of the file, the window
+ * shows it. Nothing (one atomic load) for an inode the window never mapped.
+ */
+struct pt_dax_io {
+    bool mapped, clean;
+};
+int pt_dax_before(struct pt_fs *fs, struct pt_inode *i, uint64_t off, uint64_t len,
+                  struct pt_dax_io *io);
+void pt_dax_after(struct pt_fs *fs, struct pt_inode *i, uint64_t off, uint64_t len,
+                  const struct pt_dax_io *io);
+/* FUSE_FSYNC / FUSE_FLUSH: the guest's stores in the window to the file; the
+ * first write-back error since the last call, or 0. */
+int pt_dax_sync(struct pt_fs *fs, struct pt_inode *i);
 /* Inode nodeid was freed: its mappings are unmapped and its DAX state dropped.
  * Call with no pt lock held. */
 void pt_dax_inode_gone(struct pt_fs *fs, uint64_t nodeid);

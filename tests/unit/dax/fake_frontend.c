@@ -140,6 +140,13 @@ static struct fake_file *file_of_key_locked(struct fake_fe *fe, uint64_t key)
     return &fe->files[fe->nfiles++];
 }
 
+static bool fd_is_store_locked(struct fake_fe *fe, int fd)
+{
+    struct stat st;
+
+    return fstat(fd, &st) == 0 && st.st_ino == fe->store_ino;
+}
+
 /* Lock held. Which file an fd is, or NULL (not one the fake handed out). */
 static struct fake_file *file_of_fd_locked(struct fake_fe *fe, int fd)
 {
@@ -162,9 +169,42 @@ int fake_fd(struct fake_fe *fe, uint64_t key)
     return fd;
 }
 
-int fake_leaked_fds(struct fake_fe *fe)
+/* fds the window keeps: its store's two, and its files' (only while mapped). */
+static int window_fds(struct fake_fe *fe, struct dax_window *w)
 {
-    return (int)count_fds() - (int)fe->fds_at_init - (int)fe->nfiles;
+    int n = 2;
+
+    pthread_mutex_lock(&w->lock);
+    for (uint32_t b = 0; b < w->ino_buckets; b++)
+        for (struct dax_inode *ino = w->ino_hash[b]; ino; ino = ino->hnext) {
+            int k = (ino->fd >= 0) + (ino->fd_rw >= 0);
+
+            if (k && ino->st.extents == 0)
+                violation(fe, "an fd kept for a file without mappings", 0, 0);
+            n += k;
+        }
+    n += (int)w->nclosing;
+    pthread_mutex_unlock(&w->lock);
+    return n;
+}
+
+int fake_leaked_fds(struct fake_fe *fe, struct dax_window *w)
+{
+    return (int)count_fds() - (int)fe->fds_at_init - (int)fe->nfiles - (w ? window_fds(fe, w) : 0);
+}
+
+void fake_use_store(struct fake_fe *fe, struct dax_window *w)
+{
+    struct stat st;
+    int fd, shadow;
+
+    dax_window_store_fds(w, &fd, &shadow);
+    if (fstat(fd, &st) < 0)
+        abort();
+    pthread_mutex_lock(&fe->lock);
+    fe->use_store = true;
+    fe->store_ino = st.st_ino;
+    pthread_mutex_unlock(&fe->lock);
 }
 
 int fake_setup(struct fake_fe *fe, struct dax_window *w, uint64_t key, uint64_t foffset,
@@ -179,6 +219,9 @@ int fake_setup(struct fake_fe *fe, struct dax_window *w, uint64_t key, uint64_t 
 
     if (r < 0)
         return r;
+    pthread_mutex_lock(&fe->lock);
+    req.direct = !fe->use_store;
+    pthread_mutex_unlock(&fe->lock);
     fd = fake_fd(fe, key);
     return fd < 0 ? fd : dax_setupmapping(w, key, fd, &req);
 }
@@ -194,7 +237,7 @@ int fake_check(const struct dax_window *w, uint64_t moffset, uint64_t len, uint6
     return dax_setup_check(w, &in, &req);
 }
 
-static int fake_open_cb(void *ctx, uint64_t key, bool writable)
+static int fake_open_cb(void *ctx, uint64_t key, bool writable, bool for_frontend)
 {
     struct fake_fe *fe = ctx;
     struct fake_file *f;
@@ -226,12 +269,20 @@ static int fake_map_cb(void *ctx, int fd, uint64_t foffset, uint64_t moffset, ui
     pthread_mutex_lock(&fe->lock);
     fe->map_calls++;
     file = file_of_fd_locked(fe, fd);
-    if (!file) {
+    if (file) {
+        key = file->key;
+    } else if (fe->use_store && fd_is_store_locked(fe, fd)) {
+        key = FAKE_STORE_KEY;
+        if (foffset != moffset) {
+            violation(fe, "a store map not at its own window offset", moffset, len);
+            pthread_mutex_unlock(&fe->lock);
+            return -EINVAL;
+        }
+    } else {
         violation(fe, "map of an fd that names no file", moffset, len);
         pthread_mutex_unlock(&fe->lock);
         return -EBADF;
     }
-    key = file->key;
     if (len == 0 || moffset % fe->page || len % fe->page || foffset % fe->page ||
         moffset >= fe->size || len > fe->size - moffset) {
         violation(fe, "map out of bounds or misaligned", moffset, len);
@@ -382,14 +433,16 @@ struct cmp_ctx {
 };
 
 static void cmp_one(void *opaque, uint64_t key, uint64_t foffset, uint64_t moffset, uint64_t len,
-                    bool writable)
+                    bool writable, enum dax_backing backing)
 {
     struct cmp_ctx *c = opaque;
     const struct fake_map *m = fake_at(c->fe, moffset);
+    bool store = backing == DAX_BACK_STORE;
 
     c->seen++;
-    if (!m || m->moffset != moffset || m->len != len || m->key != key ||
-        m->foffset != foffset || m->writable != writable)
+    if (!m || m->moffset != moffset || m->len != len ||
+        m->key != (store ? FAKE_STORE_KEY : key) || m->foffset != (store ? moffset : foffset) ||
+        m->writable != writable)
         c->bad++;
 }
 

@@ -5,8 +5,9 @@
  * overlap any existing mapping; an unmap must exactly match one existing mapping;
  * no two calls may be in flight for the same slot; every map names a file by an
  * fd the fake handed out (fake_fd, or through ops->open, whose fds the window
- * must close). Every breach is counted in 'violations' (with the last one
- * described) and the tests require 0.
+ * must close), or the window's store (fake_use_store: mapped at its own window
+ * offset, recorded with key FAKE_STORE_KEY). Every breach is counted in
+ * 'violations' (with the last one described) and the tests require 0.
  */
 #ifndef DAX_FAKE_FRONTEND_H
 #define DAX_FAKE_FRONTEND_H
@@ -17,6 +18,8 @@
 #include <sys/types.h>
 
 #include "dax.h"
+
+#define FAKE_STORE_KEY UINT64_MAX
 
 struct fake_map {
     uint64_t key, foffset, moffset, len;
@@ -56,6 +59,10 @@ struct fake_fe {
      * to a connection before the last reset, refuse it with -EIO. */
     bool (*stale)(void *arg, uint64_t moffset);
     void *stale_arg;
+    /* fake_use_store: setups are store mappings (not direct), and maps of the
+     * window store's fd are the window's own. */
+    bool use_store;
+    ino_t store_ino;
 };
 
 extern const struct dax_ops fake_ops;       /* map + unmap + open */
@@ -73,9 +80,12 @@ uint64_t fake_rand(uint64_t *state);
 /* The fd of file key (made on first use, kept by the fake): what the daemon
  * hands dax_setupmapping. -errno when no file can be made. */
 int fake_fd(struct fake_fe *fe, uint64_t key);
-/* fds the process holds beyond those at fake_init and the fake's own files:
- * fds the window took from ops->open and did not close. */
-int fake_leaked_fds(struct fake_fe *fe);
+/* fds the process holds beyond those at fake_init, the fake's own files and
+ * those w keeps (its store and the files it has mappings of): fds the window
+ * did not close. Also checks that w keeps no fd of a file without mappings. */
+int fake_leaked_fds(struct fake_fe *fe, struct dax_window *w);
+/* From now on setups of w are store mappings (the default: direct ones). */
+void fake_use_store(struct fake_fe *fe, struct dax_window *w);
 
 /* A guest's FUSE_SETUPMAPPING as the daemon serves it: dax_setup_check(), then
  * dax_setupmapping() with file key's fd. */

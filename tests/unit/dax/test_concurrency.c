@@ -3,7 +3,9 @@
  * Several queue threads at once: random SETUPMAPPING/REMOVEMAPPING (whole slots and
  * sub-slot extents, and the whole ranges a Linux guest maps), inode removals,
  * statistics dumps and the odd device reset, on a small window, with a frontend
- * whose calls sleep so that requests really overlap. The fake frontend fails the
+ * whose calls sleep so that requests really overlap. With store mappings also
+ * write-backs (FSYNC, the flusher), the daemon's own I/O around the window,
+ * attribute replies and host writes to the files, which make merges. The fake frontend fails the
  * test on any overlapping map, inexact unmap or two calls in flight on one slot;
  * at the end the table must equal the frontend and every slot must be idle.
  */
@@ -15,6 +17,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <unistd.h>
 
 #include <cmocka.h>
 
@@ -31,6 +34,7 @@ struct shared {
     struct fake_fe fe;
     struct dax_window *w;
     bool with_reset;
+    bool store;
 };
 
 struct worker {
@@ -78,6 +82,38 @@ static bool rc_ok(struct worker *k, int r)
     return false;
 }
 
+/* The file side of store mappings: one of the calls around the window. */
+static void store_op(struct worker *k, uint64_t key, uint64_t which)
+{
+    struct shared *sh = k->sh;
+    struct dax_file_stamp now;
+    int fd = fake_fd(&sh->fe, key);
+    bool clean;
+    uint8_t b = (uint8_t)rnd(k, 256);
+
+    if (fd < 0) {
+        k->bad++;
+        return;
+    }
+    switch (which) {
+    case 0: /* a host process writes, then an attribute reply shows it */
+        if (pwrite(fd, &b, 1, (off_t)rnd(k, 16 * GRAN)) != 1 || dax_stamp_fd(fd, &now) < 0)
+            k->bad++;
+        else
+            dax_inode_attr(sh->w, key, &now);
+        break;
+    case 1: /* FUSE_WRITE */
+        if (dax_inode_before_io(sh->w, key, 0, GRAN, &clean) < 0 || pwrite(fd, &b, 1, 7) != 1)
+            k->bad++;
+        dax_inode_after_change(sh->w, key, 0, GRAN, clean);
+        break;
+    default: /* FSYNC, and the flusher */
+        rc_ok(k, dax_inode_sync(sh->w, key));
+        rc_ok(k, dax_window_sync(sh->w, DAX_SYNC_WRITEBACK | DAX_SYNC_CHECK));
+        break;
+    }
+}
+
 static void *work(void *arg)
 {
     struct worker *k = arg;
@@ -106,6 +142,8 @@ static void *work(void *arg)
 
             rc_ok(k, fake_setup(&sh->fe, sh->w, key, rnd(k, 32) * DAX_RANGE_SIZE, DAX_RANGE_SIZE,
                                       rnd(k, NSLOTS) * DAX_RANGE_SIZE, flags));
+        } else if (sh->store && x < 93) {
+            store_op(k, key, x - 90);
         } else if (x < 96) {
             rc_ok(k, dax_remove_inode(sh->w, key));
         } else if (x < 99) {
@@ -127,10 +165,10 @@ static void *work(void *arg)
     return NULL;
 }
 
-static void run(bool with_reset, bool batch)
+static void run(bool with_reset, bool batch, bool store)
 {
     struct dax_config cfg = { .window_size = WIN, .policy = DAX_POLICY_AUTO };
-    struct shared sh = { .with_reset = with_reset };
+    struct shared sh = { .with_reset = with_reset, .store = store };
     struct worker k[NTHREADS];
     pthread_t th[NTHREADS];
     struct dax_window_stats st;
@@ -143,6 +181,8 @@ static void run(bool with_reset, bool batch)
         sh.fe.stale = stale;
         sh.fe.stale_arg = sh.w;
     }
+    if (store)
+        fake_use_store(&sh.fe, sh.w);
     for (unsigned i = 0; i < NTHREADS; i++) {
         k[i] = (struct worker){ .sh = &sh, .id = i, .rng = 0x51ed27 * (i + 1) };
         assert_int_equal(pthread_create(&th[i], NULL, work, &k[i]), 0);
@@ -165,23 +205,38 @@ static void run(bool with_reset, bool batch)
     assert_int_equal(st.extents, fake_count(&sh.fe));
     assert_true(st.maps > 100);
     assert_true(st.unmaps > 0 && st.remaps > 0);
+    if (store) {
+        assert_true(st.store_maps > 100 && st.merges > 0);
+        assert_int_equal(st.writeback_errors, 0);
+    }
+    assert_int_equal(fake_leaked_fds(&sh.fe, sh.w), 0);
     dax_window_free(sh.w);
     fake_fini(&sh.fe);
 }
 
 static void test_threads(void **state)
 {
-    run(false, false);
+    run(false, false, false);
+}
+
+static void test_threads_store(void **state)
+{
+    run(false, false, true);
+}
+
+static void test_threads_store_with_resets(void **state)
+{
+    run(true, true, true);
 }
 
 static void test_threads_batched_unmaps(void **state)
 {
-    run(false, true);
+    run(false, true, false);
 }
 
 static void test_threads_with_resets(void **state)
 {
-    run(true, true);
+    run(true, true, false);
 }
 
 int main(void)
@@ -190,6 +245,8 @@ int main(void)
         cmocka_unit_test(test_threads),
         cmocka_unit_test(test_threads_batched_unmaps),
         cmocka_unit_test(test_threads_with_resets),
+        cmocka_unit_test(test_threads_store),
+        cmocka_unit_test(test_threads_store_with_resets),
     };
 
     return cmocka_run_group_tests(tests, NULL, NULL);

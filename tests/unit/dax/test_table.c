@@ -75,7 +75,7 @@ static int t_unmap(void *c, uint64_t moffset, uint64_t len)
     return fake_ops.unmap(&t->fe, moffset, len);
 }
 
-static int t_open(void *c, uint64_t key, bool writable)
+static int t_open(void *c, uint64_t key, bool writable, bool for_frontend)
 {
     struct tctx *t = c;
 
@@ -87,7 +87,7 @@ static int t_open(void *c, uint64_t key, bool writable)
         assert_int_equal(dax_remove_inode(t->w, key), 0);
         assert_int_equal(dax_inode_forget(t->w, key), 0);
     }
-    return fake_ops.open(&t->fe, key, writable);
+    return fake_ops.open(&t->fe, key, writable, for_frontend);
 }
 
 static const struct dax_ops t_ops = { .map = t_map, .unmap = t_unmap, .open = t_open };
@@ -108,7 +108,7 @@ static void tcheck(struct tctx *t)
 {
     if (t->fe.violations)
         fail_msg("frontend rule broken: %s", t->fe.last_violation);
-    assert_int_equal(fake_leaked_fds(&t->fe), 0);
+    assert_int_equal(fake_leaked_fds(&t->fe, t->w), 0);
     assert_int_equal(fake_matches_table(&t->fe, t->w), 0);
     for (uint32_t s = 0; s < t->w->nslots; s++) {
         assert_false(dax_slot_busy(&t->w->slots[s]));
@@ -526,8 +526,9 @@ static void test_reset(void **state)
     for (uint32_t s = 0; s < t->w->nslots; s++)
         assert_int_equal(t->w->slots[s].state, DAX_SLOT_FREE);
     /* the frontend dropped its maps on reset too */
-    fake_fini(&t->fe);
-    fake_init(&t->fe, 8 * DAX_RANGE_SIZE, 4096);
+    pthread_mutex_lock(&t->fe.lock);
+    fake_reset_locked(&t->fe);
+    pthread_mutex_unlock(&t->fe.lock);
     assert_int_equal(fake_setup(&t->fe, t->w, 1, 0, 2 * MiB, 0, RD), 0);
     tfree(t);
 }
@@ -543,8 +544,9 @@ static void test_reset_during_call(void **state)
     assert_int_equal(t->w->slots[0].state, DAX_SLOT_FREE);
     dax_window_get_stats(t->w, &st);
     assert_int_equal(st.extents, 0);
-    fake_fini(&t->fe);
-    fake_init(&t->fe, 8 * DAX_RANGE_SIZE, 4096);
+    pthread_mutex_lock(&t->fe.lock);
+    fake_reset_locked(&t->fe);
+    pthread_mutex_unlock(&t->fe.lock);
     /* reset while a split's unmap is in flight: survivors are not re-mapped */
     assert_int_equal(fake_setup(&t->fe, t->w, 1, 0, 2 * MiB, 2 * MiB, RD), 0);
     t->reset_in_call = true;
@@ -556,8 +558,9 @@ static void test_reset_during_call(void **state)
     assert_int_equal(t->w->slots[1].state, DAX_SLOT_FREE);
     dax_window_get_stats(t->w, &st);
     assert_int_equal(st.extents, 0);
-    fake_fini(&t->fe);
-    fake_init(&t->fe, 8 * DAX_RANGE_SIZE, 4096);
+    pthread_mutex_lock(&t->fe.lock);
+    fake_reset_locked(&t->fe);
+    pthread_mutex_unlock(&t->fe.lock);
     tfree(t);
 }
 
@@ -655,10 +658,11 @@ static void test_window_new_rejects(void **state)
 }
 
 static void restore_cb(void *opaque, uint64_t key, uint64_t foffset, uint64_t moffset,
-                       uint64_t len, bool writable)
+                       uint64_t len, bool writable, enum dax_backing backing)
 {
     struct dax_window *w = opaque;
-    assert_int_equal(dax_window_restore_mapping(w, key, foffset, moffset, len, writable), 0);
+    assert_int_equal(dax_window_restore_mapping(w, key, foffset, moffset, len, writable, backing),
+                     0);
 }
 
 /*
@@ -689,22 +693,22 @@ static void test_restore(void **state)
     assert_int_equal(st.slots_used, 2);
 
     /* Refused, whatever the frontend holds: */
-    assert_int_equal(dax_window_restore_mapping(n->w, 9, 0, 2 * MiB, 4096, false), -EEXIST);
-    assert_int_equal(dax_window_restore_mapping(n->w, 9, 0, 6 * MiB + 32 * KiB, 64 * KiB, false),
+    assert_int_equal(dax_window_restore_mapping(n->w, 9, 0, 2 * MiB, 4096, false, DAX_BACK_FILE), -EEXIST);
+    assert_int_equal(dax_window_restore_mapping(n->w, 9, 0, 6 * MiB + 32 * KiB, 64 * KiB, false, DAX_BACK_FILE),
                      -EEXIST);
-    assert_int_equal(dax_window_restore_mapping(n->w, 9, 0, 5 * MiB + 100, 4096, false), -EINVAL);
-    assert_int_equal(dax_window_restore_mapping(n->w, 9, 100, 5 * MiB, 4096, false), -EINVAL);
-    assert_int_equal(dax_window_restore_mapping(n->w, 9, 0, 16 * MiB, 4096, false), -EINVAL);
-    assert_int_equal(dax_window_restore_mapping(n->w, 9, 0, 14 * MiB, 4 * MiB, false), -EINVAL);
-    assert_int_equal(dax_window_restore_mapping(n->w, 9, 0, 9 * MiB, 2 * MiB, false), -EINVAL);
-    assert_int_equal(dax_window_restore_mapping(n->w, 9, 0, 8 * MiB, 0, false), -EINVAL);
-    assert_int_equal(dax_window_restore_mapping(n->w, 9, UINT64_MAX - 4095, 8 * MiB, 4096, false),
+    assert_int_equal(dax_window_restore_mapping(n->w, 9, 0, 5 * MiB + 100, 4096, false, DAX_BACK_FILE), -EINVAL);
+    assert_int_equal(dax_window_restore_mapping(n->w, 9, 100, 5 * MiB, 4096, false, DAX_BACK_FILE), -EINVAL);
+    assert_int_equal(dax_window_restore_mapping(n->w, 9, 0, 16 * MiB, 4096, false, DAX_BACK_FILE), -EINVAL);
+    assert_int_equal(dax_window_restore_mapping(n->w, 9, 0, 14 * MiB, 4 * MiB, false, DAX_BACK_FILE), -EINVAL);
+    assert_int_equal(dax_window_restore_mapping(n->w, 9, 0, 9 * MiB, 2 * MiB, false, DAX_BACK_FILE), -EINVAL);
+    assert_int_equal(dax_window_restore_mapping(n->w, 9, 0, 8 * MiB, 0, false, DAX_BACK_FILE), -EINVAL);
+    assert_int_equal(dax_window_restore_mapping(n->w, 9, UINT64_MAX - 4095, 8 * MiB, 4096, false, DAX_BACK_FILE),
                      -EOVERFLOW);
     for (unsigned k = 0; k < DAX_SLOT_MAX_EXTENTS - 2; k++)
         assert_int_equal(dax_window_restore_mapping(n->w, 9, 0, 6 * MiB + (1 + k) * 512 * KiB,
-                                                    4096, false),
+                                                    4096, false, DAX_BACK_FILE),
                          0);
-    assert_int_equal(dax_window_restore_mapping(n->w, 9, 0, 7 * MiB + 512 * KiB, 4096, false),
+    assert_int_equal(dax_window_restore_mapping(n->w, 9, 0, 7 * MiB + 512 * KiB, 4096, false, DAX_BACK_FILE),
                      -ENOSPC);
     assert_int_equal(n->nlog, 0);
     for (uint32_t sl = 0; sl < n->w->nslots; sl++)
