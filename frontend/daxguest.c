@@ -1150,3 +1150,24 @@ int vfe_daxguest_close(struct vfe_daxguest_fuse *df, unsigned q, uint64_t nodeid
     int r2 = dg_call(df, 0, &fo);
     return r < 0 ? r : r2;
 }
+
+int vfe_daxguest_getattr(struct vfe_daxguest_fuse *df, unsigned q, uint64_t nodeid,
+                         struct fuse_attr_out *out)
+{
+    struct fuse_getattr_in gi = {0};
+    struct vfe_fuse_op op = {.opcode = FUSE_GETATTR,
+                             .nodeid = nodeid,
+                             .arg = &gi,
+                             .arg_len = sizeof(gi),
+                             .out_arg = out,
+                             .out_arg_len = sizeof(*out)};
+    return dg_call(df, q, &op);
+}
+
+int vfe_daxguest_fsync(struct vfe_daxguest_fuse *df, unsigned q, uint64_t nodeid, uint64_t fh)
+{
+    struct fuse_fsync_in fi = {.fh = fh};
+    struct vfe_fuse_op op = {
+        .opcode = FUSE_FSYNC, .nodeid = nodeid, .arg = &fi, .arg_len = sizeof(fi)};
+    return dg_call(df, q, &op);
+}

@@ -892,6 +892,11 @@ int vfe_daxguest_open(struct vfe_daxguest *g, struct vfe_daxguest_fuse *df, unsi
 /* RELEASE and FORGET of a file opened with vfe_daxguest_open, after its eviction
  * (nodeid and fh as it had). */
 int vfe_daxguest_close(struct vfe_daxguest_fuse *df, unsigned q, uint64_t nodeid, uint64_t fh);
+/* FSYNC of an open file on queue q. */
+int vfe_daxguest_fsync(struct vfe_daxguest_fuse *df, unsigned q, uint64_t nodeid, uint64_t fh);
+/* GETATTR on queue q: a guest looking at a file again (its attributes timed out). */
+int vfe_daxguest_getattr(struct vfe_daxguest_fuse *df, unsigned q, uint64_t nodeid,
+                         struct fuse_attr_out *out);
 
 /* ---- Benchmark loop (bench.c) -------------------------------------------------- */
 

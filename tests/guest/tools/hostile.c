@@ -467,6 +467,18 @@ static bool window_shows(uint64_t moff, uint64_t foff, uint64_t len, unsigned se
     return true;
 }
 
+/* Every byte of [moff, moff + len) of the window is zero: a range past a file's end. */
+static bool window_zero(uint64_t moff, uint64_t len)
+{
+    for (uint64_t o = 0; o < len; o++)
+        if (window[moff + o]) {
+            printf("vufs-hostile: window byte %#llx past the file's end is %u, not 0\n",
+                   (unsigned long long)(moff + o), window[moff + o]);
+            return false;
+        }
+    return true;
+}
+
 /* ---- The device's life ----------------------------------------------------------------- */
 
 static void set_status(uint8_t s)
@@ -602,8 +614,13 @@ int main(int argc, char **argv)
     expect(setup(f | (7ull << 32), 0, 2 * MiB, RD, 0), -ESTALE, "a node id of another generation");
     expect(setup(dir, 0, 2 * MiB, RD, 0), -EINVAL, "a directory");
     expect(setup(FUSE_ROOT_ID, 0, 2 * MiB, RD, 0), -EINVAL, "the root");
-    expect(setup(small, 0, 2 * MiB, RD, 0), -EINVAL, "a range past the end of a 4 KiB file");
-    expect(setup(f, 4 * MiB, 2 * MiB, RD, 0), -EINVAL, "a range starting at the end of h-data");
+    /* Past a file's end the window shows zeros (the daemon's own pages back it). */
+    expect(setup(small, 0, 2 * MiB, RD, 0), 0, "a range past the end of a 4 KiB file");
+    check(window_shows(0, 0, PAGE, 5) && window_zero(PAGE, 2 * MiB - PAGE),
+          "the window shows h-small, then zeros");
+    expect(setup(f, 4 * MiB, 2 * MiB, RD, 0), 0, "a range starting at the end of h-data");
+    check(window_zero(0, 2 * MiB), "the window shows zeros past h-data's end");
+    expect(removem(1, (const uint64_t[][2]){ { 0, 2 * MiB } }, 1), 0, "REMOVEMAPPING of it");
     /* A forgotten node: FORGET on the hiprio queue, then its id. */
     struct fuse_forget_in fi = { .nlookup = 1 };
     request_raw(FUSE_FORGET, gone, &fi, sizeof(fi), 0, 0, 0);

@@ -4,21 +4,25 @@
  * a real window in the in-tree frontend (mappings enforced: no overlap, exact
  * unmaps; a refused map request fails the test).
  *
- *   test_daxguest verify VUFSD
- *     Three sessions: mainline protocol + Linux guest (--dax-policy always),
- *     legacy protocol + Linux guest (always), mainline + LRU guest (auto).
- *     Random reads and writes across 2 MiB range boundaries through a window
- *     smaller than the files, checked against a reference; host writes seen
- *     through the guest; after eviction the host files equal the reference,
- *     the window is empty, the daemon answers and exits cleanly.
+ *   test_daxguest verify VUFSD [SESSION]
+ *     Five sessions (or only the SESSIONth): mainline protocol + Linux guest (--dax-policy always),
+ *     legacy protocol + Linux guest (always), mainline + LRU guest (auto), with
+ *     the window store; the first two again with direct mappings
+ *     (--share-writers guest). Random reads and writes across 2 MiB range
+ *     boundaries through a window smaller than the files (of any size),
+ *     checked against a reference; host writes seen through the guest (at
+ *     once with direct mappings, after a GETATTR with the store); after
+ *     eviction the host files equal the reference, the window is empty, the
+ *     daemon answers and exits cleanly.
  *
- *   test_daxguest stress VUFSD SECONDS [shmem|legacy]
+ *   test_daxguest stress VUFSD SECONDS [shmem|legacy] [store|direct]
  *     8 guest threads on 4 request queues and a host writer thread, 12 files
  *     of 6 MiB through a window of 4 ranges (--dax-policy always): random
  *     reads (some across range boundaries), writes, and evictions with
  *     re-LOOKUP/OPEN, for SECONDS. Every 4 KiB block has one writer (a guest
  *     thread or the host) and a sequence count, so a read that did not race
- *     its writer must see exactly the last version; at the end every block of
+ *     its writer must see exactly the last version (a host block after a
+ *     GETATTR, with the window store); at the end every block of
  *     every host file must hold its last version. 0 mismatches, 0 errors,
  *     0 window-rule violations, the daemon alive, and a clean exit (under
  *     ASan with leak checking, run with --sandbox none so LeakSanitizer works).
@@ -73,6 +77,7 @@ struct session_cfg {
     uint64_t window;
     const char *policy;
     bool legacy;
+    bool direct; /* --share-writers guest: the window maps the files themselves */
     enum vfe_daxguest_model model;
     unsigned queues;
 };
@@ -83,9 +88,9 @@ static int session_open(struct env *e, const struct session_cfg *c)
     g_autofree char *cmd = g_strdup_printf(
         "%s%s --socket-path={socket} --shared-dir={dir} --cache auto --sandbox none "
         "--seccomp none --unsafe-no-isolation --log-level warn --dax-window %" PRIu64
-        " --dax-policy %s%s",
+        " --dax-policy %s%s%s",
         prefix ? prefix : "", c->vufsd, c->window, c->policy,
-        c->legacy ? " --dax-protocol legacy" : "");
+        c->legacy ? " --dax-protocol legacy" : "", c->direct ? " --share-writers guest" : "");
     int r = vfe_dax_new(c->window, c->legacy ? VFE_DAX_LEGACY : VFE_DAX_SHMEM, &e->x);
     CHECK(r == 0, "window: %s", strerror(-r));
     if (r < 0)
@@ -254,11 +259,26 @@ static int host_open(struct env *e, const char *name)
 static const char *const v_names[V_FILES] = {"big0", "big1", "big2", "tiny"};
 static const uint64_t v_sizes[V_FILES] = {6 * MiB, 6 * MiB, 6 * MiB + 12288, 100 * 1024};
 
-static void verify_session(const char *vufsd, bool legacy, enum vfe_daxguest_model model,
-                           const char *policy)
+/*
+ * What the guest does before it trusts its view of a file another process may
+ * have changed: a GETATTR (a Linux guest's revalidation once the attribute
+ * timeout passed). The window store shows the host's changes from then on; a
+ * direct mapping shows them at once, so there the test asks nothing.
+ */
+static void revalidate(struct env *e, unsigned q, bool direct, uint64_t nodeid)
 {
-    printf("verify: %s protocol, %s guest, policy %s\n", legacy ? "legacy" : "mainline",
-           model == VFE_DAXGUEST_LRU ? "lru" : "linux", policy);
+    struct fuse_attr_out ao;
+
+    if (!direct)
+        CHECK(vfe_daxguest_getattr(e->df, q, nodeid, &ao) == 0, "GETATTR %#" PRIx64, nodeid);
+}
+
+static void verify_session(const char *vufsd, bool legacy, enum vfe_daxguest_model model,
+                           const char *policy, bool direct)
+{
+    printf("verify: %s protocol, %s guest, policy %s, %s mappings\n",
+           legacy ? "legacy" : "mainline", model == VFE_DAXGUEST_LRU ? "lru" : "linux", policy,
+           direct ? "direct" : "store");
     struct env e = {0};
     make_dir(&e);
     uint8_t *ref[V_FILES];
@@ -274,6 +294,7 @@ static void verify_session(const char *vufsd, bool legacy, enum vfe_daxguest_mod
                             .window = 8 * MiB,
                             .policy = policy,
                             .legacy = legacy,
+                            .direct = direct,
                             .model = model,
                             .queues = 2};
     if (!strcmp(policy, "auto"))
@@ -287,12 +308,10 @@ static void verify_session(const char *vufsd, bool legacy, enum vfe_daxguest_mod
             if (r == 0)
                 ndax += vfe_daxguest_file_dax(f[i]);
         }
-        /* QEMU's rules (mainline): only files of whole 2 MiB ranges can be mapped. */
-        unsigned mappable = 0;
-        for (unsigned i = 0; i < V_FILES; i++)
-            mappable += legacy || v_sizes[i] % (2 * MiB) == 0;
+        /* Files of any size get the window (the last range of one whose size is
+         * not a whole number of ranges from the window store). */
         if (!strcmp(policy, "always")) {
-            CHECK(ndax == mappable, "%u of %u files with FUSE_ATTR_DAX", ndax, mappable);
+            CHECK(ndax == V_FILES, "%u of %u files with FUSE_ATTR_DAX", ndax, V_FILES);
         } else {
             /* auto: the tiny file is kept out, big ones fitting 80% get it. */
             CHECK(f[3] && !vfe_daxguest_file_dax(f[3]), "%s", "tiny file has FUSE_ATTR_DAX");
@@ -331,13 +350,20 @@ static void verify_session(const char *vufsd, bool legacy, enum vfe_daxguest_mod
                       "read %s %" PRIu64 "+%" PRIu64 ": %zd, data %s", v_names[fi], off, len, n,
                       n == (ssize_t)len ? "differs" : "short");
             } else {
-                /* The host writes; the guest must see it (through a mapped
-                 * range it is the same page cache page). */
+                /* The host writes; the guest must see it once it looks again.
+                 * Close to open: with the window store the guest's last stores
+                 * reach the file when it syncs (or closes) it, and a host
+                 * write to the same bytes before that would race them. */
+                if (!direct)
+                    CHECK(vfe_daxguest_fsync(e.df, q, vfe_daxguest_file_nodeid(f[fi]),
+                                             vfe_daxguest_file_fh(f[fi])) == 0,
+                          "FSYNC %s", v_names[fi]);
                 uint64_t hl = len < 8192 ? len : 8192;
                 for (uint64_t k = 0; k < hl; k++)
                     buf[k] = (uint8_t)(0x5a ^ it ^ k);
                 CHECK(pwrite(hfd[fi], buf, hl, (off_t)off) == (ssize_t)hl, "%s", "host write");
                 memcpy(ref[fi] + off, buf, hl);
+                revalidate(&e, q, direct, vfe_daxguest_file_nodeid(f[fi]));
                 ssize_t n = vfe_daxguest_read(e.g, q, f[fi], off, buf, hl);
                 CHECK(n == (ssize_t)hl && !memcmp(buf, ref[fi] + off, hl),
                       "guest read of a host write %s %" PRIu64 "+%" PRIu64, v_names[fi], off, hl);
@@ -395,6 +421,7 @@ struct stress {
     int hfd[S_FILES];
     uint32_t seq[S_FILES][S_BLOCKS]; /* even: version seq/2 is in place; odd: being written */
     bool stop;
+    bool direct; /* the window maps the files: host writes show at once */
     uint64_t reads, writes, checked, raced, evictions, host_writes, mismatches, errors;
 };
 
@@ -450,8 +477,14 @@ static void read_blocks(struct stress *s, unsigned q, unsigned fi, unsigned b, u
 {
     uint32_t before[4];
     uint8_t buf[4 * BLOCK];
-    for (unsigned k = 0; k < nb; k++)
+    bool host = false;
+    for (unsigned k = 0; k < nb; k++) {
         before[k] = __atomic_load_n(&s->seq[fi][b + k], __ATOMIC_SEQ_CST);
+        host |= owner(fi, b + k) == S_THREADS;
+    }
+    /* The host's blocks: what it wrote before this look must show after it. */
+    if (host)
+        revalidate(&s->e, q, s->direct, vfe_daxguest_file_nodeid(s->f[fi]));
     ssize_t n = vfe_daxguest_read(s->e.g, q, s->f[fi], (uint64_t)b * BLOCK, buf, nb * BLOCK);
     __atomic_thread_fence(__ATOMIC_SEQ_CST);
     if (n != (ssize_t)(nb * BLOCK)) {
@@ -554,12 +587,12 @@ static void *host_main(void *arg)
     return NULL;
 }
 
-static void stress(const char *vufsd, double seconds, bool legacy)
+static void stress(const char *vufsd, double seconds, bool legacy, bool direct)
 {
-    printf("stress: %.0f s, %s protocol, %u guest threads on %u queues + a host writer, "
-           "%u files of %llu MiB, window 8 MiB\n",
-           seconds, legacy ? "legacy" : "mainline", S_THREADS, S_QUEUES, S_FILES,
-           (unsigned long long)(S_SIZE / MiB));
+    printf("stress: %.0f s, %s protocol, %s mappings, %u guest threads on %u queues + a host "
+           "writer, %u files of %llu MiB, window 8 MiB\n",
+           seconds, legacy ? "legacy" : "mainline", direct ? "direct" : "store", S_THREADS,
+           S_QUEUES, S_FILES, (unsigned long long)(S_SIZE / MiB));
     struct stress *s = g_new0(struct stress, 1);
     make_dir(&s->e);
     g_autofree uint8_t *buf = g_malloc(S_SIZE);
@@ -576,8 +609,10 @@ static void stress(const char *vufsd, double seconds, bool legacy)
                             .window = 8 * MiB,
                             .policy = "always",
                             .legacy = legacy,
+                            .direct = direct,
                             .model = VFE_DAXGUEST_LINUX,
                             .queues = S_QUEUES};
+    s->direct = direct;
     if (session_open(&s->e, &c) == 0) {
         for (unsigned fi = 0; fi < S_FILES; fi++) {
             char name[16];
@@ -646,15 +681,27 @@ int main(int argc, char **argv)
 {
     setvbuf(stdout, NULL, _IOLBF, 0);
     if (argc >= 3 && !strcmp(argv[1], "verify")) {
-        verify_session(argv[2], false, VFE_DAXGUEST_LINUX, "always");
-        verify_session(argv[2], true, VFE_DAXGUEST_LINUX, "always");
-        verify_session(argv[2], false, VFE_DAXGUEST_LRU, "auto");
+        /* argv[3], if there: only that session (1..5). */
+        int only = argc >= 4 ? atoi(argv[3]) : 0;
+        if (!only || only == 1)
+            verify_session(argv[2], false, VFE_DAXGUEST_LINUX, "always", false);
+        if (!only || only == 2)
+            verify_session(argv[2], true, VFE_DAXGUEST_LINUX, "always", false);
+        if (!only || only == 3)
+            verify_session(argv[2], false, VFE_DAXGUEST_LRU, "auto", false);
+        if (!only || only == 4)
+            verify_session(argv[2], false, VFE_DAXGUEST_LINUX, "always", true);
+        if (!only || only == 5)
+            verify_session(argv[2], true, VFE_DAXGUEST_LINUX, "always", true);
     } else if (argc >= 4 && !strcmp(argv[1], "stress")) {
         double secs = strtod(argv[3], NULL);
         bool legacy = argc >= 5 && !strcmp(argv[4], "legacy");
-        stress(argv[2], secs > 0 ? secs : 60, legacy);
+        bool direct = argc >= 6 && !strcmp(argv[5], "direct");
+        stress(argv[2], secs > 0 ? secs : 60, legacy, direct);
     } else {
-        fprintf(stderr, "usage: %s verify VUFSD | stress VUFSD SECONDS [shmem|legacy]\n", argv[0]);
+        fprintf(stderr,
+                "usage: %s verify VUFSD [1-5] | stress VUFSD SECONDS [shmem|legacy] [store|direct]\n",
+                argv[0]);
         return 2;
     }
     if (failures) {
