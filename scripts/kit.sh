@@ -10,7 +10,10 @@
 #       virtiofsd, each with the shared libraries it loads and its own ELF
 #       loader; its ./run smoke|full writes the tables and the JSON.
 #   scripts/kit.sh guest [-o FILE] [BUILD]   the real-guest kit (FILE default
-#       BUILD/vufs-guest-kit.tar.xz): the bench kit's daemons, plus QEMU 11.1
+#       BUILD/vufs-guest-kit.run, a shell script carrying a static busybox
+#       and the tar.xz, since a bare host may have no xz; sh FILE [DIR]
+#       unpacks it; -o NAME.tar.xz writes the bare tar.xz): the bench kit's
+#       daemons, plus QEMU 11.1
 #       with its libraries and the firmware it loads, the Linux 6.12 guest
 #       (vmlinux) with an initramfs holding fio, tests/guest's benchmark
 #       scripts, vufs-probe, and a Python to write the summary; its
@@ -31,7 +34,7 @@ here=$(cd "$(dirname "$0")/.." && pwd)
 kind=${1:-}
 case "$kind" in
 bench|guest) shift ;;
-*) sed -n '4,26p' "$0" >&2; exit 2 ;;
+*) sed -n '4,29p' "$0" >&2; exit 2 ;;
 esac
 out=
 while [ $# -gt 0 ]; do
@@ -56,6 +59,34 @@ name=vufs-$kind-kit
 k=$stage/$name
 mkdir -p "$k/bin" "$k/libexec" "$k/lib/debian12" "$k/lib/debian13"
 
+# selfextract PAYLOAD BUSYBOX OUT: OUT is a shell script that unpacks the
+# tar.xz PAYLOAD with the static BUSYBOX carried after it (a host with nothing
+# installed may have no xz): sh OUT [DIR].
+selfextract() {
+    local payload=$1 busybox=$2 dest=$3 head hsize bsize
+    bsize=$(stat -c %s "$busybox")
+    head='#!/bin/sh
+# vufs real-guest kit, self-extracting: sh THIS_FILE [DIR] unpacks it into DIR
+# (default .) with the static busybox it carries; then DIR/vufs-guest-kit/run-guest.
+set -e
+dir=${1:-.}
+mkdir -p "$dir"
+bb=$dir/.vufs-kit-busybox
+tail -c +HSIZE1 "$0" | head -c BSIZE > "$bb"
+chmod 0755 "$bb"
+tail -c +PSTART "$0" | "$bb" xz -dc | "$bb" tar -x -C "$dir"
+rm -f "$bb"
+echo "unpacked: $dir/vufs-guest-kit (see its README)"
+exit 0
+'
+    # The header's length depends on the offsets written into it: pad them.
+    hsize=$(printf '%s' "$head" | sed 's/HSIZE1/0000000001/; s/BSIZE/0000000001/; s/PSTART/0000000001/' | wc -c)
+    printf '%s' "$head" | sed "s/HSIZE1/$(printf %010d $((hsize + 1)))/;
+        s/BSIZE/$(printf %010d "$bsize")/; s/PSTART/$(printf %010d $((hsize + bsize + 1)))/" > "$dest"
+    cat "$busybox" "$payload" >> "$dest"
+    chmod 0755 "$dest"
+}
+
 # libs SYSROOT DEST ELF: every library ELF loads (ldd, run inside SYSROOT
 # when it is not /) and the loader, into DEST.
 libs() {
@@ -71,10 +102,11 @@ libs() {
     [ -e "$dest/ld-linux-x86-64.so.2" ] || { echo "kit: no loader for $elf" >&2; exit 1; }
 }
 
-# add SYSROOT RELEASE ELF NAME: ELF as libexec/NAME, run by bin/NAME through
-# lib/RELEASE/NAME (the loader under the program's name).
+# add SYSROOT RELEASE ELF NAME [ARGS]: ELF as libexec/NAME, run by bin/NAME
+# through lib/RELEASE/NAME (the loader under the program's name), ARGS (kit
+# paths as $kit/...) before the caller's.
 add() {
-    local sysroot=$1 rel=$2 elf=$3 name=$4 dir=$k/lib/$2
+    local sysroot=$1 rel=$2 elf=$3 name=$4 args=${5:-} dir=$k/lib/$2
     cp -L "$sysroot$elf" "$k/libexec/$name"
     libs "$sysroot" "$dir" "$elf"
     ln -f "$dir/ld-linux-x86-64.so.2" "$dir/$name"
@@ -82,7 +114,7 @@ add() {
 #!/bin/sh
 # $name through the loader and libraries it was built against ($rel).
 kit=\$(cd "\$(dirname "\$0")/.." && pwd)
-exec "\$kit/lib/$rel/$name" --library-path "\$kit/lib/$rel" --argv0 "\$0" "\$kit/libexec/$name" "\$@"
+exec "\$kit/lib/$rel/$name" --library-path "\$kit/lib/$rel" --argv0 "\$0" "\$kit/libexec/$name" $args "\$@"
 EOF
     chmod 0755 "$k/bin/$name"
 }
@@ -95,8 +127,8 @@ add "$root" debian13 /usr/libexec/virtiofsd virtiofsd-rust
 bb=$(command -v busybox) || { echo "kit: no busybox (busybox-static)" >&2; exit 1; }
 cp -L "$bb" "$k/libexec/busybox"
 mkdir -p "$k/lib/busybox"
-for a in $("$bb" --list); do
-    [ "$a" = busybox ] || ln -sf ../../libexec/busybox "$k/lib/busybox/$a"
+for a in $("$bb" --list) busybox; do
+    ln -sf ../../libexec/busybox "$k/lib/busybox/$a"
 done
 {
     echo "vufsd $(git -C "$here" describe --always --dirty 2>/dev/null || echo unknown), built $(date -u +%Y-%m-%d)"
@@ -111,7 +143,7 @@ if [ "$kind" = guest ]; then
     base=$(VUFS_GUEST_KSERIES=6.12 "$here/tests/guest/mkinitramfs.sh" base)
     probe=$build/tests/guest/vufs-probe
     [ -x "$probe" ] || { echo "kit: $probe missing (meson compile -C $build)" >&2; exit 1; }
-    add "$root" debian13 /usr/bin/qemu-system-x86_64 qemu-system-x86_64
+    add "$root" debian13 /usr/bin/qemu-system-x86_64 qemu-system-x86_64 '-L "$kit/share/qemu"'
     # The firmware a q35 guest booted with -kernel (PVH) loads: SeaBIOS and
     # the option ROMs QEMU adds for -kernel and the VAPIC.
     mkdir -p "$k/share/qemu"
@@ -156,12 +188,16 @@ EOF
     } >> "$k/VERSIONS"
 fi
 
-out=${out:-$build/$name.tar.$([ "$kind" = guest ] && echo xz || echo gz)}
+out=${out:-$build/$name.$([ "$kind" = guest ] && echo run || echo tar.gz)}
 case "$out" in
-*.xz) comp=(xz -T0 -9e) ;;
+*.run|*.xz) comp=(xz -T0 -9e) ;;
 *) comp=(gzip -9) ;;
 esac
-tar -C "$stage" --owner=0 --group=0 -c "$name" | "${comp[@]}" > "$out.tmp"
+tar -C "$stage" --owner=0 --group=0 -c "$name" | "${comp[@]}" > "$stage/payload"
+case "$out" in
+*.run) selfextract "$stage/payload" "$bb" "$out.tmp" ;;
+*) mv "$stage/payload" "$out.tmp" ;;
+esac
 size=$(stat -c %s "$out.tmp")
 if [ "$size" -gt "$limit" ]; then
     echo "kit: $out would be $size bytes, over the 64 MiB limit" >&2
