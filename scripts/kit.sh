@@ -71,11 +71,12 @@ selfextract() {
 set -e
 dir=${1:-.}
 mkdir -p "$dir"
-bb=$dir/.vufs-kit-busybox
+mkdir -p "$dir/.vufs-kit-unpack"
+bb=$dir/.vufs-kit-unpack/busybox
 tail -c +HSIZE1 "$0" | head -c BSIZE > "$bb"
 chmod 0755 "$bb"
 tail -c +PSTART "$0" | "$bb" xz -dc | "$bb" tar -x -C "$dir"
-rm -f "$bb"
+rm -rf "$dir/.vufs-kit-unpack"
 echo "unpacked: $dir/vufs-guest-kit (see its README)"
 exit 0
 '
