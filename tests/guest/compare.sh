@@ -115,10 +115,12 @@ if [ $bench = 1 ]; then
     # Each daemon as it starts by default (log level aside: info is vufsd's
     # default). $VUFS_BENCH_RUST and $VUFS_BENCH_LEGACY name other binaries of
     # the peers (the real-guest kit's, scripts/kit.sh).
+    rust_bin=${VUFS_BENCH_RUST:-}
+    [ -n "$rust_bin" ] || rust_bin="$here/trixie-run.sh --bind {dir} /usr/libexec/virtiofsd"
     bench_cmd() {
         case "$1" in
         vufsd) echo "$vufsd --socket-path {socket} --shared-dir {dir}" ;;
-        rust) echo "${VUFS_BENCH_RUST:-$here/trixie-run.sh --bind {dir} /usr/libexec/virtiofsd}" \
+        rust) echo "$rust_bin" \
                    "--socket-path={socket} --shared-dir={dir} --sandbox=chroot" ;;
         legacy) echo "${VUFS_BENCH_LEGACY:-/usr/lib/qemu/virtiofsd} --socket-path={socket} -o source={dir}" ;;
         esac
