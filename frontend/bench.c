@@ -200,6 +200,12 @@ static void next_file(struct bench_worker *w, uint64_t *nodeid, uint64_t *fh)
     *fh = c->fhs ? c->fhs[i] : 0;
 }
 
+/* The directory a worker's CREATEs (and their UNLINKs) go to. */
+static uint64_t create_parent(const struct bench_worker *w)
+{
+    return w->cfg->parents ? w->cfg->parents[w->queue - 1] : w->cfg->parent;
+}
+
 /* Fills a slot's op for the next request. */
 static void prepare(struct bench_worker *w, struct bench_slot *s)
 {
@@ -247,7 +253,8 @@ static void prepare(struct bench_worker *w, struct bench_slot *s)
                  w->queue, w->seq_name++);
         s->in.cr = (struct fuse_create_in){ .flags = O_CREAT | O_EXCL | O_WRONLY, .mode = 0644,
                                             .umask = 022 };
-        *op = (struct vfe_fuse_op){ .opcode = FUSE_CREATE, .nodeid = c->parent, .arg = &s->in.cr,
+        *op = (struct vfe_fuse_op){ .opcode = FUSE_CREATE, .nodeid = create_parent(w),
+                                    .arg = &s->in.cr,
                                     .arg_len = sizeof(s->in.cr), .name = s->name,
                                     .out_arg = &s->out.cr, .out_arg_len = sizeof(s->out.cr),
                                     .flags = flags, .user = s };
@@ -324,7 +331,7 @@ static int submit_forget(struct bench_worker *w, struct bench_slot *s)
 /* Removes the file a CREATE made, after its RELEASE: an op of the benchmark. */
 static int submit_unlink(struct bench_worker *w, struct bench_slot *s)
 {
-    s->op = (struct vfe_fuse_op){ .opcode = FUSE_UNLINK, .nodeid = w->cfg->parent,
+    s->op = (struct vfe_fuse_op){ .opcode = FUSE_UNLINK, .nodeid = create_parent(w),
                                   .name = s->name };
     return submit_phase(w, s, SLOT_UNLINKING);
 }

@@ -6,6 +6,7 @@
  * each backend's median IOPS to the first backend's. As a table, or as JSON
  * (one object per backend and workload, in an array).
  */
+#include <errno.h>
 #include <inttypes.h>
 #include <math.h>
 #include <stddef.h>
@@ -105,6 +106,58 @@ static uint64_t max_u64(const struct vb_series *s, size_t field)
 #define SETUP_US(s) pooled_us(s, offsetof(struct vb_run, dax_setup_ns), offsetof(struct vb_run, dax_setup_count))
 #define MAP_US(s) pooled_us(s, offsetof(struct vb_run, dax_map_ns), offsetof(struct vb_run, dax_map_count))
 
+int vb_parse_cpus(const char *s, cpu_set_t *set)
+{
+    CPU_ZERO(set);
+    g_auto(GStrv) parts = g_strsplit(s, ",", -1);
+    for (unsigned k = 0; parts[k]; k++) {
+        char *end;
+        errno = 0;
+        unsigned long a = strtoul(parts[k], &end, 10), b = a;
+        if (errno || end == parts[k])
+            return -EINVAL;
+        if (*end == '-') {
+            const char *p = end + 1;
+            b = strtoul(p, &end, 10);
+            if (errno || end == p)
+                return -EINVAL;
+        }
+        if (*end || a > b || b >= CPU_SETSIZE)
+            return -EINVAL;
+        for (unsigned long c = a; c <= b; c++)
+            CPU_SET(c, set);
+    }
+    return CPU_COUNT(set) ? 0 : -EINVAL;
+}
+
+void vb_format_cpus(const cpu_set_t *set, char *buf, size_t len)
+{
+    size_t at = 0;
+    buf[0] = 0;
+    for (int c = 0; c < CPU_SETSIZE && at < len; c++) {
+        if (!CPU_ISSET(c, set) || (c > 0 && CPU_ISSET(c - 1, set)))
+            continue;
+        int e = c;
+        while (e + 1 < CPU_SETSIZE && CPU_ISSET(e + 1, set))
+            e++;
+        int n = e > c ? snprintf(buf + at, len - at, "%s%d-%d", at ? "," : "", c, e)
+                      : snprintf(buf + at, len - at, "%s%d", at ? "," : "", c);
+        if (n < 0)
+            break;
+        at += (size_t)n;
+    }
+}
+
+/* --pin's two sets as CPU lists ("" when not pinned). */
+static void pin_sets(const struct vb_opts *o, char *fe, char *be, size_t len)
+{
+    fe[0] = be[0] = 0;
+    if (!o->pin)
+        return;
+    vb_format_cpus(&o->frontend_cpus, fe, len);
+    vb_format_cpus(&o->backend_cpus, be, len);
+}
+
 void vb_report(const struct vb_opts *o, const struct vb_series *s, FILE *to,
                const char *workload)
 {
@@ -113,7 +166,16 @@ void vb_report(const struct vb_opts *o, const struct vb_series *s, FILE *to,
     if (o->dax_window)
         fprintf(to, ", DAX window %" PRIu64 " MiB, policy %s, %s guest%s", o->dax_window >> 20,
                 o->dax_policy, o->dax_guest, o->dax_legacy ? ", legacy protocol" : "");
+    if (o->create_dir_per_queue)
+        fputs(", a directory per queue", to);
     fputc('\n', to);
+    char fe[256], be[256];
+    pin_sets(o, fe, be, sizeof(fe));
+    if (o->pin)
+        fprintf(to, "pinned: frontend threads on CPUs %s, backends on CPUs %s (host: both)\n", fe,
+                be);
+    else
+        fputs("not pinned: frontend and backends on any CPU\n", to);
     fprintf(to, "%-12s %5s %5s | %27s | %21s | %21s | %21s | %7s | %9s | %5s | %7s\n",
             "backend", "q", "qd", "IOPS median (min-max)", "MiB/s med (min-max)",
             "p50 us med (min-max)", "p99 us med (min-max)", "ratio", "cpu us/op", "cpu %",
@@ -136,6 +198,8 @@ void vb_report(const struct vb_opts *o, const struct vb_series *s, FILE *to,
                 m.max[F_IOPS], m.med[F_MIBS], m.min[F_MIBS], m.max[F_MIBS], m.med[F_P50],
                 m.min[F_P50], m.max[F_P50], m.med[F_P99], m.min[F_P99], m.max[F_P99], ratio,
                 cpu, pct, m.max[F_RSS] / 1024.0);
+        if (o->pin && !o->backends[b].host && s[b].nruns)
+            fprintf(to, "%-12s its threads were allowed CPUs %s\n", "", s[b].runs[0].backend_cpus);
         if (m.errors)
             fprintf(to, "%-12s %" PRIu64 " requests failed (the first: %s)\n", "", m.errors,
                     g_strerror(-m.first_error));
@@ -227,6 +291,13 @@ void vb_report_json_objects(const struct vb_opts *o, const struct vb_series *s, 
         json_num(to, "cpu_pct", m.med[F_CPU_PCT], true);
         json_num(to, "rss_kib_max", m.max[F_RSS], true);
         fprintf(to, "\"queues_requested\": %u, \"depth_requested\": %u, ", o->queues, o->depth);
+        char fe[256], be[256];
+        pin_sets(o, fe, be, sizeof(fe));
+        json_str(to, "frontend_cpus", fe);
+        json_str(to, "backend_cpus", be);
+        json_str(to, "backend_cpus_seen",
+                 !o->backends[b].host && s[b].nruns ? s[b].runs[0].backend_cpus : "");
+        json_str(to, "create_dirs", o->create_dir_per_queue ? "per-queue" : "shared");
         fprintf(to, "\"errors\": %" PRIu64 ", \"first_errno\": %d, \"runtime_s\": %.3f, "
                 "\"runs\": %u, ", m.errors, -m.first_error, o->runtime_s, s[b].nruns);
         if (o->dax_window) {

@@ -95,6 +95,26 @@ int vb_pgrp_sample(pid_t pgid, double *cpu_s, uint64_t *rss_kib)
 
 /* ---- A spawned backend -------------------------------------------------------- */
 
+/* What the backend's process (pid, its group's leader) may run on, as its
+ * /proc status says: "?" when it cannot be read. A wrapper that execs the daemon
+ * keeps the pid, so this is the daemon's own mask. */
+static void backend_cpus_seen(pid_t pid, char *buf, size_t len)
+{
+    g_autofree char *path = g_strdup_printf("/proc/%d/status", (int)pid);
+    g_autofree char *text = NULL;
+    g_strlcpy(buf, "?", len);
+    if (!g_file_get_contents(path, &text, NULL, NULL))
+        return;
+    const char *p = strstr(text, "\nCpus_allowed_list:");
+    if (!p)
+        return;
+    p += strlen("\nCpus_allowed_list:");
+    while (*p == ' ' || *p == '\t')
+        p++;
+    size_t n = strcspn(p, "\n");
+    g_strlcpy(buf, p, n + 1 < len ? n + 1 : len);
+}
+
 static void replace_all(GString *s, const char *what, const char *with)
 {
     for (char *p; (p = strstr(s->str, what));) {
@@ -127,6 +147,7 @@ struct vb_session {
     uint64_t nodeids[64];
     uint64_t fhs[64];
     unsigned nopen;
+    uint64_t parents[64]; /* create runs with --create-dirs per-queue: each queue's directory */
     uint64_t *meta_ids;   /* stat: the small files' node ids */
     char **names;         /* lookup: the small files' names */
     unsigned nnames;
@@ -141,7 +162,7 @@ static int session_connect(const struct vb_opts *o, const struct vb_backend *be,
     g_autofree char *cmd = vb_backend_cmd(o, be, NULL);
     struct vfe_dev_config cfg = {
         .conn = { .backend_cmd = cmd, .dir = o->dir, .backend_log = log,
-                  .timeout_ms = 30000 },
+                  .timeout_ms = 30000, .backend_cpus = o->pin ? &o->backend_cpus : NULL },
         .request_queues = queues,
         .queue_size = qs,
     };
@@ -210,10 +231,21 @@ static int session_resolve(const struct vb_opts *o, struct vb_session *s, const 
         r = vfe_fuse_lookup(s->fuse, top, "create", &e);
         if (r < 0)
             return vb_why(run, r, "LOOKUP %s", "create");
-        r = vfe_fuse_lookup(s->fuse, e.nodeid, sub, &e);
-        if (r < 0)
-            return vb_why(run, r, "LOOKUP create/%s", sub);
-        bc->parent = e.nodeid;
+        uint64_t create = e.nodeid;
+        for (unsigned q = 1; q <= bc->queues; q++) {
+            g_autofree char *path = vb_create_dir(o, sub, q);
+            uint64_t dir = create;
+            g_auto(GStrv) parts = g_strsplit(path, "/", -1);
+            for (unsigned k = 0; parts[k] && r == 0; k++) {
+                r = vfe_fuse_lookup(s->fuse, dir, parts[k], &e);
+                dir = e.nodeid;
+            }
+            if (r < 0)
+                return vb_why(run, r, "LOOKUP create/%s", path);
+            s->parents[q - 1] = dir;
+        }
+        bc->parent = s->parents[0];
+        bc->parents = o->create_dir_per_queue ? s->parents : NULL;
         return 0;
     }
     r = vfe_fuse_lookup(s->fuse, top, "meta", &e);
@@ -306,6 +338,7 @@ int vb_run_backend(const struct vb_opts *o, const struct vb_backend *be, const c
     if (r < 0)
         goto out_session;
     pid_t pgid = vfe_conn_backend_pid(vfe_dev_conn(s.dev));
+    backend_cpus_seen(pgid, run->backend_cpus, sizeof(run->backend_cpus));
     double cpu0 = -1, cpu1 = -1;
     uint64_t rss;
     int sampled = vb_pgrp_sample(pgid, &cpu0, &rss);
@@ -452,6 +485,14 @@ int vb_run_host(const struct vb_opts *o, int dirfd, const char *sub, struct vb_r
         if (sdir < 0)
             r = -errno;
     }
+    /* Pinned: the host's threads are frontend and backend at once, so both sets. */
+    pthread_attr_t attr;
+    pthread_attr_init(&attr);
+    if (o->pin) {
+        cpu_set_t both;
+        CPU_OR(&both, &o->frontend_cpus, &o->backend_cpus);
+        pthread_attr_setaffinity_np(&attr, sizeof(both), &both);
+    }
     struct host_worker *ws = g_new0(struct host_worker, nt);
     struct vfe_bench_result *res = g_new0(struct vfe_bench_result, 1);
     unsigned started = 0;
@@ -469,12 +510,13 @@ int vb_run_host(const struct vb_opts *o, int dirfd, const char *sub, struct vb_r
             w->buf = g_malloc(o->bs);
             memset(w->buf, 'h', o->bs);
         }
-        r = -pthread_create(&w->thread, NULL, host_main, w);
+        r = -pthread_create(&w->thread, o->pin ? &attr : NULL, host_main, w);
         if (r == 0)
             started++;
     }
     for (unsigned i = 0; i < started; i++)
         pthread_join(ws[i].thread, NULL);
+    pthread_attr_destroy(&attr);
     res->elapsed_ns = vufs_now_ns() - t0;
     for (unsigned i = 0; i < nt; i++) {
         vb_result_add(res, ws[i].ops, ws[i].errors, ws[i].first_error, ws[i].bytes, ws[i].hist);

@@ -8,6 +8,7 @@
 #ifndef VUFS_BENCH_VB_H
 #define VUFS_BENCH_VB_H
 
+#include <sched.h>
 #include <stdbool.h>
 #include <stdint.h>
 #include <stdio.h>
@@ -60,6 +61,11 @@ struct vb_opts {
     unsigned ndax_guests;
     bool dax_legacy;       /* --dax-protocol legacy */
     unsigned halt_poll_us; /* the guest side's halt polling (vfe_vq_set_halt_poll) */
+    /* --pin: the frontend's threads and the spawned backends on disjoint CPU sets
+     * (the host pseudo-backend's threads on both). */
+    bool pin;
+    cpu_set_t frontend_cpus, backend_cpus;
+    bool create_dir_per_queue; /* --create-dirs per-queue: each queue its own directory */
     /* The variant being run or reported. */
     uint64_t dax_window;   /* 0: no DAX */
     const char *dax_policy;
@@ -77,6 +83,7 @@ struct vb_run {
     double cpu_s;           /* backend process group utime + stime; -1 for host */
     uint64_t rss_kib;       /* backend process group RSS after the run; 0 for host */
     char *why;              /* on failure, a readable reason (g_free) */
+    char backend_cpus[128]; /* the backend's Cpus_allowed_list during the run; "" for host */
     /* DAX runs (bench_dax.c). */
     uint64_t dax_offered;   /* the window the backend offered (0: none) */
     unsigned dax_files;     /* data files with FUSE_ATTR_DAX */
@@ -138,6 +145,12 @@ int vb_run_host(const struct vb_opts *o, int dirfd, const char *sub, struct vb_r
 /* utime + stime (seconds) and resident memory (KiB) summed over every process
  * in process group pgid; -ESRCH when there is none. */
 int vb_pgrp_sample(pid_t pgid, double *cpu_s, uint64_t *rss_kib);
+/* "0-3,8": a CPU list as the kernel writes one (bench_report.c). 0, -EINVAL. */
+int vb_parse_cpus(const char *s, cpu_set_t *set);
+void vb_format_cpus(const cpu_set_t *set, char *buf, size_t len);
+/* The directory a create run's queue q (1-based) creates in, under create/SUB
+ * (g_free): SUB itself, or SUB/qQ with --create-dirs per-queue. */
+char *vb_create_dir(const struct vb_opts *o, const char *sub, unsigned q);
 
 void vb_report(const struct vb_opts *o, const struct vb_series *s, FILE *to,
                const char *workload);

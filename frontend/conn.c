@@ -13,6 +13,7 @@
 #include <errno.h>
 #include <fcntl.h>
 #include <poll.h>
+#include <sched.h>
 #include <pthread.h>
 #include <signal.h>
 #include <stdio.h>
@@ -111,7 +112,8 @@ static char *substitute(const char *arg, const char *sock, const char *dir)
     return g_string_free(s, FALSE);
 }
 
-static int spawn_backend(struct vfe_conn *c, const char *cmd, const char *dir, const char *log)
+static int spawn_backend(struct vfe_conn *c, const char *cmd, const char *dir, const char *log,
+                         const cpu_set_t *cpus)
 {
     g_auto(GStrv) argv = NULL;
     g_autoptr(GError) err = NULL;
@@ -146,6 +148,8 @@ static int spawn_backend(struct vfe_conn *c, const char *cmd, const char *dir, c
         int devnull = open("/dev/null", O_RDONLY);
         if (devnull >= 0)
             dup2(devnull, STDIN_FILENO);
+        if (cpus && sched_setaffinity(0, sizeof(*cpus), cpus) < 0)
+            _exit(126);
         execvp(argv[0], argv);
         _exit(127);
     }
@@ -252,7 +256,7 @@ int vfe_conn_open(const struct vfe_conn_config *cfg, struct vfe_conn **out)
         c->socket_path = g_build_filename(c->tmpdir, "vhost-fs.sock", NULL);
     }
     if (cfg->backend_cmd) {
-        r = spawn_backend(c, cfg->backend_cmd, cfg->dir, cfg->backend_log);
+        r = spawn_backend(c, cfg->backend_cmd, cfg->dir, cfg->backend_log, cfg->backend_cpus);
         if (r < 0)
             goto out_close;
     }

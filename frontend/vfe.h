@@ -28,6 +28,7 @@
 #ifndef VFE_H
 #define VFE_H
 
+#include <sched.h>
 #include <stdbool.h>
 #include <stddef.h>
 #include <stdint.h>
@@ -218,6 +219,9 @@ struct vfe_conn_config {
     const char *dir;            /* for {dir} */
     const char *backend_log;    /* backend's stdout+stderr go here (NULL: inherit) */
     int timeout_ms;             /* socket appearance and every reply; 0 = 10 s */
+    /* The CPUs the spawned backend may run on (its affinity before exec, which
+     * its threads inherit); NULL: the frontend's own. */
+    const cpu_set_t *backend_cpus;
 };
 
 int vfe_conn_open(const struct vfe_conn_config *cfg, struct vfe_conn **out);
@@ -954,6 +958,9 @@ struct vfe_bench_config {
     const char *const *names;
     unsigned nnames;
     const char *name_prefix;
+    /* CREATE: parents[queue - 1] instead of parent, a directory per queue (NULL:
+     * every queue creates in parent). */
+    const uint64_t *parents;
     bool unlink;              /* CREATE: UNLINK each file after its FORGET */
 };
 

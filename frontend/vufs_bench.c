@@ -34,6 +34,7 @@
 #include <fcntl.h>
 #include <inttypes.h>
 #include <pthread.h>
+#include <sched.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -118,7 +119,8 @@ static void usage(FILE *to)
         "                  [--queues N] [--depth N] [--runtime SEC] [--repeat N]\n"
         "                  [--dax-window SIZE[,SIZE...] --dax-policy never|always|auto[,...]\n"
         "                   --dax-guest linux|lru[,...] --dax-protocol shmem|legacy]\n"
-        "                  [--read-pct N] [--halt-poll-us N] [--json]\n"
+        "                  [--read-pct N] [--halt-poll-us N] [--pin auto|FRONTEND:BACKEND]\n"
+        "                  [--create-dirs shared|per-queue] [--json]\n"
         "workloads: randread randwrite seqread seqwrite randrw lookup stat create\n"
         "           create-unlink (each file also unlinked; CREATE and UNLINK counted)\n"
         "--backend host (no command): pread/pwrite on the host files directly.\n"
@@ -130,7 +132,51 @@ static void usage(FILE *to)
         "guest's SETUPMAPPING round trip.\n"
         "--halt-poll-us: how long the guest side looks for a completion's notification\n"
         "before it sleeps, as a halted vCPU does under KVM (its halt_poll_ns, 200 us on\n"
-        "x86); default 200, 0 sleeps at once.\n");
+        "x86); default 200, 0 sleeps at once.\n"
+        "--pin: the frontend's threads and each spawned backend on disjoint CPU sets,\n"
+        "CPU lists as in /proc (0-7:8-15); auto gives the backend the first half of the\n"
+        "CPUs vufs-bench may use and the frontend the rest. The table and the JSON say\n"
+        "what the backend's threads were allowed during each run.\n"
+        "--create-dirs per-queue: create and create-unlink make each queue's files in a\n"
+        "directory of its own (the default, shared: every queue in one directory).\n");
+}
+
+/* --pin auto or FRONTEND:BACKEND; both sets within vufs-bench's own CPUs,
+ * neither empty, no CPU in both. */
+static int parse_pin(const char *v, struct vb_opts *o)
+{
+    cpu_set_t allowed;
+    if (sched_getaffinity(0, sizeof(allowed), &allowed) < 0)
+        return -errno;
+    CPU_ZERO(&o->frontend_cpus);
+    CPU_ZERO(&o->backend_cpus);
+    if (!strcmp(v, "auto")) {
+        int n = CPU_COUNT(&allowed), seen = 0;
+        if (n < 2)
+            return -ERANGE;
+        for (int c = 0; c < CPU_SETSIZE; c++)
+            if (CPU_ISSET(c, &allowed))
+                CPU_SET(c, seen++ < n / 2 ? &o->backend_cpus : &o->frontend_cpus);
+    } else {
+        const char *colon = strchr(v, ':');
+        if (!colon)
+            return -EINVAL;
+        g_autofree char *fe = g_strndup(v, (gsize)(colon - v));
+        int r = vb_parse_cpus(fe, &o->frontend_cpus);
+        if (r == 0)
+            r = vb_parse_cpus(colon + 1, &o->backend_cpus);
+        if (r < 0)
+            return r;
+    }
+    cpu_set_t both, all;
+    CPU_AND(&both, &o->frontend_cpus, &o->backend_cpus);
+    CPU_OR(&all, &o->frontend_cpus, &o->backend_cpus);
+    CPU_AND(&all, &all, &allowed);
+    if (CPU_COUNT(&both) || !CPU_COUNT(&o->frontend_cpus) || !CPU_COUNT(&o->backend_cpus) ||
+        CPU_COUNT(&all) != CPU_COUNT(&o->frontend_cpus) + CPU_COUNT(&o->backend_cpus))
+        return -ERANGE;
+    o->pin = true;
+    return 0;
 }
 
 static int add_backend(struct vb_opts *o, const char *arg)
@@ -223,6 +269,11 @@ static int parse_args(int argc, char **argv, struct vb_opts *o)
             r = parse_count(v, 1000, &o->repeat);
         } else if (!strcmp(a, "--halt-poll-us")) {
             r = parse_uint(v, 1000000, &o->halt_poll_us);
+        } else if (!strcmp(a, "--pin")) {
+            r = parse_pin(v, o);
+        } else if (!strcmp(a, "--create-dirs")) {
+            r = strcmp(v, "shared") && strcmp(v, "per-queue") ? -EINVAL : 0;
+            o->create_dir_per_queue = !strcmp(v, "per-queue");
         } else if (!strcmp(a, "--read-pct")) {
             r = parse_uint(v, 100, &o->read_pct);
         } else if (!strcmp(a, "--dax-window")) {
@@ -369,10 +420,29 @@ static int prepare_meta_files(int dirfd, unsigned n)
     return r;
 }
 
-/* Removes DIR/vufs-bench/create/SUB and what is in it. */
-static void remove_create_dir(int dirfd, const char *sub)
+char *vb_create_dir(const struct vb_opts *o, const char *sub, unsigned q)
 {
-    g_autofree char *path = g_strdup_printf("create/%s", sub);
+    return o->create_dir_per_queue ? g_strdup_printf("%s/q%u", sub, q) : g_strdup(sub);
+}
+
+/* A create run's directories: create/SUB, and with --create-dirs per-queue
+ * create/SUB/qN for every queue a backend may be given. */
+static int make_create_dirs(const struct vb_opts *o, int dirfd, const char *sub)
+{
+    unsigned n = o->create_dir_per_queue ? o->queues : 0;
+    for (unsigned q = 0; q <= n; q++) {
+        g_autofree char *rel = q ? vb_create_dir(o, sub, q) : g_strdup(sub);
+        g_autofree char *path = g_strdup_printf("create/%s", rel);
+        if (mkdirat(dirfd, path, 0755) < 0)
+            return -errno;
+    }
+    return 0;
+}
+
+/* Removes the directory at path under dirfd and what is in it (directories
+ * 'depth' levels down included). */
+static void remove_tree(int dirfd, const char *path, unsigned depth)
+{
     int fd = openat(dirfd, path, O_RDONLY | O_DIRECTORY | O_CLOEXEC);
     if (fd < 0)
         return;
@@ -383,10 +453,18 @@ static void remove_create_dir(int dirfd, const char *sub)
     }
     struct dirent *e;
     while ((e = readdir(d)))
-        if (strcmp(e->d_name, ".") && strcmp(e->d_name, ".."))
-            unlinkat(fd, e->d_name, 0);
+        if (strcmp(e->d_name, ".") && strcmp(e->d_name, "..") && unlinkat(fd, e->d_name, 0) < 0 &&
+            (errno == EISDIR || errno == EPERM) && depth)
+            remove_tree(fd, e->d_name, depth - 1);
     closedir(d);
     unlinkat(dirfd, path, AT_REMOVEDIR);
+}
+
+/* Removes DIR/vufs-bench/create/SUB and what is in it. */
+static void remove_create_dir(int dirfd, const char *sub)
+{
+    g_autofree char *path = g_strdup_printf("create/%s", sub);
+    remove_tree(dirfd, path, 1);
 }
 
 static int prepare_files(const struct vb_opts *o, int *dirfd_out)
@@ -478,6 +556,11 @@ int main(int argc, char **argv)
         usage(stderr);
         return 2;
     }
+    /* The frontend's CPUs: every thread vufs-bench starts from here on inherits them. */
+    if (o.pin && sched_setaffinity(0, sizeof(o.frontend_cpus), &o.frontend_cpus) < 0) {
+        fprintf(stderr, "vufs-bench: --pin: %s\n", g_strerror(errno));
+        return 1;
+    }
     int dirfd = -1;
     int r = prepare_files(&o, &dirfd);
     g_autofree char *logdir = r < 0 ? NULL : g_dir_make_tmp("vufs-bench-XXXXXX", NULL);
@@ -536,11 +619,8 @@ int main(int argc, char **argv)
                 g_autofree char *sub = g_strdup_printf("%s-%u-%d", be->name, rep, (int)getpid());
                 g_autofree char *log = g_strdup_printf("%s/%s-%u-%u.log", logdir, be->name, v,
                                                        rep);
-                if (vb_workload_creates(o.workload)) {
-                    g_autofree char *path = g_strdup_printf("create/%s", sub);
-                    if (mkdirat(dirfd, path, 0755) < 0)
-                        r = -errno;
-                }
+                if (vb_workload_creates(o.workload))
+                    r = make_create_dirs(&o, dirfd, sub);
                 /* Every run starts with the data written back: the previous run's
                  * dirty pages must not be flushed (and write-protected again)
                  * under this one. */

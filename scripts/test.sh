@@ -1,8 +1,10 @@
 #!/usr/bin/env bash
 # Installs the dependencies, builds vufsd twice (plain, and with ASan+UBSan) and
 # runs every test on both: unit, integration (the real binary through the in-tree
-# frontend), real Linux guests under QEMU, and the fuzzers; and checks that every
-# product function has a product caller (scripts/uncalled.sh).
+# frontend), real Linux guests under QEMU, and the fuzzers; checks that every
+# product function has a product caller (scripts/uncalled.sh); packs both
+# benchmark kits and runs the vufs-bench kit's smoke mode in a bare Debian 12
+# root (scripts/kit.sh, scripts/kit/bare-root.sh).
 #
 #   scripts/test.sh              everything
 #   VUFS_NO_INSTALL=1 scripts/test.sh   skip apt-get (packages already there)
@@ -46,6 +48,12 @@ meson test -C build --print-errorlogs --num-processes 2
 
 step "test: ASan + UBSan build, unit and integration suites"
 meson test -C build-asan --print-errorlogs --num-processes 2 --no-suite guest
+
+step "kits: pack both (scripts/kit.sh), the vufs-bench kit's smoke run in a bare Debian 12 root"
+bash scripts/kit.sh bench -o build/vufs-bench-kit.tar.gz
+bash scripts/kit.sh guest -o build/vufs-guest-kit.run
+scripts/kit/bare-root.sh --copy build/vufs-bench-kit.tar.gz -- sh -c \
+    'rm -rf vufs-bench-kit smoke && tar -xzf vufs-bench-kit.tar.gz && ./vufs-bench-kit/run smoke smoke'
 
 fuzz_seconds=${VUFS_FUZZ_SECONDS:-60}
 if [ "$fuzz_seconds" != 0 ] && [ -x scripts/fuzz.sh ]; then

@@ -4,8 +4,12 @@
  * knows, keyed by (st_dev, st_ino, mnt_id), addressed by the client through
  * node ids that are table indices plus a generation, never pointers.
  *
- * Everything here is protected by pt_itab.lock. The table is chunked so an
- * inode's address is stable while an operation holds a reference to it. The
+ * Everything here is protected by pt_itab.lock but an inode's reference word
+ * (pt_inode.rs): an operation on a known node id references and releases its
+ * inode with atomics alone, so queue threads do not meet on the table lock
+ * (see pt_i.h). The table is chunked so an inode's address is stable while an
+ * operation holds a reference to it, and a slot's memory is never freed
+ * before the table. The
  * client's lookup count (nlookup) and our reference count (refs) are kept
  * apart: FORGET can only bring nlookup to zero (never below), and an inode is
  * freed only when both are zero, so a FORGET racing an operation on the same
@@ -135,10 +139,17 @@ struct pt_inode_rest {
 };
 static const struct pt_inode_rest pt_rest_none = {.fd = -1, .cached_fd = -1, .mnt = NULL};
 
-/* Unhashes a LIVE inode with no users; its fd or handle goes to rest. */
+/* The reference word of a LIVE inode at generation gen with refs references. */
+static uint64_t pt_irs(uint32_t gen, uint64_t refs)
+{
+    return (uint64_t)gen << 32 | PT_I_LIVE | refs;
+}
+
+/* Unhashes a LIVE inode with no users (its reference word already 0); its fd
+ * or handle goes to rest. */
 static void pt_inode_free_locked(struct pt_itab *t, struct pt_inode *i, struct pt_inode_rest *rest)
 {
-    assert(i->live && i->refs == 0 && i->nlookup == 0);
+    assert(i->live && atomic_load(&i->rs) == 0 && i->nlookup == 0);
     assert(i->owners == NULL && i->nhandles == 0); /* handles hold references */
     assert(rest->fd < 0 && !rest->mnt);
     pt_hash_remove_locked(t, i);
@@ -155,6 +166,24 @@ static void pt_inode_free_locked(struct pt_itab *t, struct pt_inode *i, struct p
     i->gen++;
     pt_slots_free_locked(&t->slots, i->idx);
     t->count--;
+}
+
+/*
+ * Frees a LIVE inode at generation gen when the client has forgotten it and no
+ * operation holds it: the reference word goes from gen | LIVE | 0 to 0, which
+ * fails, and nothing is freed, when a reference was taken meanwhile (or the
+ * inode is another generation's). True when freed.
+ */
+static bool pt_inode_try_free_locked(struct pt_itab *t, struct pt_inode *i, uint32_t gen,
+                                     struct pt_inode_rest *rest)
+{
+    uint64_t expect = pt_irs(gen, 0);
+
+    if (!i->live || i->gen != gen || i->nlookup != 0 ||
+        !atomic_compare_exchange_strong(&i->rs, &expect, 0))
+        return false;
+    pt_inode_free_locked(t, i, rest);
+    return true;
 }
 
 static void pt_inode_release_rest(struct pt_fs *fs, struct pt_inode_rest *rest)
@@ -185,41 +214,50 @@ int pt_inode_get(struct pt_fs *fs, uint64_t nodeid, struct pt_inode **out)
     uint64_t idx = nodeid & 0xffffffffu;
     uint32_t gen = (uint32_t)(nodeid >> 32);
     struct pt_inode *i;
-    int ret = -ESTALE;
+    uint64_t s;
 
     *out = NULL;
     if (idx == 0 || idx >= PT_MAX_SLOTS)
         return -ESTALE;
-    pthread_mutex_lock(&t->lock);
-    if (idx < t->slots.next_fresh) {
-        i = pt_slot_locked(t, (uint32_t)idx);
-        if (i->live && i->gen == gen) {
-            i->refs++;
-            *out = i;
-            ret = 0;
-        }
-    }
-    pthread_mutex_unlock(&t->lock);
-    return ret;
+    /* No lock: a slot of a chunk never allocated is NULL, one never used or
+     * freed is not LIVE, one reused is another generation. */
+    i = pt_slots_at(&t->slots, (uint32_t)idx);
+    if (!i)
+        return -ESTALE;
+    s = atomic_load_explicit(&i->rs, memory_order_acquire);
+    do {
+        if ((s & ~PT_I_REFMASK) != pt_irs(gen, 0))
+            return -ESTALE;
+        if ((s & PT_I_REFMASK) == PT_I_REFMASK)
+            return -EBUSY; /* cannot happen with a bounded fd budget; never wrap */
+    } while (!atomic_compare_exchange_weak_explicit(&i->rs, &s, s + 1, memory_order_acquire,
+                                                    memory_order_acquire));
+    *out = i;
+    return 0;
 }
 
 void pt_inode_ref(struct pt_inode *i)
 {
-    pthread_mutex_lock(&i->fs->itab.lock);
-    assert(i->live && i->refs > 0);
-    i->refs++;
-    pthread_mutex_unlock(&i->fs->itab.lock);
+    uint64_t s = atomic_fetch_add_explicit(&i->rs, 1, memory_order_relaxed);
+
+    assert((s & PT_I_LIVE) && (s & PT_I_REFMASK) > 0);
+    (void)s;
 }
 
 void pt_inode_put(struct pt_inode *i)
 {
     struct pt_fs *fs = i->fs;
     struct pt_inode_rest rest = pt_rest_none;
+    /* Sequentially consistent with the nlookup read below and with FORGET's
+     * write of nlookup then read of rs: at least one of the two sees both
+     * counts at zero and tries the free, under the lock. */
+    uint64_t s = atomic_fetch_sub(&i->rs, 1);
 
+    assert((s & PT_I_LIVE) && (s & PT_I_REFMASK) > 0);
+    if ((s & PT_I_REFMASK) != 1 || atomic_load(&i->nlookup) != 0)
+        return;
     pthread_mutex_lock(&fs->itab.lock);
-    assert(i->live && i->refs > 0);
-    if (--i->refs == 0 && i->nlookup == 0)
-        pt_inode_free_locked(&fs->itab, i, &rest);
+    pt_inode_try_free_locked(&fs->itab, i, (uint32_t)(s >> 32), &rest);
     pthread_mutex_unlock(&fs->itab.lock);
     pt_inode_release_rest(fs, &rest);
 }
@@ -256,7 +294,7 @@ int pt_inode_find(struct pt_fs *fs, const struct statx *st, bool count_lookup,
     if (i && i->fd < 0)
         i = NULL;
     if (i) {
-        i->refs++;
+        atomic_fetch_add(&i->rs, 1); /* hashed, so LIVE: the lock keeps it so */
         if (count_lookup)
             i->nlookup++;
     }
@@ -315,7 +353,7 @@ int pt_inode_intern(struct pt_fs *fs, int fd, const struct statx *st, bool count
     pthread_mutex_lock(&t->lock);
     i = pt_find_current_locked(t, dev, st->stx_ino, st->stx_mnt_id, mnt ? &fh : NULL);
     if (i) {
-        i->refs++;
+        atomic_fetch_add(&i->rs, 1); /* hashed, so LIVE: the lock keeps it so */
         if (count_lookup)
             i->nlookup++;
         ret = 0;
@@ -348,10 +386,11 @@ int pt_inode_intern(struct pt_fs *fs, int fd, const struct statx *st, bool count
     i->ino = st->stx_ino;
     i->mnt_id = st->stx_mnt_id;
     i->live = true;
-    i->refs = 1;
     i->nlookup = count_lookup ? 1 : 0;
     atomic_store(&i->cap_clean, false);
     atomic_store(&i->lock_lost, false);
+    /* Last: a lock-free get sees the inode only once it is whole. */
+    atomic_store_explicit(&i->rs, pt_irs(i->gen, 1), memory_order_release);
     t->count++;
     pt_hash_insert_locked(t, i);
     pt_hash_grow_locked(t);
@@ -384,10 +423,11 @@ void pt_inode_forget(struct pt_fs *fs, uint64_t nodeid, uint64_t n)
     if (idx < t->slots.next_fresh) {
         struct pt_inode *i = pt_slot_locked(t, (uint32_t)idx);
         if (i->live && i->gen == gen) {
-            /* The client's count is untrusted: clamp, never underflow. */
-            i->nlookup -= n < i->nlookup ? n : i->nlookup;
-            if (i->nlookup == 0 && i->refs == 0)
-                pt_inode_free_locked(t, i, &rest);
+            /* The client's count is untrusted: clamp, never underflow. Then,
+             * sequentially consistent with pt_inode_put, try the free. */
+            uint64_t nl = i->nlookup;
+            i->nlookup = nl - (n < nl ? n : nl);
+            pt_inode_try_free_locked(t, i, gen, &rest);
         }
     }
     pthread_mutex_unlock(&t->lock);
@@ -429,11 +469,11 @@ int pt_inode_restore(struct pt_fs *fs, const struct pt_inode_image *im, struct p
     i->mnt_id = im->mnt_id;
     i->gen = im->gen;
     i->live = true;
-    i->refs = 0;
     i->nlookup = im->nlookup;
     i->fnext = 0;
     atomic_store(&i->cap_clean, false);
     atomic_store(&i->lock_lost, false);
+    atomic_store_explicit(&i->rs, pt_irs(i->gen, 0), memory_order_release);
     t->count++;
     if (im->hashed) {
         pt_hash_insert_locked(t, i);
@@ -497,9 +537,8 @@ void pt_itab_reset(struct pt_fs *fs)
             continue;
         i->nlookup = 0;
         /* Inodes still referenced (by handles being torn down) go with their last put. */
-        if (i->refs == 0) {
-            struct pt_inode_rest rest = pt_rest_none;
-            pt_inode_free_locked(t, i, &rest);
+        struct pt_inode_rest rest = pt_rest_none;
+        if (pt_inode_try_free_locked(t, i, i->gen, &rest)) {
             /* The window was reset before: no mapping is left to unmap. */
             pt_dax_inode_forget(fs, rest.nodeid);
             rest.nodeid = 0;

@@ -236,9 +236,22 @@ struct pt_inode {
     uint64_t mnt_id;
     struct pt_mount *mnt; /* referenced; non-NULL iff the inode keeps fh */
     struct pt_fh fh;
+    /*
+     * The reference word: gen << 32 | PT_I_LIVE | refs, where refs counts the
+     * in-flight operations and open handles (bounded by the fd budget). An
+     * operation takes and drops a reference with atomics alone (pt_inode_get,
+     * pt_inode_ref, pt_inode_put: a request on a known node id takes no table
+     * lock, which every queue thread would otherwise write); gen and PT_I_LIVE
+     * change only under pt_itab.lock, together with gen and live below, and an inode is freed only by a compare-and-swap of
+     * gen | PT_I_LIVE | 0 to 0 under that lock (pt_inode_try_free_locked), which
+     * fails when a reference was taken meanwhile. Not LIVE: 0.
+     */
+    _Atomic uint64_t rs;
+    /* Written under pt_itab.lock; read without it by pt_inode_put, whose last
+     * reference and a FORGET's last lookup each see the other's write
+     * (sequentially consistent), so one of them frees the inode. */
+    _Atomic uint64_t nlookup;
     /* Protected by pt_itab.lock: */
-    uint64_t nlookup;
-    uint32_t refs;       /* in-flight operations and open handles: bounded by the fd budget */
     uint32_t gen;
     uint32_t hnext;      /* hash chain, 0 = end */
     uint32_t fnext;      /* free list, 0 = end */
@@ -260,6 +273,9 @@ struct pt_inode {
     unsigned nhandles;            /* open handles on this inode */
     struct pt_lock_owner *owners; /* POSIX lock owners' open file descriptions */
 };
+
+#define PT_I_LIVE (1ull << 31)
+#define PT_I_REFMASK (PT_I_LIVE - 1)
 
 struct pt_itab {
     pthread_mutex_t lock;

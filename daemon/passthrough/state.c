@@ -178,7 +178,7 @@ static void pt_save_inode_cb(void *ctx, const struct pt_inode *ci)
         pt_fh_copy(&r->fh, &i->fh, &s->oom);
         r->has_fh = !s->oom;
     }
-    i->refs++; /* the table lock is held: kept alive until the state is written */
+    atomic_fetch_add(&i->rs, 1); /* LIVE, the table lock held: kept until the state is written */
     s->n++;
 }
 

@@ -107,18 +107,22 @@ if [ $bench = 1 ]; then
     for d in $daemons; do
         case $d in
         vufsd|legacy) ;;
-        rust) "$here/trixie-root.sh" > /dev/null ||
+        rust) [ -n "${VUFS_BENCH_RUST:-}" ] || "$here/trixie-root.sh" > /dev/null ||
                   { echo "compare: no Debian 13 root for the Rust virtiofsd" >&2; exit 1; } ;;
         *) echo "compare: --daemons takes vufsd, rust and legacy, not '$d'" >&2; exit 2 ;;
         esac
     done
-    # Each daemon as it starts by default (log level aside: info is vufsd's default).
+    # Each daemon as it starts by default (log level aside: info is vufsd's
+    # default). $VUFS_BENCH_RUST and $VUFS_BENCH_LEGACY name other binaries of
+    # the peers (the real-guest kit's, scripts/kit.sh).
+    rust_bin=${VUFS_BENCH_RUST:-}
+    [ -n "$rust_bin" ] || rust_bin="$here/trixie-run.sh --bind {dir} /usr/libexec/virtiofsd"
     bench_cmd() {
         case "$1" in
         vufsd) echo "$vufsd --socket-path {socket} --shared-dir {dir}" ;;
-        rust) echo "$here/trixie-run.sh --bind {dir} /usr/libexec/virtiofsd" \
+        rust) echo "$rust_bin" \
                    "--socket-path={socket} --shared-dir={dir} --sandbox=chroot" ;;
-        legacy) echo "/usr/lib/qemu/virtiofsd --socket-path={socket} -o source={dir}" ;;
+        legacy) echo "${VUFS_BENCH_LEGACY:-/usr/lib/qemu/virtiofsd} --socket-path={socket} -o source={dir}" ;;
         esac
     }
     reversed() { local r= d; for d in $1; do r="$d${r:+ $r}"; done; echo "$r"; }
@@ -170,9 +174,9 @@ if [ $bench = 1 ]; then
     done
     # The table: one row per job, a column per daemon and order, vufsd's ratio to
     # the better peer per order.
-    /usr/bin/python3 - "$out" "$labels" "$daemons" "$qemu" "$kernel" "$smp" "$numjobs" \
+    "${VUFS_PYTHON:-/usr/bin/python3}" - "$out" "$labels" "$daemons" "$qemu" "$kernel" "$smp" "$numjobs" \
         "$vufsd_queues" "$fio_size" "$fio_runtime" "$meta_files" <<'PY' | tee "$out/summary.md"
-import os, re, statistics, sys
+import glob, os, re, statistics, sys
 out, runs, daemons = sys.argv[1], sys.argv[2].split(), sys.argv[3].split()
 qemu, kernel, smp, numjobs, vq, size, rt, meta = sys.argv[4:12]
 val = {}   # (run, daemon, job) -> number
@@ -238,7 +242,14 @@ def table(cols):
     print(head)
     print("|---|" + "---|" * len(cols))
 
-print(f"# Real guest: Linux {kernel} under QEMU {qemu} (TCG), each daemon with its defaults\n")
+# The accelerator each boot had (run-guest.sh writes it in RUNDIR/stack).
+accels = set()
+for st in glob.glob(os.path.join(out, "*", "stack")):
+    m = re.search(r"\((tcg|kvm)\)", open(st).read())
+    if m:
+        accels.add(m.group(1).upper())
+accel = "/".join(sorted(accels)) or "TCG"
+print(f"# Real guest: Linux {kernel} under QEMU {qemu} ({accel}), each daemon with its defaults\n")
 print(f"fio O_DIRECT, {size} file, {rt} s per job; metadata: {meta} files; {smp} vCPUs, "
       f"every daemon behind one request queue, the single jobs and the metadata phases on the "
       f"vCPU that does not take the request queue's interrupt; the -x{numjobs} jobs: "

@@ -40,6 +40,12 @@ case "$series" in
 6.1|6.12) ;;
 *) echo "fetch-kernel: unknown kernel series '$series' (6.1 or 6.12)" >&2; exit 2 ;;
 esac
+# A kernel directory given as it is (the real-guest kit carries its own).
+if [ -n "${VUFS_GUEST_KDIR:-}" ]; then
+    [ -f "$VUFS_GUEST_KDIR/vmlinux" ] || { echo "fetch-kernel: no vmlinux in $VUFS_GUEST_KDIR" >&2; exit 1; }
+    echo "$VUFS_GUEST_KDIR"
+    exit 0
+fi
 mkdir -p "$cache/kernel"
 # Concurrent test runs share the cache: one preparer at a time.
 exec 9> "$cache/kernel/.lock"

@@ -58,6 +58,12 @@ pack() {
 
 build_base() {
     local kdir kver stamp out root bb m ko fio
+    # A base archive given as it is (the real-guest kit carries its own).
+    if [ -n "${VUFS_GUEST_BASE_INITRAMFS:-}" ]; then
+        [ -s "$VUFS_GUEST_BASE_INITRAMFS" ] || die "no $VUFS_GUEST_BASE_INITRAMFS"
+        echo "$VUFS_GUEST_BASE_INITRAMFS"
+        return
+    fi
     kdir=$("$here/fetch-kernel.sh") || die "no kernel"
     kver=$(basename "$kdir")
     bb=$(command -v busybox) || die "busybox not found"

@@ -52,6 +52,13 @@
 #                          the backend (VHOST_USER_GET_CONFIG): the backend
 #                          must be told the tag (myfs for the primary device)
 #   --queues N           request queues per device ($VUFS_GUEST_QUEUES, default 1)
+#   --accel tcg|kvm|auto the accelerator ($VUFS_GUEST_ACCEL, default tcg):
+#                        multi-threaded TCG with -cpu max, or KVM with -cpu
+#                        host; auto takes KVM where /dev/kvm can run an
+#                        ordinary guest (a vmx or svm CPU flag, not the
+#                        paravirtual kvm_pvm) and TCG elsewhere
+# $VUFS_GUEST_QEMU_CMD, when set, is the QEMU 11.1 to run (a path) in place of
+# Debian 13's through trixie-run.sh (the benchmark kit's, scripts/kit.sh).
 #
 # The guest prints its output on ttyS1 (RUNDIR/output.log), the kernel console is
 # RUNDIR/console.log and the backend's RUNDIR/backend.log. The verdict comes from
@@ -70,7 +77,7 @@ backend= script= dir= timeout=600 min_sums=0 rundir= keep=0 smp=2 mem=2048 appen
 files=() sets=() live=0 expect_exit0=0 allow_reboot=0 chardev_opts=
 dev_tags=() dev_dirs=() dev_cmds=() host_files=()
 qemu_series=${VUFS_GUEST_QEMU:-7.2} kseries=${VUFS_GUEST_KSERIES:-6.1}
-vdev=${VUFS_GUEST_VDEV:-fs} queues=${VUFS_GUEST_QUEUES:-1}
+vdev=${VUFS_GUEST_VDEV:-fs} queues=${VUFS_GUEST_QUEUES:-1} accel=${VUFS_GUEST_ACCEL:-tcg}
 
 usage() { sed -n '4,/^{$/p' "$0" | sed '$d' >&2; exit 2; }
 while [ $# -gt 0 ]; do
@@ -101,6 +108,7 @@ while [ $# -gt 0 ]; do
     --kernel) kseries=$2; shift 2 ;;
     --vdev) vdev=$2; shift 2 ;;
     --queues) queues=$2; shift 2 ;;
+    --accel) accel=$2; shift 2 ;;
     --host-file)
         case "$2" in
         [!/.]*=*) case "${2%%=*}" in */*) usage ;; esac ;;
@@ -126,6 +134,18 @@ generic)
     [ "$qemu_series" = 11.1 ] ||
         { echo "run-guest: --vdev generic needs --qemu 11.1 (QEMU 7.2 has no vhost-user-test-device-pci)" >&2; usage; } ;;
 *) echo "run-guest: --vdev is fs or generic, not '$vdev'" >&2; usage ;;
+esac
+case "$accel" in
+tcg|kvm) ;;
+auto)
+    # /dev/kvm runs an ordinary guest kernel only with hardware virtualisation;
+    # a paravirtual KVM (kvm_pvm, no vmx/svm flag) hangs or aborts it.
+    if [ -w /dev/kvm ] && grep -qwE 'vmx|svm' /proc/cpuinfo && [ ! -d /sys/module/kvm_pvm ]; then
+        accel=kvm
+    else
+        accel=tcg
+    fi ;;
+*) echo "run-guest: --accel is tcg, kvm or auto, not '$accel'" >&2; usage ;;
 esac
 case "$queues" in
 ''|*[!0-9]*|0*) echo "run-guest: --queues needs a positive number, not '$queues'" >&2; usage ;;
@@ -192,7 +212,7 @@ trap 'log "interrupted"; exit 1' INT TERM HUP
 # What ran, for the log and the verdict line; the kernel release joins it once known.
 vdev_name=vhost-user-fs-pci
 [ "$vdev" = generic ] && vdev_name=vhost-user-test-device-pci
-stack="qemu $qemu_series, $vdev_name, $queues request queue$([ "$queues" = 1 ] || echo s), linux $kseries"
+stack="qemu $qemu_series ($accel), $vdev_name, $queues request queue$([ "$queues" = 1 ] || echo s), linux $kseries"
 verdict() {
     local v=$1; shift
     echo "run-guest: $v: $* ($stack; $(( $(date +%s) - start )) s, logs in $rundir)"
@@ -220,7 +240,7 @@ kdir=$("$here/fetch-kernel.sh" --series "$kseries") ||
     verdict FAIL "no $kseries guest kernel (the first fetch needs Debian's archive)"
 # One apt-cache look-up per run is enough (seconds on a busy machine).
 [ "$kseries" != 6.1 ] || export VUFS_GUEST_KPKG=${VUFS_GUEST_KPKG:-linux-image-$(basename "$kdir")}
-stack="qemu $qemu_series, $vdev_name, $queues request queue$([ "$queues" = 1 ] || echo s), linux $(basename "$kdir")"
+stack="qemu $qemu_series ($accel), $vdev_name, $queues request queue$([ "$queues" = 1 ] || echo s), linux $(basename "$kdir")"
 echo "$stack" > "$rundir/stack"
 base=$("$here/mkinitramfs.sh" base) || verdict FAIL "cannot build the base initramfs"
 [ ${#dev_tags[@]} = 0 ] || sets+=("EXTRA_TAGS=${dev_tags[*]}")
@@ -271,7 +291,9 @@ vdev_args() {
         echo "vhost-user-fs-pci,chardev=$1,tag=$2,queue-size=1024$([ "$queues" = 1 ] || echo ",num-request-queues=$queues")"
     fi
 }
-if [ "$qemu_series" = 11.1 ]; then
+if [ "$qemu_series" = 11.1 ] && [ -n "${VUFS_GUEST_QEMU_CMD:-}" ]; then
+    qemu=("$VUFS_GUEST_QEMU_CMD")
+elif [ "$qemu_series" = 11.1 ]; then
     # Debian 13's QEMU, chrooted in the Debian 13 root: it opens the sockets,
     # logs and initramfs in the run directory and the kernel in the cache, so
     # those are bound at their host paths (the shared directories are the
@@ -281,9 +303,13 @@ if [ "$qemu_series" = 11.1 ]; then
 else
     qemu=(qemu-system-x86_64)
 fi
-# shellcheck disable=SC2054
-qemu+=(-machine q35 -accel tcg,thread=multi -cpu max
-    -smp "$smp" -m "${mem}M"
+if [ "$accel" = kvm ]; then
+    qemu+=(-machine q35 -accel kvm -cpu host)
+else
+    # shellcheck disable=SC2054
+    qemu+=(-machine q35 -accel tcg,thread=multi -cpu max)
+fi
+qemu+=(    -smp "$smp" -m "${mem}M"
     -object "memory-backend-memfd,id=mem,size=${mem}M,share=on" -numa node,memdev=mem
     -chardev "socket,id=vfs,path=$sock$chardev_opts"
     -device "$(vdev_args vfs myfs)"

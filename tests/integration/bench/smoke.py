@@ -82,6 +82,24 @@ def main():
             # The per-run progress lines reach stderr.
             assert p.stderr.count("[run ") >= 6, p.stderr
             print(f"{workload}: " + ", ".join(f"{o['backend']} {o['iops']:.0f}" for o in objs))
+        # Pinned (two CPUs or more): the backend runs on its own set and the
+        # report says which; a directory per queue, cleaned up as well.
+        if len(os.sched_getaffinity(0)) >= 2:
+            p = run(bench, ["--backend", f"vufsd={vcmd}", "--backend", f"legacy={lcmd}",
+                            "--backend", "host", "--dir", d, "--workload", "create-unlink",
+                            "--queues", "2", "--depth", "2", "--runtime", "0.3", "--repeat", "1",
+                            "--pin", "auto", "--create-dirs", "per-queue", "--json"])
+            objs = json.loads(p.stdout)
+            assert len(objs) == 3, objs
+            for o in objs:
+                assert o["errors"] == 0 and o["iops"] > 0, o
+                assert o["frontend_cpus"] and o["backend_cpus"], o
+                assert o["create_dirs"] == "per-queue", o
+            for o in objs[:2]:
+                assert o["backend_cpus_seen"] == o["backend_cpus"], o
+            assert "pinned: frontend threads on CPUs" in p.stderr, p.stderr
+        else:
+            print("pinning: one CPU only, the pinned run is left out")
         # Create runs clean up after themselves.
         assert os.listdir(os.path.join(d, "vufs-bench", "create")) == []
 
@@ -151,7 +169,10 @@ def main():
                      "--workload", "stat"],
                     ["--backend", "host", "--dir", d, "--dax-protocol", "legacy"],
                     ["--backend", "host", "--dir", d, "--halt-poll-us", "x"],
-                    ["--backend", "host", "--dir", d, "--halt-poll-us", "2000000"]):
+                    ["--backend", "host", "--dir", d, "--halt-poll-us", "2000000"],
+                    ["--backend", "host", "--dir", d, "--pin", "0:0"],
+                    ["--backend", "host", "--dir", d, "--pin", "0"],
+                    ["--backend", "host", "--dir", d, "--create-dirs", "some"]):
             p = subprocess.run([bench] + bad, stdout=subprocess.PIPE, stderr=subprocess.PIPE,
                                timeout=30)
             assert p.returncode == 2, (bad, p.returncode)

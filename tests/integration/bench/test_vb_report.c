@@ -1,5 +1,6 @@
 /* SPDX-License-Identifier: GPL-2.0-or-later */
 /* vufs-bench's statistics and report: medians, ratios, the JSON keys. */
+#include <errno.h>
 #include <setjmp.h>
 #include <stdarg.h>
 #include <stddef.h>
@@ -126,12 +127,62 @@ static void test_table(void **state)
     free(t);
 }
 
+static void test_cpu_lists(void **state)
+{
+    (void)state;
+    cpu_set_t set;
+    char buf[64];
+    assert_int_equal(vb_parse_cpus("0-3,8,10-11", &set), 0);
+    assert_int_equal(CPU_COUNT(&set), 7);
+    assert_true(CPU_ISSET(8, &set) && !CPU_ISSET(9, &set));
+    vb_format_cpus(&set, buf, sizeof(buf));
+    assert_string_equal(buf, "0-3,8,10-11");
+    assert_int_equal(vb_parse_cpus("5", &set), 0);
+    vb_format_cpus(&set, buf, sizeof(buf));
+    assert_string_equal(buf, "5");
+    static const char *const bad[] = { "", "x", "3-1", "1,", "1-", "-1", "0-99999", "1:2" };
+    for (size_t i = 0; i < sizeof(bad) / sizeof(bad[0]); i++)
+        assert_int_equal(vb_parse_cpus(bad[i], &set), -EINVAL);
+}
+
+/* Pinned runs say so in the table, and the JSON carries both sets and what the
+ * backend was seen allowed. */
+static void test_pinned_report(void **state)
+{
+    (void)state;
+    struct vb_opts o;
+    struct vb_series s[2];
+    struct vb_run runs[2][3];
+    setup(&o, s, runs);
+    char *t = report(&o, s, false);
+    assert_non_null(strstr(t, "not pinned"));
+    free(t);
+    o.pin = true;
+    assert_int_equal(vb_parse_cpus("1", &o.frontend_cpus), 0);
+    assert_int_equal(vb_parse_cpus("0", &o.backend_cpus), 0);
+    for (unsigned b = 0; b < 2; b++)
+        for (unsigned i = 0; i < 3; i++)
+            strcpy(runs[b][i].backend_cpus, "0");
+    t = report(&o, s, false);
+    assert_non_null(strstr(t, "pinned: frontend threads on CPUs 1, backends on CPUs 0"));
+    assert_non_null(strstr(t, "allowed CPUs 0"));
+    free(t);
+    t = report(&o, s, true);
+    assert_non_null(strstr(t, "\"frontend_cpus\": \"1\""));
+    assert_non_null(strstr(t, "\"backend_cpus\": \"0\""));
+    assert_non_null(strstr(t, "\"backend_cpus_seen\": \"0\""));
+    assert_non_null(strstr(t, "\"create_dirs\": \"shared\""));
+    free(t);
+}
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(test_stats_odd_even),
         cmocka_unit_test(test_json_keys_and_ratio),
         cmocka_unit_test(test_table),
+        cmocka_unit_test(test_cpu_lists),
+        cmocka_unit_test(test_pinned_report),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }

@@ -232,6 +232,135 @@ static void test_forget_races_getattr_read(void **state)
     pt_t_down(t);
 }
 
+/* ---- Lock-free references ------------------------------------------------------ */
+
+/* A known node id is referenced and released without the table lock: here the
+ * lock is held by the test's main thread while a helper takes and drops
+ * references, which would block forever if either step took the lock. */
+struct held_lock_refs {
+    struct pt_fs *fs;
+    uint64_t node;
+    int got, stale;
+};
+
+static void *refs_under_held_lock(void *arg)
+{
+    struct held_lock_refs *h = arg;
+    struct pt_inode *i;
+
+    for (int k = 0; k < 1000; k++) {
+        if (pt_inode_get(h->fs, h->node, &i) == 0) {
+            h->got++;
+            pt_inode_ref(i);
+            pt_inode_put(i);
+            pt_inode_put(i);
+        }
+    }
+    /* A generation that is not the inode's, and a slot never used. */
+    if (pt_inode_get(h->fs, h->node + (1ull << 32), &i) == -ESTALE)
+        h->stale++;
+    if (pt_inode_get(h->fs, 1000, &i) == -ESTALE)
+        h->stale++;
+    return NULL;
+}
+
+static void test_refs_take_no_table_lock(void **state)
+{
+    struct pt_t *t = pt_t_up();
+    struct held_lock_refs h = { .fs = t->fs };
+    pthread_t th;
+    struct timespec until;
+
+    pt_t_write_file(t, "a", "x");
+    h.node = pt_t_lookup(t, FUSE_ROOT_ID, "a");
+    pthread_mutex_lock(&t->fs->itab.lock);
+    assert_int_equal(pthread_create(&th, NULL, refs_under_held_lock, &h), 0);
+    clock_gettime(CLOCK_REALTIME, &until);
+    until.tv_sec += 20;
+    int r = pthread_timedjoin_np(th, NULL, &until);
+    pthread_mutex_unlock(&t->fs->itab.lock);
+    if (r != 0)
+        pthread_join(th, NULL); /* it blocked on the lock: fail below, after it ends */
+    assert_int_equal(r, 0);
+    assert_int_equal(h.got, 1000);
+    assert_int_equal(h.stale, 2);
+    /* The client's lookup still holds it; forgetting it frees it. */
+    assert_int_equal(pt_t_inode_count(t->fs), 2);
+    pt_t_forget(t, h.node, 1);
+    assert_int_equal(pt_t_inode_count(t->fs), 1);
+    assert_int_equal(pt_t_fds_in_use(t->fs), pt_t_fds_for(t, 1));
+    pt_t_down(t);
+}
+
+/* Operations take and drop references on a node while another thread looks
+ * it up and forgets it again and again: every reference taken finds the whole
+ * inode of the generation asked for, and when all is over nothing leaks (each
+ * free happened once: the last reference or the last FORGET, never both). */
+struct ref_storm {
+    struct pt_t *t;
+    uint64_t node;       /* __atomic: the node id of the current lookup, 0 between */
+    ino_t ino;           /* the file's inode number */
+    int stop;            /* __atomic */
+    int failures;        /* __atomic */
+    uint64_t got;        /* __atomic */
+};
+
+static void *storm_user(void *arg)
+{
+    struct ref_storm *s = arg;
+    struct pt_inode *i;
+
+    while (!__atomic_load_n(&s->stop, __ATOMIC_ACQUIRE)) {
+        uint64_t node = __atomic_load_n(&s->node, __ATOMIC_ACQUIRE);
+        if (!node)
+            continue;
+        int r = pt_inode_get(s->t->fs, node, &i);
+        if (r == 0) {
+            if (pt_inode_nodeid(i) != node || i->ino != s->ino || !i->live)
+                __atomic_add_fetch(&s->failures, 1, __ATOMIC_RELAXED);
+            __atomic_add_fetch(&s->got, 1, __ATOMIC_RELAXED);
+            pt_inode_put(i);
+        } else if (r != -ESTALE) {
+            __atomic_add_fetch(&s->failures, 1, __ATOMIC_RELAXED);
+        }
+    }
+    return NULL;
+}
+
+static void test_refs_race_lookup_forget(void **state)
+{
+    struct pt_t *t = pt_t_up();
+    struct ref_storm s = { .t = t };
+    pthread_t th[3];
+    struct stat st;
+
+    pt_t_write_file(t, "g", "data");
+    assert_int_equal(stat(pt_t_path(t, "g"), &st), 0);
+    s.ino = st.st_ino;
+    for (int k = 0; k < 3; k++)
+        assert_int_equal(pthread_create(&th[k], NULL, storm_user, &s), 0);
+    for (int k = 0; k < 3000; k++) {
+        uint64_t node = pt_t_lookup(t, FUSE_ROOT_ID, "g");
+        __atomic_store_n(&s.node, node, __ATOMIC_RELEASE);
+        if (k % 3 == 0)
+            pt_t_lookup(t, FUSE_ROOT_ID, "g"); /* nlookup 2: two FORGETs */
+        sched_yield();
+        __atomic_store_n(&s.node, 0, __ATOMIC_RELEASE);
+        pt_t_forget(t, node, 1);
+        if (k % 3 == 0)
+            pt_t_forget(t, node, 1);
+        /* Unknown again once the users let go: a get of that id now fails. */
+    }
+    __atomic_store_n(&s.stop, 1, __ATOMIC_RELEASE);
+    for (int k = 0; k < 3; k++)
+        pthread_join(th[k], NULL);
+    assert_int_equal(s.failures, 0);
+    assert_true(s.got > 0);
+    assert_int_equal(pt_t_inode_count(t->fs), 1);
+    assert_int_equal(pt_t_fds_in_use(t->fs), pt_t_fds_for(t, 1)); /* the root's */
+    pt_t_down(t);
+}
+
 /* ---- fd budget (CVE-2020-10717) ------------------------------------------------ */
 
 static void test_fd_budget_lookup_storm(void **state)
@@ -396,6 +525,8 @@ int main(void)
         cmocka_unit_test(test_handle_keeps_inode),
         cmocka_unit_test(test_bad_handles),
         cmocka_unit_test(test_forget_races_getattr_read),
+        cmocka_unit_test(test_refs_take_no_table_lock),
+        cmocka_unit_test(test_refs_race_lookup_forget),
         cmocka_unit_test(test_fd_budget_lookup_storm),
         cmocka_unit_test(test_fd_budget_setter),
         cmocka_unit_test(test_reset_keeps_root_only),
