@@ -1,8 +1,8 @@
 #!/bin/sh
 # SPDX-License-Identifier: GPL-2.0-or-later
 #
-# Guest half of tests/guest/workloads-host.sh: real workloads on the share under
-# each guest mount in CONFIGS, one after the other in this boot (the share is
+# Guest half of tests/guest/workloads-host.sh: real workloads on the share, each
+# under every guest mount in CONFIGS in turn, in this boot (the share is
 # remounted between them):
 #   always   mount -o dax=always (every file through the window)
 #   default  no option: per-file DAX, the daemon's --dax-policy decides
@@ -229,9 +229,11 @@ run_stress() { # run_stress CONFIG
 if [ -d "$WL/sql" ]; then
     cp -r "$WL/sql" /tmp/sql || { echo "FAIL: cannot copy the host's SQL"; exit 1; }
 fi
-for c in $CONFIGS; do
-    mount_cfg "$c" || continue
-    for w in $WORKLOADS; do
+# Workload by workload, each under every configuration in turn, so that one
+# configuration that breaks the VM loses the least.
+for w in $WORKLOADS; do
+    for c in $CONFIGS; do
+        mount_cfg "$c" || continue
         case $w in
         sqlite) run_sqlite "$c" ;;
         tree) run_tree "$c" ;;
