@@ -162,6 +162,56 @@ static void set_size(uint64_t size)
     msize = size;
 }
 
+static void compare(const uint8_t *got, uint64_t off, uint64_t len, const char *how)
+{
+    if (memcmp(got, model + off, len) == 0)
+        return;
+    for (uint64_t i = 0; i < len; i++)
+        if (got[i] != model[off + i])
+            fail("%s: byte at %llu is 0x%02x, the model says 0x%02x (read of %llu bytes at %llu)",
+                 how, (unsigned long long)(off + i), got[i], model[off + i],
+                 (unsigned long long)len, (unsigned long long)off);
+}
+
+/* The model after LEN bytes of DATA landed at OFF (a gap before them reads
+ * as zeros, as a write past EOF leaves it). */
+static void model_write(uint64_t off, const uint8_t *data, uint64_t len)
+{
+    if (off > msize)
+        set_size(off);
+    memcpy(model + off, data, len);
+    if (off + len > msize)
+        msize = off + len;
+}
+
+/* A write of LEN random bytes at OFF through WFD, HOW naming it. */
+static void write_at(int wfd, const char *how, uint64_t off, uint64_t len)
+{
+    note("%s %llu+%llu", how, (unsigned long long)off, (unsigned long long)len);
+    fill_random(iobuf, len);
+    ssize_t n = pwrite(wfd, iobuf, len, (off_t)off);
+    if (n != (ssize_t)len)
+        fail("%s %llu+%llu: %s", how, (unsigned long long)off, (unsigned long long)len,
+             n < 0 ? strerror(errno) : "short write");
+    model_write(off, iobuf, len);
+}
+
+/* A read of LEN bytes at OFF through RFD: exactly what the model holds there,
+ * short at EOF. */
+static void read_at(int rfd, const char *how, uint64_t off, uint64_t len)
+{
+    uint64_t want = off < msize ? (msize - off < len ? msize - off : len) : 0;
+    note("%s %llu+%llu", how, (unsigned long long)off, (unsigned long long)len);
+    ssize_t n = pread(rfd, iobuf, len, (off_t)off);
+    if (n < 0)
+        fail("%s %llu+%llu: %s", how, (unsigned long long)off, (unsigned long long)len,
+             strerror(errno));
+    if ((uint64_t)n != want)
+        fail("%s %llu+%llu returned %zd bytes, the file has %llu there", how,
+             (unsigned long long)off, (unsigned long long)len, n, (unsigned long long)want);
+    compare(iobuf, off, want, how);
+}
+
 /* A new size: a page multiple, a 2 MiB multiple (the size DAX admits today)
  * or any byte count, up to max_size. */
 static uint64_t pick_size(void)
@@ -186,17 +236,6 @@ static void pick_io(uint64_t limit, uint64_t *off, uint64_t *len)
     *len = 1 + below(MAX_IO);
     if (below(4) == 0)
         *len = 1 + below(64);
-}
-
-static void compare(const uint8_t *got, uint64_t off, uint64_t len, const char *how)
-{
-    if (memcmp(got, model + off, len) == 0)
-        return;
-    for (uint64_t i = 0; i < len; i++)
-        if (got[i] != model[off + i])
-            fail("%s: byte at %llu is 0x%02x, the model says 0x%02x (read of %llu bytes at %llu)",
-                 how, (unsigned long long)(off + i), got[i], model[off + i],
-                 (unsigned long long)len, (unsigned long long)off);
 }
 
 static void check_size(const char *when)
@@ -294,11 +333,7 @@ static void op_copy_range(void)
             fail("copy_file_range copied 0 bytes at %llu", (unsigned long long)(out + done));
         done += (uint64_t)n;
     }
-    if (out > msize)
-        set_size(out);
-    memcpy(model + out, srcdata + in, len);
-    if (out + len > msize)
-        msize = out + len;
+    model_write(out, srcdata + in, len);
 }
 
 static void op_pwrite(void)
@@ -307,19 +342,8 @@ static void op_pwrite(void)
     pick_io(msize + 1 < max_size ? msize + 1 : max_size, &off, &len);
     if (off + len > max_size)
         len = max_size - off;
-    if (!len)
-        return;
-    note("pwrite %llu+%llu", (unsigned long long)off, (unsigned long long)len);
-    fill_random(iobuf, len);
-    ssize_t n = pwrite(fd, iobuf, len, (off_t)off);
-    if (n != (ssize_t)len)
-        fail("pwrite %llu+%llu: %s", (unsigned long long)off, (unsigned long long)len,
-             n < 0 ? strerror(errno) : "short write");
-    if (off > msize)
-        set_size(off);
-    memcpy(model + off, iobuf, len);
-    if (off + len > msize)
-        msize = off + len;
+    if (len)
+        write_at(fd, "pwrite", off, len);
 }
 
 static void op_dio_write(void)
@@ -331,51 +355,21 @@ static void op_dio_write(void)
     len = (1 + below(MAX_IO / PAGE)) * PAGE;
     if (off + len > max_size)
         len = (max_size - off) / PAGE * PAGE;
-    if (!len)
-        return;
-    note("O_DIRECT pwrite %llu+%llu", (unsigned long long)off, (unsigned long long)len);
-    fill_random(iobuf, len);
-    ssize_t n = pwrite(dfd, iobuf, len, (off_t)off);
-    if (n != (ssize_t)len)
-        fail("O_DIRECT pwrite %llu+%llu: %s", (unsigned long long)off, (unsigned long long)len,
-             n < 0 ? strerror(errno) : "short write");
-    if (off > msize)
-        set_size(off);
-    memcpy(model + off, iobuf, len);
-    if (off + len > msize)
-        msize = off + len;
+    if (len)
+        write_at(dfd, "O_DIRECT pwrite", off, len);
 }
 
 static void op_dio_read(void)
 {
     uint64_t off = below(msize / PAGE + 1) * PAGE;
-    uint64_t len = (1 + below(MAX_IO / PAGE)) * PAGE;
-    uint64_t want = off < msize ? (msize - off < len ? msize - off : len) : 0;
-    note("O_DIRECT pread %llu+%llu", (unsigned long long)off, (unsigned long long)len);
-    ssize_t n = pread(dfd, iobuf, len, (off_t)off);
-    if (n < 0)
-        fail("O_DIRECT pread %llu+%llu: %s", (unsigned long long)off, (unsigned long long)len,
-             strerror(errno));
-    if ((uint64_t)n != want)
-        fail("O_DIRECT pread %llu+%llu returned %zd bytes, the file has %llu there",
-             (unsigned long long)off, (unsigned long long)len, n, (unsigned long long)want);
-    compare(iobuf, off, want, "O_DIRECT pread");
+    read_at(dfd, "O_DIRECT pread", off, (1 + below(MAX_IO / PAGE)) * PAGE);
 }
 
 static void op_pread(void)
 {
     uint64_t off, len;
     pick_io(msize + 1, &off, &len);
-    uint64_t want = off < msize ? (msize - off < len ? msize - off : len) : 0;
-    note("pread %llu+%llu", (unsigned long long)off, (unsigned long long)len);
-    ssize_t n = pread(fd, iobuf, len, (off_t)off);
-    if (n < 0)
-        fail("pread %llu+%llu: %s", (unsigned long long)off, (unsigned long long)len,
-             strerror(errno));
-    if ((uint64_t)n != want)
-        fail("pread %llu+%llu returned %zd bytes, the file has %llu there",
-             (unsigned long long)off, (unsigned long long)len, n, (unsigned long long)want);
-    compare(iobuf, off, want, "pread");
+    read_at(fd, "pread", off, len);
 }
 
 /* A mapped read or store of [off, off + len) inside the file; msync sometimes. */
