@@ -23,7 +23,8 @@
 #   env: DB_MB (default 300), WINDOWS (MiB, powers of two <= 512, default
 #        "512 128 64"), ROUNDS (default 1), READS (20000), UPDATES (500),
 #        BATCH (5000), TREE_FILES (3000), STRESS_SECONDS (20), CHURN (1),
-#        RESIZE_OPS (vufs-resize beside stress-ng, default 0), KERNEL (6.1)
+#        RESIZE_OPS (vufs-resize beside stress-ng, default 0), KERNEL (6.1),
+#        REPORT_ONLY=1 (no boots: the tables again from OUT_DIR/wl.txt)
 # OUT_DIR gets wl.txt (every VUFS-WL line, with window and round),
 # dax-workloads.md (the tables), dax-workloads.json, and each boot's logs.
 {
@@ -37,6 +38,7 @@ rounds=${ROUNDS:-1}
 configs=(always default never)
 mkdir -p "$out"
 out=$(cd "$out" && pwd)
+if [ "${REPORT_ONLY:-0}" != 1 ]; then
 : > "$out/wl.txt"
 for t in "$build/vufsd" "$build/tests/guest/vufs-probe" "$build/tests/guest/vufs-resize"; do
     [ -x "$t" ] || { echo "bench-dax-workloads: $t missing (meson compile -C $build" \
@@ -71,6 +73,7 @@ for r in $(seq "$rounds"); do
 done
 echo "bench-dax-workloads: ended $(date -u +%FT%TZ), load average $(cut -d' ' -f1-3 /proc/loadavg)" |
     tee -a "$out/machine.txt"
+fi
 python3 - "$out/wl.txt" "$out/dax-workloads.md" "$out/dax-workloads.json" <<'PY'
 import json, re, statistics, sys
 from collections import defaultdict
@@ -125,14 +128,18 @@ for w in wins:
                               "seconds": {c: m[c] for c in cfgs},
                               "runs": {c: phases.get((w, wl, ph, c), []) for c in cfgs}})
 if stress:
-    o.append("\nstress-ng bogo ops/s (real time), median; --verify on every stressor\n")
+    o.append("\nstress-ng bogo ops/s (real time), median; --verify on every stressor; "
+             "fail (N): the run failed (its rate in brackets)\n")
     o.append("| window (MiB) | stressor | dax=always | default (auto) | dax=never |")
     o.append("|---|---|---|---|---|")
     for w in wins:
         for s in sorted({k[1] for k in stress if k[0] == w}):
             v = {c: stress.get((w, s, c)) for c in cfgs}
+            # A run that failed its verification still prints its rates: marked.
+            bad = {c: any(x is None for x in phases.get((w, "stress", "stress-ng", c), [])) for c in cfgs}
             o.append("| %d | %s | %s | %s | %s |" % (w, s, *[
-                "%.1f" % statistics.median(v[c]) if v[c] else "-" for c in cfgs]))
+                ("fail (%.1f)" if bad[c] else "%.1f") % statistics.median(v[c]) if v[c] else "-"
+                for c in cfgs]))
             res["stress"].append({"window_mib": w, "stressor": s,
                                   "ops_per_s": {c: v[c] for c in cfgs}})
 o.append("\nBoots: " + "; ".join("round %s window %s: workloads-host rc=%s, QEMU status %s" % (
