@@ -46,6 +46,8 @@ for t in "$build/vufsd" "$build/tests/guest/vufs-probe" "$build/tests/guest/vufs
 done
 echo "bench-dax-workloads: started $(date -u +%FT%TZ), load average $(cut -d' ' -f1-3 /proc/loadavg)" |
     tee "$out/machine.txt"
+churn=()
+[ "${CHURN:-1}" = 1 ] && churn=(--churn)
 for r in $(seq "$rounds"); do
     # The configurations' order turns with the round.
     k=$(((r - 1) % 3))
@@ -59,7 +61,7 @@ for r in $(seq "$rounds"); do
             --db-mb "$db_mb" --reads "${READS:-20000}" --updates "${UPDATES:-500}" \
             --batch "${BATCH:-5000}" --tree-files "${TREE_FILES:-3000}" \
             --stress-seconds "${STRESS_SECONDS:-20}" --resize-ops "${RESIZE_OPS:-0}" \
-            $([ "${CHURN:-1}" = 1 ] && echo --churn) --kernel "${KERNEL:-6.1}" \
+            ${churn[@]+"${churn[@]}"} --kernel "${KERNEL:-6.1}" \
             --rundir "$log" --data "$out/data" --timeout 5400 > "$log.verdict" 2>&1 || brc=$?
         st=$(cat "$log/qemu.status" 2>/dev/null || echo unknown)
         echo "bench-dax-workloads: round $r window ${w}M ($order): workloads-host rc=$brc," \
