@@ -19,6 +19,10 @@ packages=(
     # Linux 6.12 (tests/guest/trixie-root.sh); libc6-dev's static libc builds the
     # guest's tool (tests/guest/tools/probe.c); zstd unpacks the 6.12 kernel
     qemu-system-x86 qemu-system-common busybox-static fio xz-utils debootstrap libc6-dev zstd
+    # the real-workload guest tests (tests/guest/mkinitramfs.sh workload): the
+    # guest's sqlite3 CLI and stress-ng, and the host's sqlite3 that checks the
+    # database the guest left
+    sqlite3 stress-ng
     # tools the scripts use
     python3 procps util-linux man-db groff-base
 )

@@ -12,6 +12,15 @@
 #       Prints its path. The kernel is fetch-kernel.sh's: $VUFS_GUEST_KSERIES
 #       (6.1 or 6.12, default 6.1) picks it.
 #
+#   mkinitramfs.sh workload
+#       The real-workload tools, an archive appended after the base only for the
+#       runs that ask for it (run-guest.sh --workload-tools), cached in
+#       CACHE/initramfs/ like the base: Debian's sqlite3 (CLI), stress-ng, GNU tar
+#       and GNU grep with every library ldd lists, in /usr/local/bin (ahead of
+#       busybox's tar and grep in the guest's PATH only where a script puts it
+#       there). About 30 MB, a third of the base: kept out of every other boot.
+#       Prints its path.
+#
 #   mkinitramfs.sh run OUT TEST_SCRIPT [KEY=VALUE | --file HOST[:GUEST]]...
 #       A small per-run archive: /run/test.sh, /run/settings (the KEY=VALUE
 #       lines) and extra files (executables get their libraries too). A HOST
@@ -126,6 +135,38 @@ build_base() {
     echo "$out"
 }
 
+WORKLOAD_TOOLS="sqlite3 stress-ng tar grep"
+
+build_workload() {
+    local out root stamp t p paths=()
+    for t in $WORKLOAD_TOOLS; do
+        p=$(command -v "$t") ||
+            die "$t not found (apt-get install sqlite3 stress-ng tar grep; scripts/deps.sh)"
+        paths+=("$p")
+    done
+    mkdir -p "$cache/initramfs"
+    exec 9> "$cache/initramfs/.lock"
+    flock 9
+    stamp=$(cat "$0" "${paths[@]}" | sha256sum | cut -c1-16)
+    out=$cache/initramfs/workload-$stamp.cpio
+    if [ -s "$out" ]; then
+        touch "$out"
+        echo "$out"
+        return
+    fi
+    log "building $out"
+    find "$cache/initramfs" -maxdepth 1 -name 'workload-*.cpio' -mtime +0 -delete
+    root=$(mktemp -d "$cache/initramfs/root.XXXXXX")
+    trap 'rm -rf "$root"' EXIT
+    for t in "${paths[@]}"; do
+        copy_with_libs "$root" "$t" "/usr/local/bin/$(basename "$t")"
+    done
+    pack "$root" "$out"
+    rm -rf "$root"
+    trap - EXIT
+    echo "$out"
+}
+
 build_run() {
     local out=$1 script=$2 root arg host guest
     shift 2
@@ -160,8 +201,9 @@ build_run() {
 
 case "${1:-}" in
 base) build_base ;;
+workload) build_workload ;;
 run) shift; [ $# -ge 2 ] || die "usage: $0 run OUT TEST_SCRIPT [KEY=VALUE|--file HOST[:GUEST]]..."; build_run "$@" ;;
-*) die "usage: $0 base | run OUT TEST_SCRIPT [...]" ;;
+*) die "usage: $0 base | workload | run OUT TEST_SCRIPT [...]" ;;
 esac
 exit 0
 }

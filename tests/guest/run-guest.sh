@@ -34,6 +34,11 @@
 #   --chardev-opts OPTS  appended to the primary device's -chardev socket
 #                        (e.g. ,reconnect-ms=1000: QEMU connects again when
 #                        the backend goes away)
+#   --workload-tools     the guest also gets sqlite3, stress-ng, GNU tar and
+#                        GNU grep in /usr/local/bin (mkinitramfs.sh workload)
+#   --expect-qemu-exit0  QEMU must end by itself with status 0 (the guest's
+#                        poweroff); one killed by a signal (SIGBUS: 135) FAILs
+#                        even after the guest's result marker
 # The stack under test (each defaults to its environment variable, so meson
 # tests and CI can pick it for every run):
 #   --qemu 7.2|11.1      the VMM ($VUFS_GUEST_QEMU, default 7.2): 7.2 is the
@@ -75,7 +80,7 @@ set -uo pipefail
 here=$(cd "$(dirname "$0")" && pwd)
 backend= script= dir= timeout=600 min_sums=0 rundir= keep=0 smp=2 mem=2048 append=
 files=() sets=() live=0 expect_exit0=0 allow_reboot=0 chardev_opts=
-dev_tags=() dev_dirs=() dev_cmds=() host_files=()
+dev_tags=() dev_dirs=() dev_cmds=() host_files=() workload_tools=0 expect_qemu0=0
 qemu_series=${VUFS_GUEST_QEMU:-7.2} kseries=${VUFS_GUEST_KSERIES:-6.1}
 vdev=${VUFS_GUEST_VDEV:-fs} queues=${VUFS_GUEST_QUEUES:-1} accel=${VUFS_GUEST_ACCEL:-tcg}
 
@@ -104,6 +109,8 @@ while [ $# -gt 0 ]; do
     --live) live=1; shift ;;
     --allow-reboot) allow_reboot=1; shift ;;
     --chardev-opts) chardev_opts=$2; shift 2 ;;
+    --workload-tools) workload_tools=1; shift ;;
+    --expect-qemu-exit0) expect_qemu0=1; shift ;;
     --qemu) qemu_series=$2; shift 2 ;;
     --kernel) kseries=$2; shift 2 ;;
     --vdev) vdev=$2; shift 2 ;;
@@ -246,7 +253,11 @@ base=$("$here/mkinitramfs.sh" base) || verdict FAIL "cannot build the base initr
 [ ${#dev_tags[@]} = 0 ] || sets+=("EXTRA_TAGS=${dev_tags[*]}")
 "$here/mkinitramfs.sh" run "$rundir/run.cpio" "$script" ${sets[@]+"${sets[@]}"} \
     ${files[@]+"${files[@]}"} || verdict FAIL "cannot build the per-run initramfs"
-cat "$base" "$rundir/run.cpio" > "$rundir/initrd.img"
+tools=
+if [ $workload_tools = 1 ]; then
+    tools=$("$here/mkinitramfs.sh" workload) || verdict FAIL "cannot build the workload tools' initramfs"
+fi
+cat "$base" ${tools:+"$tools"} "$rundir/run.cpio" > "$rundir/initrd.img"
 
 # Backends first: each creates (or, handed a listening socket, already has) the
 # socket QEMU connects to.
@@ -334,11 +345,29 @@ if [ $live = 1 ]; then
     live_pid=$!
 fi
 
+# qemu_reap: QEMU has exited: its status (128 + N when killed by signal N) goes
+# to RUNDIR/qemu.status. qemu_said: that status in words.
+qemu_reap() {
+    local st
+    wait "$qemu_pid" 2>/dev/null; st=$?
+    qemu_pid=
+    echo "$st" > "$rundir/qemu.status"
+}
+qemu_said() {
+    local st
+    st=$(cat "$rundir/qemu.status" 2>/dev/null) || { echo "QEMU status unknown"; return; }
+    if [ "$st" -gt 128 ]; then
+        echo "QEMU exit status $st (killed by SIG$(kill -l $((st - 128)) 2>/dev/null || echo $((st - 128))))"
+    else
+        echo "QEMU exit status $st"
+    fi
+}
+
 # Wait for the result marker, or QEMU's death, or the deadline.
 marker=
 while :; do
     marker=$(grep -a -m1 -o 'VUFS-GUEST-RESULT rc=[0-9]*' "$rundir/output.log" 2>/dev/null) && break
-    kill -0 "$qemu_pid" 2>/dev/null || { sleep 0.2; marker=$(grep -a -m1 -o 'VUFS-GUEST-RESULT rc=[0-9]*' "$rundir/output.log" 2>/dev/null) && break; verdict FAIL "QEMU exited without a result ($(tail -n 3 "$rundir/qemu.log" | tr '\n' ' '))"; }
+    kill -0 "$qemu_pid" 2>/dev/null || { sleep 0.2; marker=$(grep -a -m1 -o 'VUFS-GUEST-RESULT rc=[0-9]*' "$rundir/output.log" 2>/dev/null) && break; qemu_reap; verdict FAIL "QEMU exited without a result, $(qemu_said) ($(tail -n 3 "$rundir/qemu.log" | tr '\n' ' '))"; }
     [ "$(date +%s)" -lt "$deadline" ] || verdict FAIL "no result within $timeout s"
     sleep 0.2
 done
@@ -348,7 +377,13 @@ rc=${marker#*rc=}
 while kill -0 "$qemu_pid" 2>/dev/null && [ "$(date +%s)" -lt $((deadline + 30)) ]; do
     sleep 0.1
 done
-wait "$qemu_pid" 2>/dev/null; qemu_pid=
+qemu_alive=0
+kill -0 "$qemu_pid" 2>/dev/null && qemu_alive=1
+if [ $qemu_alive = 1 ]; then
+    stop_group "$qemu_pid"; qemu_pid=
+else
+    qemu_reap
+fi
 [ -s "$rundir/console.log" ] && grep -a -E 'BUG:|Oops|Kernel panic|general protection' "$rundir/console.log" > "$rundir/kernel-errors.log"
 stop_live
 # --expect-exit0: with QEMU gone every backend must end by itself, status 0.
@@ -407,6 +442,10 @@ while read -r _ sum path; do
     fi
 done < <(grep -a -o 'VUFS-SUM [0-9a-f]\{64\} [^[:space:]]*' "$rundir/output.log")
 
+if [ $expect_qemu0 = 1 ]; then
+    [ $qemu_alive = 0 ] || verdict FAIL "QEMU did not exit after the guest's result (--expect-qemu-exit0)"
+    [ "$(cat "$rundir/qemu.status")" = 0 ] || verdict FAIL "guest rc=$rc, then $(qemu_said) (--expect-qemu-exit0)"
+fi
 [ "$rc" = 0 ] || verdict FAIL "guest test exited with rc=$rc"
 [ ${#exit_errors[@]} = 0 ] || verdict FAIL "${exit_errors[*]}"
 [ -s "$rundir/kernel-errors.log" ] && verdict FAIL "guest kernel reported errors: $(head -n 1 "$rundir/kernel-errors.log")"
