@@ -368,12 +368,14 @@ int pt_op_setattr(struct fll_req *r, uint64_t nodeid, const struct fuse_setattr_
     ret = pt_inode_fd(fs, i, &pf);
     if (ret < 0)
         return ret;
-    /* A new size changes what the DAX window shows past it; any change moves
-     * the file's times, which are the window's own doing, not someone else's. */
+    /* A new size changes what the DAX window shows past it: the guest's stores
+     * there reach the file first, so the truncate takes them as it takes the
+     * file's own bytes. Any change moves the file's times, which are the
+     * window's own doing, not someone else's. */
     uint64_t from = (in->valid & FATTR_SIZE) ? in->size : 0;
     uint64_t span = (in->valid & FATTR_SIZE) ? UINT64_MAX : 0;
     struct pt_dax_io dio;
-    ret = pt_dax_before(fs, i, from, 0, &dio);
+    ret = pt_dax_before(fs, i, from, span, &dio);
     if (ret < 0)
         return ret;
     ret = pt_setattr_apply(fs, nodeid, i, pf.fd, in);

@@ -65,7 +65,7 @@
 #define RANGE (2ULL << 20)
 #define SRC_SIZE (4ULL << 20)
 #define MAX_IO (256ULL << 10)
-#define HISTORY 8
+#define HISTORY 64
 
 static uint8_t *model;      /* the file's bytes as a local file system keeps them */
 static uint64_t msize;      /* the file's size in the model */

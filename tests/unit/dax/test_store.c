@@ -383,6 +383,35 @@ static void test_daemon_io_around_the_window(void **state)
     fx_free(&f);
 }
 
+/*
+ * The guest stores into a range of zeros, then truncates the file below it and
+ * extends it again (its SETATTRs): the range must read zeros, as a local file
+ * system's would. The stores match nothing the file has, so only their
+ * write-back before the truncate lets the merge after it see them go.
+ */
+static void test_guest_truncate_takes_pending_stores(void **state)
+{
+    struct fx f;
+    bool clean;
+
+    fx_new(&f, DAX_POLICY_AUTO);
+    int fd = file_fill(&f, 1, 1 * MiB, 16);
+    assert_int_equal(ftruncate(fd, 4 * MiB), 0); /* zeros from 1 MiB on */
+    assert_int_equal(fake_setup(&f.fe, f.w, 1, 2 * MiB, 2 * MiB, 0, RW), 0);
+    memset(win(&f, 4096), 0x0e, 100);
+    assert_int_equal(dax_inode_before_io(f.w, 1, 600 * KiB, UINT64_MAX, &clean), 0);
+    assert_int_equal(ftruncate(fd, 600 * KiB), 0);
+    dax_inode_after_change(f.w, 1, 600 * KiB, UINT64_MAX, clean);
+    assert_int_equal(dax_inode_before_io(f.w, 1, 4 * MiB, UINT64_MAX, &clean), 0);
+    assert_int_equal(ftruncate(fd, 4 * MiB), 0);
+    dax_inode_after_change(f.w, 1, 4 * MiB, UINT64_MAX, clean);
+    for (uint64_t k = 0; k < 2 * MiB; k += 97)
+        assert_int_equal(*win(&f, k), 0);
+    assert_int_equal(dax_inode_sync(f.w, 1), 0);
+    assert_int_equal(file_byte(fd, 2 * MiB + 4096), 0);
+    fx_free(&f);
+}
+
 static void test_host_changes_revoke_auto(void **state)
 {
     struct fx f;
@@ -503,6 +532,7 @@ int main(void)
         cmocka_unit_test(test_upgrade_keeps_pages),
         cmocka_unit_test(test_split_survivor_keeps_pages),
         cmocka_unit_test(test_daemon_io_around_the_window),
+        cmocka_unit_test(test_guest_truncate_takes_pending_stores),
         cmocka_unit_test(test_host_changes_revoke_auto),
         cmocka_unit_test(test_window_sync_finds_changes),
         cmocka_unit_test(test_restart_carries_the_store),
