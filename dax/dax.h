@@ -370,7 +370,6 @@ int dax_window_restore_store(struct dax_window *w, int store_fd, int shadow_fd);
 typedef void (*dax_mapping_fn)(void *opaque, uint64_t key, uint64_t foffset, uint64_t moffset,
                                uint64_t len, bool writable, enum dax_backing backing);
 int dax_for_each_mapping(struct dax_window *w, dax_mapping_fn fn, void *opaque);
-const char *dax_backing_name(enum dax_backing b);
 
 /* ---- Per-file DAX policy ------------------------------------------------------------ */
 

@@ -692,11 +692,6 @@ int dax_for_each_mapping(struct dax_window *w, dax_mapping_fn fn, void *opaque)
     return 0;
 }
 
-const char *dax_backing_name(enum dax_backing b)
-{
-    return b == DAX_BACK_STORE ? "store" : b == DAX_BACK_FILE ? "file" : "?";
-}
-
 void dax_window_store_fds(const struct dax_window *w, int *store_fd, int *shadow_fd)
 {
     *store_fd = w->store.fd;
