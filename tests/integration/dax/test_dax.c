@@ -28,6 +28,7 @@
 #include <sys/mman.h>
 #include <sys/mount.h>
 #include <sys/stat.h>
+#include <sys/vfs.h>
 #include <sys/wait.h>
 #include <time.h>
 #include <unistd.h>
@@ -1081,6 +1082,60 @@ static void test_full_file_system(void **state)
     stop_on_tmpfs(e);
 }
 
+/*
+ * --share-writers guest on a file system that cannot promise a mapped page: a
+ * FUSE mount (here vufsd --mount of another directory; NFS, CIFS and the like
+ * alike). The window maps its files from the store all the same, so a file
+ * truncated on the host behind the FUSE mount leaves the frontend alive.
+ */
+static void test_direct_refused_on_fuse(void **state)
+{
+    if (geteuid() != 0 || access("/dev/fuse", R_OK | W_OK) != 0) {
+        print_message("needs root and /dev/fuse for a FUSE mount as the share\n");
+        skip();
+    }
+    struct opts o = { .daemon = "--dax-window 16M --share-writers guest", .proto = VFE_DAX_SHMEM };
+    struct env *e = prepare(&o);
+    char src[64] = "/tmp/vufsd-dax-src-XXXXXX", cmd[1024];
+    assert_non_null(mkdtemp(src));
+    snprintf(cmd, sizeof(cmd), "exec %s --mount %s --shared-dir %s --log-level warn", opt_vufsd,
+             e->dir, src);
+    pid_t fuse = fork();
+    assert_true(fuse >= 0);
+    if (fuse == 0) {
+        execl("/bin/sh", "sh", "-c", cmd, (char *)NULL);
+        _exit(127);
+    }
+    struct statfs sfs = { 0 };
+    for (int i = 0; i < 300 && !(statfs(e->dir, &sfs) == 0 && sfs.f_type == 0x65735546); i++)
+        usleep(20000);
+    assert_int_equal(sfs.f_type, 0x65735546); /* FUSE_SUPER_MAGIC */
+    attach(e, &o, NULL);
+    char path[128];
+    snprintf(path, sizeof(path), "%s/f", src);
+    int fd = open(path, O_RDWR | O_CREAT, 0644);
+    assert_true(fd >= 0);
+    assert_int_equal(ftruncate(fd, 4 * MiB), 0);
+    uint64_t f = lookup(e, "f", NULL);
+    assert_int_equal(vfe_fuse_setupmapping(e->fuse, f, NOFH, 0, 2 * MiB, RW, 0), 0);
+    assert_int_equal(ftruncate(fd, 0), 0); /* the host, behind the FUSE mount */
+    close(fd);
+    assert_int_equal(touch_in_child(e, 0, 2 * MiB, false), 0);
+    const uint64_t all[1][2] = { { 0, WINDOW } };
+    assert_int_equal(vfe_fuse_removemapping(e->fuse, f, all, 1), 0);
+    assert_alive(e);
+    assert_no_rejects(e);
+    vfe_fuse_free(e->fuse);
+    vfe_dev_close(e->dev);
+    e->fuse = NULL;
+    e->dev = NULL;
+    umount2(e->dir, MNT_DETACH);
+    int st;
+    waitpid(fuse, &st, 0);
+    teardown(e);
+    it_rm_tree(src);
+}
+
 /* ---- Without a window, or without a frontend that can map ------------------------------ */
 
 static void assert_no_dax(struct env *e, bool attr_flag_expected_off)
@@ -1597,6 +1652,7 @@ int main(int argc, char **argv)
         cmocka_unit_test(test_host_truncate),
         cmocka_unit_test(test_host_truncate_direct_kills),
         cmocka_unit_test(test_full_file_system),
+        cmocka_unit_test(test_direct_refused_on_fuse),
         cmocka_unit_test(test_legacy_roundtrip_direct),
         cmocka_unit_test(test_shmem_hostile),
         cmocka_unit_test(test_legacy_hostile),

@@ -412,6 +412,33 @@ static void test_guest_truncate_takes_pending_stores(void **state)
     fx_free(&f);
 }
 
+/*
+ * A file that cannot be read (a failing disk, a network file system's server
+ * gone): /proc/self/mem past the mapped part of this process answers EIO. The
+ * map is refused with that error (what the guest's read returns, as from a
+ * local file system), before anything is mapped, and the window keeps nothing.
+ */
+static void test_read_error_refuses_the_map(void **state)
+{
+    struct fx f;
+    struct dax_window_stats st;
+    struct fuse_setupmapping_in in = { .fh = UINT64_MAX, .foffset = 0, .len = 2 * MiB,
+                                       .flags = RD, .moffset = 2 * MiB };
+    struct dax_setup req;
+
+    fx_new(&f, DAX_POLICY_AUTO);
+    int fd = open("/proc/self/mem", O_RDONLY | O_CLOEXEC);
+    assert_true(fd >= 0);
+    assert_int_equal(dax_setup_check(f.w, &in, &req), 0);
+    assert_int_equal(dax_setupmapping(f.w, 77, fd, &req), -EIO);
+    close(fd);
+    dax_window_get_stats(f.w, &st);
+    assert_int_equal(st.extents, 0);
+    assert_int_equal(st.store_maps, 0);
+    assert_int_equal(f.fe.map_calls, 0);
+    fx_free(&f);
+}
+
 static void test_host_changes_revoke_auto(void **state)
 {
     struct fx f;
@@ -533,6 +560,7 @@ int main(void)
         cmocka_unit_test(test_split_survivor_keeps_pages),
         cmocka_unit_test(test_daemon_io_around_the_window),
         cmocka_unit_test(test_guest_truncate_takes_pending_stores),
+        cmocka_unit_test(test_read_error_refuses_the_map),
         cmocka_unit_test(test_host_changes_revoke_auto),
         cmocka_unit_test(test_window_sync_finds_changes),
         cmocka_unit_test(test_restart_carries_the_store),
