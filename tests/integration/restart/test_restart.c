@@ -610,9 +610,12 @@ static void test_restart_dax(void **state)
                                                FUSE_SETUPMAPPING_FLAG_WRITE,
                                            4 * MiB),
                      0);
+    /* A guest store the old daemon has not written back: the hand-over carries
+     * the window store, so the new daemon writes it back. */
+    char *w = vfe_dax_window(e->dax);
+    memcpy(w + 4 * MiB + 100, "stored!", 7);
     assert_int_equal(kill(keeper, SIGHUP), 0);
     wait_log(e, "restart: serving the frontend on", 60);
-    const char *w = vfe_dax_window(e->dax);
     assert_memory_equal(w + 4096, "mapped!", 7);
     /* The new daemon knows both: removing one is one exact unmap, and a map over
      * the other first unmaps what the old daemon mapped. */
@@ -626,6 +629,12 @@ static void test_restart_dax(void **state)
     assert_int_equal(st.rejects, 0);
     assert_int_equal(st.mappings, 1);
     assert_memory_equal(w + 4 * MiB + 4096, "mapped!", 7);
+    char got[7] = {0};
+    hfd = open(hpath(e, "m"), O_RDONLY);
+    assert_true(hfd >= 0);
+    assert_int_equal(pread(hfd, got, 7, 2 * MiB + 100), 7);
+    close(hfd);
+    assert_memory_equal(got, "stored!", 7);
     finish(e);
 }
 
