@@ -61,7 +61,9 @@
  *      requires; a call in flight across a reset must not reach a frontend
  *      connected after it (the daemon's backend channel is per connection).
  *      A reset waits for SYNCING slots (their owners call no frontend and
- *      finish), then writes back the store extents it forgets.
+ *      finish), then writes back the store extents it forgets; no slot is
+ *      claimed from its epoch bump to its end (w->resetting), as it may drop
+ *      the lock in between.
  *   5. A file's fds (dax_inode.fd, fd_rw) are set once while it has extents and
  *      closed when its last extent goes (after the lock is dropped: a close can
  *      block on a network file system). A thread uses them without the lock
@@ -186,6 +188,7 @@ struct dax_window {
     enum dax_policy policy;
     uint32_t nslots;
     uint64_t epoch;          /* bumped by reset */
+    bool resetting;          /* a reset is under way: no slot is claimed */
 
     struct dax_slot *slots;
     uint32_t nfree;          /* slots in FREE */

@@ -590,7 +590,7 @@ int dax_remove_inode(struct dax_window *w, uint64_t key)
         unsigned nv = 0;
         uint64_t epoch;
 
-        if (dax_slot_busy(&w->slots[s])) {
+        if (w->resetting || dax_slot_busy(&w->slots[s])) {
             dax_slot_wait_idle_locked(w, s);
             continue; /* the owner may have changed this inode's extents */
         }

@@ -75,9 +75,15 @@ void dax_slot_release_locked(struct dax_window *w, uint32_t s)
     pthread_cond_broadcast(&w->cond);
 }
 
+/*
+ * Waits until slot s can be claimed: idle, and no reset under way. A reset
+ * drops the lock (for the fds its write-back needs, for SYNCING owners) between
+ * bumping the epoch and forgetting the table; a plan made then would carry the
+ * new epoch and victims the frontend has already dropped.
+ */
 void dax_slot_wait_idle_locked(struct dax_window *w, uint32_t s)
 {
-    while (dax_slot_busy(&w->slots[s]))
+    while (w->resetting || dax_slot_busy(&w->slots[s]))
         pthread_cond_wait(&w->cond, &w->lock);
 }
 
@@ -503,6 +509,7 @@ void dax_window_reset(struct dax_window *w)
 
     pthread_mutex_lock(&w->lock);
     w->epoch++;
+    w->resetting = true;
     /* Write-backs and merges call no frontend: let them finish. */
     while (any_syncing_locked(w))
         pthread_cond_wait(&w->cond, &w->lock);
@@ -546,6 +553,8 @@ void dax_window_reset(struct dax_window *w)
             dax_store_drop(&w->store, dax_slot_base(s), DAX_RANGE_SIZE, true, true);
     }
     dax_ghost_clear_locked(w);
+    w->resetting = false;
+    pthread_cond_broadcast(&w->cond);
     pthread_mutex_unlock(&w->lock);
     dax_close_pending(w);
 }
