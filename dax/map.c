@@ -331,30 +331,6 @@ static bool reopen_survivors_locked(struct dax_window *w, const struct plan *pl,
     return true;
 }
 
-/*
- * The store pages of the plan's victims that nothing keeps go back to the
- * system: those inside [off, off + len), unless the new mapping is a store
- * mapping (its fill writes them again; a writable one its shadow too).
- */
-static void drop_victims_pages(struct dax_window *w, uint32_t s, uint32_t off, uint32_t len,
-                               const struct piece *nw, const struct plan *pl, unsigned n)
-{
-    bool nw_store = nw && pl->nw.backing == DAX_BACK_STORE;
-    bool nw_shadow = nw_store && pl->nw.writable;
-
-    for (unsigned j = 0; j < n; j++) {
-        const struct victim *v = &pl->v[j];
-        uint64_t lo = slot_base(s) + off, hi = lo + len;
-
-        if (!v->store)
-            continue;
-        lo = v->moffset > lo ? v->moffset : lo;
-        hi = v->moffset + v->len < hi ? v->moffset + v->len : hi;
-        if (lo < hi)
-            dax_store_drop(&w->store, lo, hi - lo, !nw_store, v->writable && !nw_shadow);
-    }
-}
-
 /* Carries out a plan for slot s (see the pattern at the top). Lock held. */
 static int apply_locked(struct dax_window *w, uint32_t s, uint32_t off, uint32_t len,
                         const struct piece *nw, struct plan *pl, struct reopens *ro)
@@ -382,8 +358,6 @@ static int apply_locked(struct dax_window *w, uint32_t s, uint32_t off, uint32_t
         }
     if (r == 0)
         r = unmap_victims_locked(w, pl->v, pl->nv, pl->epoch, &nunmapped);
-    if (r != -ECONNRESET)
-        drop_victims_pages(w, s, off, len, nw, pl, nunmapped);
     /* Survivors of the victims that did go come back, even if a later unmap failed. */
     for (unsigned j = 0; j < pl->ns && r != -ECONNRESET; j++) {
         struct piece *p = &pl->surv[j];
@@ -617,9 +591,6 @@ int dax_remove_inode(struct dax_window *w, uint64_t key)
             ino->st.unmaps += nv;
             w->st.unmaps += nv;
         }
-        for (unsigned j = 0; j < done && r != -ECONNRESET; j++)
-            if (v[j].store)
-                dax_store_drop(&w->store, v[j].moffset, v[j].len, true, v[j].writable);
         dax_slot_release_locked(w, s);
         if (r < 0)
             break;

@@ -178,7 +178,11 @@ void dax_store_shadow_take(struct dax_store *st, uint64_t m, uint64_t len)
 
 void dax_store_drop(struct dax_store *st, uint64_t m, uint64_t len, bool store, bool shadow)
 {
-    /* Gives the pages back; a later fill writes every byte again. */
+    /* Gives the pages back (a reset, a failed fill); a later fill writes every
+     * byte again. A removed mapping keeps its pages for the next range mapped
+     * at its window offset: a fill into fresh shmem pages faults each one in,
+     * 6.7 ms for 2 MiB on the 2-core test machine against 0.26 ms into pages
+     * already there. */
     if (store)
         (void)fallocate(st->fd, FALLOC_FL_PUNCH_HOLE | FALLOC_FL_KEEP_SIZE, (off_t)m,
                         (off_t)len);
