@@ -63,7 +63,7 @@ expect() {
     fi
 }
 
-expect pass 0 'PASS: guest rc=0, 1 host checksums matched \(qemu [0-9.]+, vhost-user-[a-z-]+-pci, [0-9]+ request queues?, linux [0-9]' \
+expect pass 0 'PASS: guest rc=0, 1 host checksums matched \(qemu [0-9.]+ \((kvm|tcg)\), vhost-user-[a-z-]+-pci, [0-9]+ request queues?, linux [0-9]' \
     --backend "$backend" --script "$tmp/pass.sh" --min-sums 1
 expect exit-code 1 'FAIL: guest test exited with rc=3' \
     --backend "$backend" --script "$tmp/exit3.sh"
