@@ -21,11 +21,13 @@
  *                      file system without O_DIRECT, such as tmpfs before
  *                      Linux 6.6)
  *
- *   vufs-resize --map-read FILE
+ *   vufs-resize --map-read FILE [READY UNTIL]
  *     A reader of a file someone else changes: maps FILE at the size fstat
  *     gives and reads every page. Exit status 0 when it read them all, 3 on a
  *     SIGBUS (printed with the size fstat gives after it: a local file system
  *     raises it past EOF when the file shrank under the mapping), 1 on an error.
+ *     With READY and UNTIL: then creates READY, waits for UNTIL to exist and
+ *     reads every page of the same mapping again.
  *
  * Operations, each picked at random: ftruncate up and down (to sizes that are
  * page multiples, 2 MiB multiples or anything), fallocate (extending and
@@ -457,7 +459,33 @@ static int is_dax(void)
     return !!(sx.stx_attributes & 0x00200000 /* STATX_ATTR_DAX */);
 }
 
-static int map_read(const char *file)
+/* Reads every page of the mapping P of FILE, mapped at SIZE bytes: 0 when all
+ * were read, 3 on a SIGBUS (printed with the size fstat gives after it). */
+static int map_pass(const char *file, int f, volatile uint8_t *p, off_t size, const char *when)
+{
+    volatile unsigned sum = 0;
+    bus_armed = 1;
+    if (sigsetjmp(bus_jmp, 1)) {
+        bus_armed = 0;
+        struct stat now;
+        fstat(f, &now);
+        printf("vufs-resize: %s: SIGBUS at offset %llu %s, mapped at size %lld, size now %lld\n",
+               file, (unsigned long long)((uint8_t *)bus_addr - (uint8_t *)p), when,
+               (long long)size, (long long)now.st_size);
+        return 3;
+    }
+    for (off_t o = 0; o < size; o += (off_t)PAGE)
+        sum += p[o];
+    bus_armed = 0;
+    printf("vufs-resize: %s: read %lld bytes mapped %s (%u)\n", file, (long long)size, when, sum);
+    return 0;
+}
+
+/* READY and UNTIL (optional): after the first pass create READY, wait for
+ * UNTIL to exist, and read the same mapping again - a mapping made before
+ * somebody else changed the file, which the guest's kernel still backs by the
+ * window. */
+static int map_read(const char *file, const char *ready, const char *until)
 {
     struct stat st;
     int f = open(file, O_RDONLY);
@@ -472,22 +500,23 @@ static int map_read(const char *file)
         printf("vufs-resize: mmap %s: %s\n", file, strerror(errno));
         return 1;
     }
-    unsigned sum = 0;
-    bus_armed = 1;
-    if (sigsetjmp(bus_jmp, 1)) {
-        bus_armed = 0;
-        struct stat now;
-        fstat(f, &now);
-        printf("vufs-resize: %s: SIGBUS at offset %llu, mapped at size %lld, size now %lld\n",
-               file, (unsigned long long)((uint8_t *)bus_addr - (uint8_t *)p),
-               (long long)st.st_size, (long long)now.st_size);
-        return 3;
+    int rc = map_pass(file, f, p, st.st_size, "");
+    if (rc || !ready)
+        return rc;
+    int r = open(ready, O_WRONLY | O_CREAT, 0644);
+    if (r < 0) {
+        printf("vufs-resize: %s: %s\n", ready, strerror(errno));
+        return 1;
     }
-    for (off_t o = 0; o < st.st_size; o += (off_t)PAGE)
-        sum += p[o];
-    bus_armed = 0;
-    printf("vufs-resize: %s: read %lld bytes mapped (%u)\n", file, (long long)st.st_size, sum);
-    return 0;
+    close(r);
+    for (int i = 0; access(until, F_OK) != 0; i++) {
+        if (i == 600) {
+            printf("vufs-resize: %s never appeared\n", until);
+            return 1;
+        }
+        usleep(100000);
+    }
+    return map_pass(file, f, p, st.st_size, "after the change");
 }
 
 static unsigned long num(const char *opt, const char *s)
@@ -512,8 +541,8 @@ int main(int argc, char **argv)
     struct sigaction sa = {.sa_sigaction = on_sigbus, .sa_flags = SA_SIGINFO};
     sigemptyset(&sa.sa_mask);
     sigaction(SIGBUS, &sa, NULL);
-    if (argc == 3 && !strcmp(argv[1], "--map-read"))
-        return map_read(argv[2]);
+    if ((argc == 3 || argc == 5) && !strcmp(argv[1], "--map-read"))
+        return map_read(argv[2], argc == 5 ? argv[3] : NULL, argc == 5 ? argv[4] : NULL);
     for (i = 1; i + 1 < argc && argv[i][0] == '-'; i += 2) {
         if (!strcmp(argv[i], "--no-direct")) {
             no_direct = 1;
