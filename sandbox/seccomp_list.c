@@ -166,6 +166,8 @@ const struct sb_syscall sb_syscalls[] = {
     {"symlinkat", BASE, SB_ARGS_ANY, "FUSE_SYMLINK"},
     {"sync_file_range", BASE, SB_ARGS_ANY, "flushing DAX or writeback ranges"},
     {"syncfs", BASE, SB_ARGS_ANY, "FUSE_SYNCFS"},
+    {"sysinfo", BASE, SB_ARGS_ANY,
+     "glibc's qsort of more than 1 KiB asks for the physical memory's size (read only)"},
     {"tgkill", BASE, SB_ARGS_ANY, "raise(), pthread_kill() (waking a blocked worker)"},
     {"umask", BASE, SB_ARGS_ANY, "creates honour the guest's umask"},
     {"umount2", DEVFUSE, SB_ARGS_ANY, "/dev/fuse: unmounting our own mount at the end"},
