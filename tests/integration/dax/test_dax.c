@@ -1380,6 +1380,33 @@ static void test_forget_unmaps(void **state)
     teardown(e); /* no request after DESTROY but INIT */
 }
 
+/* A Linux guest unmounting a dax=always share sends no REMOVEMAPPING for the
+ * inodes it evicts (the super block is no longer active): DESTROY finds every
+ * mapping still there, as many as the window holds, and takes them all out
+ * under the daemon's default seccomp filter (sorting a hundred mappings is
+ * where glibc's qsort asks the kernel for the memory's size). */
+static void test_destroy_with_many_mappings(void **state)
+{
+    struct opts o = {
+        .daemon = "--dax-window 256M", .proto = VFE_DAX_SHMEM, .window = 256 * MiB};
+    struct env *e = start(&o);
+    host_file(e, "f", 200 * MiB, 11);
+    uint64_t f = lookup(e, "f", NULL);
+    for (uint64_t r = 0; r < 100; r++)
+        assert_int_equal(vfe_fuse_setupmapping(e->fuse, f, NOFH, r * 2 * MiB, 2 * MiB, RD,
+                                               (127 - r) * 2 * MiB), 0);
+    struct vfe_fuse_op op = { .opcode = FUSE_DESTROY, .nodeid = 0 };
+    assert_int_equal(vfe_fuse_call(e->fuse, 1, &op), 0);
+    struct vfe_dax_stats st;
+    vfe_dax_get_stats(e->dax, &st);
+    assert_int_equal(st.mappings, 0);
+    int status;
+    usleep(100 * 1000);
+    assert_false(vfe_conn_backend_exited(vfe_dev_conn(e->dev), &status));
+    assert_no_rejects(e);
+    teardown(e); /* no request after DESTROY but INIT */
+}
+
 /* The driver after a reset: the device started again, a new FUSE client, INIT. */
 static void new_driver(struct env *e)
 {
@@ -1671,6 +1698,7 @@ int main(int argc, char **argv)
         cmocka_unit_test(test_policy),
         cmocka_unit_test(test_two_queues),
         cmocka_unit_test(test_forget_unmaps),
+        cmocka_unit_test(test_destroy_with_many_mappings),
         cmocka_unit_test(test_reset_clears),
         cmocka_unit_test(test_disconnect_clears),
         cmocka_unit_test(test_status_reset_clears),
