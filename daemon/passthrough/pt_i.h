@@ -393,7 +393,16 @@ static inline void pt_inode_putp(struct pt_inode **i)
 
 /* ---- Handles (handle.c) ---------------------------------------------------- */
 
-struct pt_lock_owner;
+/*
+ * A POSIX lock owner's open file description on an inode (lock.c makes them;
+ * the inode's last handle closes them, handle.c). Protected by pt_inode_lock.
+ */
+struct pt_lock_owner {
+    struct pt_lock_owner *next;
+    uint64_t owner;
+    int fd;
+    uint32_t pid;  /* the client pid of its last granted lock, for GETLK */
+};
 
 /*
  * An open file or directory. fh = index | generation << 32.
@@ -584,9 +593,6 @@ int pt_locks_init(struct pt_locks *l);
 void pt_locks_cancel_all(struct pt_fs *fs, int err, bool stop);
 /* Something may have been unlocked: parked SETLKWs retry now. */
 void pt_locks_kick(struct pt_fs *fs);
-/* A handle of inode i opens / is freed: the last one closes the owners' fds. */
-void pt_lock_handle_opened(struct pt_inode *i);
-void pt_lock_handle_closed(struct pt_inode *i);
 /* Takes every parked SETLKW off the list unanswered, hands its request to fn
  * (a restart runs it again in the next process) and drops the waiter. */
 void pt_locks_detach_all(struct pt_fs *fs, void (*fn)(void *ctx, struct fll_req *r), void *ctx);
