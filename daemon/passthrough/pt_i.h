@@ -4,10 +4,15 @@
  *
  * Files, one concern each:
  *   fs.c        pt_fs_new/free/reset, INIT flags, the ops table, statfs/syncfs
+ *   core.c      what the operations share: attributes and entries, lookups, the
+ *               name check, reopening an inode's object, xattr calls on it
  *   inode.c     inode table: O_PATH fd or file handle per inode, key -> index hash, refcounts
  *   fhandle.c   inode file handles, the mount fds they are opened on, pt_inode_fd
  *   handle.c    open-file handle table: lock-free lookup on the READ/WRITE path
+ *   slots.c     the slot tables under the inode and handle tables
  *   cred.c      per-thread caller credentials for creating operations, umask
+ *   secctx.c    security labels of new inodes
+ *   idmap.c     --translate-uid/gid
  *   attr.c      lookup/forget/getattr/setattr/statx/access/readlink
  *   dir.c       mkdir/mknod/symlink/link/unlink/rmdir/rename, opendir/readdir
  *   file.c      open/create/tmpfile/read/write/release/fsync/flush/...
@@ -15,6 +20,18 @@
  *   xattrmap.c  the --xattrmap rule language
  *   lock.c      POSIX (OFD) locks, flock, the SETLKW waiter thread
  *   dax.c       SETUPMAPPING/REMOVEMAPPING, FUSE_ATTR_DAX, the window's file opens
+ *   state.c     the saved state: save, load, finding the objects again
+ *
+ * Calls go down these layers, never up:
+ *   1. fs.c, state.c                   the filesystem as a whole
+ *   2. attr.c dir.c file.c xattr.c     the operations; they do not call each other,
+ *      lock.c dax.c                    but for FLUSH and RELEASE (file.c) dropping
+ *                                      locks through lock.c
+ *   3. cred.c secctx.c                 helpers of the creating operations
+ *   4. core.c
+ *   5. inode.c handle.c fhandle.c      the tables
+ *   6. slots.c idmap.c xattrmap.c
+ * The inode table and the I/O paths reach dax.c through struct pt_dax_hooks.
  *
  * Lock order (take in this order, never the reverse):
  *   1. pt_handle.lock        (per handle: directory stream)
@@ -32,6 +49,7 @@
 
 #include <assert.h>
 #include <errno.h>
+#include <fcntl.h>
 #include <pthread.h>
 #include <stdatomic.h>
 #include <stdbool.h>
@@ -682,8 +700,21 @@ static inline pthread_mutex_t *pt_inode_lock(const struct pt_inode *i)
 }
 
 /* Reserves / returns one fd of the budget; -EMFILE past it. */
-int pt_fd_reserve(struct pt_fs *fs);
-void pt_fd_unreserve(struct pt_fs *fs);
+static inline int pt_fd_reserve(struct pt_fs *fs)
+{
+    long n = atomic_fetch_add(&fs->fds, 1) + 1;
+
+    if (n > atomic_load(&fs->fd_budget)) {
+        atomic_fetch_sub(&fs->fds, 1);
+        return -EMFILE;
+    }
+    return 0;
+}
+
+static inline void pt_fd_unreserve(struct pt_fs *fs)
+{
+    atomic_fetch_sub(&fs->fds, 1);
+}
 
 static inline struct pt_fs *pt_fs_of(const struct fll_req *r)
 {
@@ -700,27 +731,39 @@ static inline const char *pt_proc_name(char *buf, int fd)
     snprintf(buf, PT_PROC_PATH_MAX, "%d", fd);
     return buf;
 }
-/* Opens the inode's object for I/O via /proc/self/fd of its O_PATH fd, or from
- * its file handle: regular files and directories only (never a FIFO, socket,
- * device or symlink). A new fd (the caller's) or -errno. */
-int pt_reopen(struct pt_fs *fs, const struct pt_inode *i, int flags);
+#ifndef STATX_MNT_ID
+#define STATX_MNT_ID 0x00001000U
+#endif
 
+#define PT_STATX_MASK (STATX_BASIC_STATS | STATX_MNT_ID)
+
+/* The attributes of the object behind fd (O_PATH is fine), with its mount id. */
+static inline int pt_statx_fd(int fd, struct statx *st)
+{
+    if (statx(fd, "", AT_EMPTY_PATH | AT_SYMLINK_NOFOLLOW, PT_STATX_MASK, st) < 0)
+        return -errno;
+    return 0;
+}
+
+/* ---- Core (core.c) ------------------------------------------------------------- */
+
+void pt_fill_attr(const struct statx *st, struct fuse_attr *a);
+void pt_set_timeout(double t, uint64_t *sec, uint32_t *nsec);
+/* Fills an entry for an inode already referenced (counts a lookup). */
+int pt_fill_entry(struct pt_fs *fs, struct pt_inode *parent, struct pt_inode *i,
+                  const struct statx *st, struct fuse_entry_out *out);
 /* Defence in depth: the name rules fll also applies, plus NAME_MAX. */
 int pt_check_name(const char *name);
-
-/* attr.c */
-void pt_fill_attr(const struct statx *st, struct fuse_attr *a);
-int pt_statx_fd(int fd, struct statx *st);
 /* Looks name up under parent (counting a lookup) and fills out. */
 int pt_do_lookup(struct pt_fs *fs, struct pt_inode *parent, const char *name,
                  struct fuse_entry_out *out);
 /* The same with an fd on parent at hand (pt_inode_fd, or an open directory). */
 int pt_do_lookup_at(struct pt_fs *fs, struct pt_inode *parent, int pfd, const char *name,
                     struct fuse_entry_out *out);
-/* Fills an entry for an inode already referenced (counts a lookup). */
-int pt_fill_entry(struct pt_fs *fs, struct pt_inode *parent, struct pt_inode *i,
-                  const struct statx *st, struct fuse_entry_out *out);
-void pt_set_timeout(double t, uint64_t *sec, uint32_t *nsec);
+/* Opens the inode's object for I/O via /proc/self/fd of its O_PATH fd, or from
+ * its file handle: regular files and directories only (never a FIFO, socket,
+ * device or symlink). A new fd (the caller's) or -errno. */
+int pt_reopen(struct pt_fs *fs, const struct pt_inode *i, int flags);
 /*
  * Runs an xattr call on the object of inode i itself (a symlink: the link, not
  * its target), without opening a FIFO or device: f*xattr on a reopened fd for
@@ -730,7 +773,6 @@ void pt_set_timeout(double t, uint64_t *sec, uint32_t *nsec);
 enum pt_xop { PT_XGET, PT_XSET, PT_XLIST, PT_XREMOVE };
 ssize_t pt_xattr_call(struct pt_fs *fs, struct pt_inode *i, enum pt_xop op,
                       const char *name, void *buf, size_t size, int flags);
-
 /* Clears the remapped security.capability (CVE-2021-20263) on a write, truncate or chown. */
 void pt_drop_mapped_capability(struct pt_fs *fs, struct pt_inode *i, int fd);
 /* Clears set-user-ID and (group-executable) set-group-ID bits. */
