@@ -194,7 +194,7 @@ int pt_handle_close(struct pt_fs *fs, uint64_t fh, uint64_t nodeid)
     return 0;
 }
 
-/* ---- Restore (state.c) --------------------------------------------------------------- */
+/* ---- Saved state (pt_state_save.c, pt_state_load.c) ---------------------------------- */
 
 int pt_handle_restore(struct pt_fs *fs, uint32_t idx, uint32_t gen, struct pt_inode *ino, int fd,
                       int flags, bool is_dir)

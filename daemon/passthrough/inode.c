@@ -441,7 +441,7 @@ void pt_inode_forget(struct pt_fs *fs, uint64_t nodeid, uint64_t n)
     pt_inode_release_rest(fs, &rest);
 }
 
-/* ---- Restore (state.c) --------------------------------------------------------------- */
+/* ---- Saved state (pt_state_save.c, pt_state_load.c) ---------------------------------- */
 
 int pt_inode_restore(struct pt_fs *fs, const struct pt_inode_image *im, struct pt_inode **out)
 {

@@ -158,7 +158,7 @@ int pt_fs_dax_open(struct pt_fs *fs, uint64_t nodeid, bool writable, bool for_fr
 /* A restart carried a mapping of nodeid over: its I/O goes by the window. */
 void pt_fs_dax_mapped(struct pt_fs *fs, uint64_t nodeid);
 
-/* ---- Saved state (state.c; the format is in state.h) ---------------------------------- */
+/* ---- Saved state (pt_state_*.c; the container is state/state.h) --------------------- */
 
 struct vst_writer;
 struct vst_state;
@@ -185,7 +185,7 @@ struct pt_state_report {
  * Loads that state into fs, which must be fresh (only its root known, no
  * handle; before any request). The state is untrusted: every count, index,
  * generation, flag, fd index and handle is checked, and each object is
- * verified before it gets its node id back (see state.c: fds must be the
+ * verified before it gets its node id back (see pt_state_load.c: fds must be the
  * objects their records describe; without fds objects are found beneath the
  * share and must carry the saved file handle). An object that cannot be found
  * again is not an error: it is counted in rep and its node id answers ESTALE.

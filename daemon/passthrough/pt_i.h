@@ -20,10 +20,12 @@
  *   xattrmap.c  the --xattrmap rule language
  *   lock.c      POSIX (OFD) locks, flock, the SETLKW waiter thread
  *   dax.c       SETUPMAPPING/REMOVEMAPPING, FUSE_ATTR_DAX, the window's file opens
- *   state.c     the saved state: save, load, finding the objects again
+ *   pt_state_save.c, pt_state_load.c, pt_state_find.c
+ *               the saved state: encoding it, decoding it, finding its objects
+ *               again on the host (format and shared parts: pt_state_i.h)
  *
  * Calls go down these layers, never up:
- *   1. fs.c, state.c                   the filesystem as a whole
+ *   1. fs.c, pt_state_*.c              the filesystem as a whole, its saved state
  *   2. attr.c dir.c file.c xattr.c     the operations; they do not call each other,
  *      lock.c dax.c                    but for FLUSH and RELEASE (file.c) dropping
  *                                      locks through lock.c
@@ -220,7 +222,7 @@ int pt_fh_make(struct pt_fs *fs, int fd, mode_t type, uint64_t mnt_id, struct pt
 bool pt_fh_equal(const struct pt_fh *a, const struct pt_fh *b);
 void pt_fh_free(struct pt_fh *fh);
 void pt_mnt_put(struct pt_fs *fs, struct pt_mount *m);
-/* Restore (state.c): a mount fd handed over by the previous process, referenced
+/* Restore (pt_state_load.c): a mount fd handed over by the previous process, referenced
  * once (the caller's); NULL when out of memory or the fd budget (fd closed). */
 struct pt_mount *pt_mnt_adopt(struct pt_fs *fs, uint64_t mnt_id, int fd);
 /* open_by_handle_at(m->fd, fh, flags | O_CLOEXEC): a new fd or -errno (-ESTALE: gone). */
@@ -308,7 +310,7 @@ int pt_itab_init(struct pt_fs *fs);
 void pt_itab_destroy(struct pt_fs *fs);
 
 /*
- * Restore (state.c): an inode placed at exactly the index and generation the
+ * Restore (pt_state_load.c): an inode placed at exactly the index and generation the
  * guest knows it by. fd (owned) xor mnt+fh (a referenced mount; fh is taken).
  */
 struct pt_inode_image {
@@ -474,7 +476,7 @@ static inline bool pt_handle_closing(const struct pt_handle *h)
     return atomic_load(&h->state) & PT_H_CLOSING;
 }
 void pt_htab_reset(struct pt_fs *fs);
-/* Restore (state.c): an OPEN handle at exactly idx and gen, on ino (referenced
+/* Restore (pt_state_load.c): an OPEN handle at exactly idx and gen, on ino (referenced
  * here), owning fd (already counted in the fd budget). -EEXIST, -EINVAL, -ENOMEM. */
 int pt_handle_restore(struct pt_fs *fs, uint32_t idx, uint32_t gen, struct pt_inode *ino, int fd,
                       int flags, bool is_dir);
@@ -614,7 +616,7 @@ void pt_locks_kick(struct pt_fs *fs);
 /* Takes every parked SETLKW off the list unanswered, hands its request to fn
  * (a restart runs it again in the next process) and drops the waiter. */
 void pt_locks_detach_all(struct pt_fs *fs, void (*fn)(void *ctx, struct fll_req *r), void *ctx);
-/* Restore (state.c): the POSIX lock owners of inode i; a restored owner takes fd
+/* Restore (pt_state_load.c): the POSIX lock owners of inode i; a restored owner takes fd
  * (counted in the fd budget). -EBADF without an open handle, -EEXIST, -ENOMEM. */
 void pt_lock_owners_image(struct pt_inode *i,
                           void (*fn)(void *ctx, uint64_t owner, int fd, uint32_t pid), void *ctx);
