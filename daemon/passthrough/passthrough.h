@@ -25,7 +25,7 @@ enum pt_cache {
 /*
  * Who changes the shared directory's files (--share-writers): any process on
  * the host as well as the guest (the default), or the guest alone. Decides
- * whether the DAX window may map files themselves (dax.c).
+ * whether the DAX window may map files themselves (pt_dax.c).
  */
 enum pt_writers {
     PT_WRITERS_ANY,
@@ -138,7 +138,7 @@ int pt_fs_check_ids(const struct pt_config *cfg, char *err, size_t errlen);
  * the mapping's access (a file it maps needs a read-write fd), and only ranges
  * inside the file. A range the frontend maps from the file itself (a direct
  * mapping) is chosen only where that is safe: --share-writers guest, a range
- * inside the file, a local file system (dax.c); everything else is backed by the
+ * inside the file, a local file system (pt_dax.c); everything else is backed by the
  * window store, which any size of file and a --readonly share can use.
  * Call once, before serving; pt_fs_free does not free w.
  */

@@ -19,7 +19,7 @@
  *   xattr.c     get/set/list/removexattr
  *   xattrmap.c  the --xattrmap rule language
  *   lock.c      POSIX (OFD) locks, flock, the SETLKW waiter thread
- *   dax.c       SETUPMAPPING/REMOVEMAPPING, FUSE_ATTR_DAX, the window's file opens
+ *   pt_dax.c    SETUPMAPPING/REMOVEMAPPING, FUSE_ATTR_DAX, the window's file opens
  *   pt_state_save.c, pt_state_load.c, pt_state_find.c
  *               the saved state: encoding it, decoding it, finding its objects
  *               again on the host (format and shared parts: pt_state_i.h)
@@ -27,13 +27,13 @@
  * Calls go down these layers, never up:
  *   1. fs.c, pt_state_*.c              the filesystem as a whole, its saved state
  *   2. attr.c dir.c file.c xattr.c     the operations; they do not call each other,
- *      lock.c dax.c                    but for FLUSH and RELEASE (file.c) dropping
+ *      lock.c pt_dax.c                 but for FLUSH and RELEASE (file.c) dropping
  *                                      locks through lock.c
  *   3. cred.c secctx.c                 helpers of the creating operations
  *   4. core.c
  *   5. inode.c handle.c fhandle.c      the tables
  *   6. slots.c idmap.c xattrmap.c
- * The inode table and the I/O paths reach dax.c through struct pt_dax_hooks.
+ * The inode table and the I/O paths reach pt_dax.c through struct pt_dax_hooks.
  *
  * Lock order (take in this order, never the reverse):
  *   1. pt_handle.lock        (per handle: directory stream)
@@ -668,7 +668,7 @@ struct pt_fs {
     _Atomic bool dont_mask;
     _Atomic bool killpriv_v2;
 
-    /* DAX (dax.c): the window, or NULL; set once by pt_fs_set_dax before serving */
+    /* DAX (pt_dax.c): the window, or NULL; set once by pt_fs_set_dax before serving */
     struct dax_window *dax;
     const struct pt_dax_hooks *dax_hooks; /* with a window; NULL without */
     bool dax_qemu_rules;       /* the frontend maps as QEMU 11.1 (pt_fs_set_dax) */
@@ -780,7 +780,7 @@ void pt_drop_mapped_capability(struct pt_fs *fs, struct pt_inode *i, int fd);
 /* Clears set-user-ID and (group-executable) set-group-ID bits. */
 int pt_kill_suidgid(struct pt_fs *fs, struct pt_inode *i, int fd);
 
-/* dax.c */
+/* pt_dax.c */
 /* INIT: map_alignment and FUSE_HAS_INODE_DAX when the window can be used. */
 void pt_dax_init(struct pt_fs *fs, struct fll_conn *conn);
 /*
@@ -794,7 +794,7 @@ struct pt_dax_io {
 };
 /*
  * What the rest of the passthrough asks of the DAX feature: the inode table,
- * the attribute replies and the file I/O reach dax.c only through these hooks,
+ * the attribute replies and the file I/O reach pt_dax.c only through these hooks,
  * which pt_fs_set_dax sets (fs->dax_hooks) when it is given a window. Without
  * one, no inode is ever mapped and no attribute carries FUSE_ATTR_DAX, so each
  * wrapper below does nothing.
