@@ -9,12 +9,12 @@
  *   vfe_conn_*  the socket: connect or spawn a backend, send and
  *               receive messages (raw or checked), the backend
  *               request channel thread                             (conn.c)
- *   vfe_mem_*   memfd guest memory in several regions, allocator  (mem.c)
+ *   vfe_mem_*   memfd guest memory in several regions, allocator  (vfe_mem.c)
  *   vfe_vq_*    split virtqueues in guest memory                   (ring.c)
  *   vfe_dev_*   the device: QEMU's negotiation and start/stop      (dev.c)
  *   vfe_fuse_*  a FUSE client over the request queues              (fuse.c)
  *   vfe_bench_* a pipelined request loop with latency histograms   (bench.c)
- *   vfe_dax_*   a DAX window the backend maps files into           (dax.c)
+ *   vfe_dax_*   a DAX window the backend maps files into           (vfe_dax.c)
  *
  * Errors are negative errno values everywhere. Nothing here aborts on what a
  * backend sends: a misbehaving backend gets -EPROTO, and a broken queue stays
@@ -269,7 +269,7 @@ int vfe_conn_start_backend_channel(struct vfe_conn *c, vfe_backend_req_fn handle
 /* Requests served on the channel so far. */
 unsigned vfe_conn_backend_requests(const struct vfe_conn *c);
 
-/* ---- Guest memory (mem.c) ---------------------------------------------------- */
+/* ---- Guest memory (vfe_mem.c) ------------------------------------------------ */
 
 #define VFE_MEM_MAX_REGIONS 8u
 
@@ -703,7 +703,7 @@ int vfe_fuse_readdir_all(struct vfe_fuse *f, uint64_t nodeid, vfe_dirent_fn fn, 
 int vfe_fuse_parse_dirents(const void *buf, size_t len, vfe_dirent_fn fn, void *opaque,
                            uint64_t *last_off);
 
-/* ---- DAX window (dax.c) ------------------------------------------------------- */
+/* ---- DAX window (vfe_dax.c) --------------------------------------------------- */
 
 /*
  * A reserved window the backend maps files into over the backend request

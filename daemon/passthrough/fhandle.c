@@ -350,13 +350,6 @@ static bool pt_fdc_insert_locked(struct pt_fs *fs, struct pt_inode *i, int fd, i
     return true;
 }
 
-int pt_inode_get_fd(struct pt_fs *fs, uint64_t nodeid, struct pt_inode **i, struct pt_ifd *f)
-{
-    int ret = pt_inode_get(fs, nodeid, i);
-
-    return ret < 0 ? ret : pt_inode_fd(fs, *i, f);
-}
-
 int pt_inode_fd(struct pt_fs *fs, struct pt_inode *i, struct pt_ifd *out)
 {
     struct pt_fdc *c = &fs->fdc;

@@ -19,22 +19,6 @@
 
 /* ---- fd budget (CVE-2020-10717) ---------------------------------------------- */
 
-int pt_fd_reserve(struct pt_fs *fs)
-{
-    long n = atomic_fetch_add(&fs->fds, 1) + 1;
-
-    if (n > atomic_load(&fs->fd_budget)) {
-        atomic_fetch_sub(&fs->fds, 1);
-        return -EMFILE;
-    }
-    return 0;
-}
-
-void pt_fd_unreserve(struct pt_fs *fs)
-{
-    atomic_fetch_sub(&fs->fds, 1);
-}
-
 /* The one fd budget rule (passthrough.h). */
 static long pt_budget_for(uint64_t nofile)
 {

@@ -36,6 +36,36 @@ int pt_htab_init(struct pt_fs *fs)
     return 0;
 }
 
+/* A handle of inode i opens: the inode counts its open handles. */
+static void pt_handle_inode_opened(struct pt_inode *i)
+{
+    pthread_mutex_lock(pt_inode_lock(i));
+    i->nhandles++;
+    pthread_mutex_unlock(pt_inode_lock(i));
+}
+
+/* A handle of inode i is freed: the last one closes the POSIX lock owners'
+ * open file descriptions (lock.c), which drops their locks on the host. */
+static void pt_handle_inode_closed(struct pt_inode *i)
+{
+    struct pt_lock_owner *list = NULL;
+
+    pthread_mutex_lock(pt_inode_lock(i));
+    if (--i->nhandles == 0) {
+        list = i->owners;
+        i->owners = NULL;
+        atomic_store(&i->lock_lost, false); /* the guest closed what it locked */
+    }
+    pthread_mutex_unlock(pt_inode_lock(i));
+    while (list) {
+        struct pt_lock_owner *o = list;
+        list = o->next;
+        close(o->fd); /* drops every lock of this owner on the host */
+        pt_fd_unreserve(i->fs);
+        free(o);
+    }
+}
+
 /*
  * Fills the FREE slot h with an open file of ino (referenced here) and makes
  * it OPEN at generation gen: nobody else can reference the slot until then.
@@ -47,7 +77,7 @@ static void pt_handle_publish(struct pt_htab *t, struct pt_handle *h, struct pt_
     h->flags = flags;
     h->is_dir = is_dir;
     pt_inode_ref(ino);
-    pt_lock_handle_opened(ino);
+    pt_handle_inode_opened(ino);
     h->ino = ino;
     h->nodeid = pt_inode_nodeid(ino);
     atomic_store_explicit(&h->state, (gen << 32) | 1, memory_order_release);
@@ -116,7 +146,7 @@ static void pt_handle_free(struct pt_handle *h)
     struct pt_htab *t = &fs->htab;
     struct pt_inode *ino = h->ino;
 
-    pt_lock_handle_closed(ino);
+    pt_handle_inode_closed(ino);
     if (h->fd >= 0) {
         close(h->fd);
         pt_fd_unreserve(fs);
@@ -164,7 +194,7 @@ int pt_handle_close(struct pt_fs *fs, uint64_t fh, uint64_t nodeid)
     return 0;
 }
 
-/* ---- Restore (state.c) --------------------------------------------------------------- */
+/* ---- Saved state (pt_state_save.c, pt_state_load.c) ---------------------------------- */
 
 int pt_handle_restore(struct pt_fs *fs, uint32_t idx, uint32_t gen, struct pt_inode *ino, int fd,
                       int flags, bool is_dir)

@@ -316,6 +316,13 @@ int pt_inode_get_type(struct pt_fs *fs, uint64_t nodeid, mode_t type, int wrong_
     return ret;
 }
 
+int pt_inode_get_fd(struct pt_fs *fs, uint64_t nodeid, struct pt_inode **i, struct pt_ifd *f)
+{
+    int ret = pt_inode_get(fs, nodeid, i);
+
+    return ret < 0 ? ret : pt_inode_fd(fs, *i, f);
+}
+
 int pt_inode_intern_fd(struct pt_fs *fs, int fd, struct statx *st, bool count_lookup,
                        struct pt_inode **out)
 {
@@ -434,7 +441,7 @@ void pt_inode_forget(struct pt_fs *fs, uint64_t nodeid, uint64_t n)
     pt_inode_release_rest(fs, &rest);
 }
 
-/* ---- Restore (state.c) --------------------------------------------------------------- */
+/* ---- Saved state (pt_state_save.c, pt_state_load.c) ---------------------------------- */
 
 int pt_inode_restore(struct pt_fs *fs, const struct pt_inode_image *im, struct pt_inode **out)
 {

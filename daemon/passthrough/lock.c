@@ -40,13 +40,6 @@
 #define PT_WAIT_MAX_NS 50000000L  /* 50 ms */
 #define PT_OFFSET_MAX 0x7fffffffffffffffull
 
-struct pt_lock_owner {
-    struct pt_lock_owner *next;
-    uint64_t owner;
-    int fd;
-    uint32_t pid;  /* the client pid of its last granted lock, for GETLK */
-};
-
 struct pt_waiter {
     struct pt_waiter *next;
     struct pt_inode *ino; /* of h */
@@ -79,33 +72,6 @@ void pt_locks_kick(struct pt_fs *fs)
     if (l->head)
         pthread_cond_signal(&l->cond);
     pthread_mutex_unlock(&l->lock);
-}
-
-void pt_lock_handle_opened(struct pt_inode *i)
-{
-    pthread_mutex_lock(pt_inode_lock(i));
-    i->nhandles++;
-    pthread_mutex_unlock(pt_inode_lock(i));
-}
-
-void pt_lock_handle_closed(struct pt_inode *i)
-{
-    struct pt_lock_owner *list = NULL;
-
-    pthread_mutex_lock(pt_inode_lock(i));
-    if (--i->nhandles == 0) {
-        list = i->owners;
-        i->owners = NULL;
-        atomic_store(&i->lock_lost, false); /* the guest closed what it locked */
-    }
-    pthread_mutex_unlock(pt_inode_lock(i));
-    while (list) {
-        struct pt_lock_owner *o = list;
-        list = o->next;
-        close(o->fd); /* drops every lock of this owner on the host */
-        pt_fd_unreserve(i->fs);
-        free(o);
-    }
 }
 
 /* Under the inode lock: owner's entry on i, or NULL. */

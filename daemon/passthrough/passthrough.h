@@ -25,7 +25,7 @@ enum pt_cache {
 /*
  * Who changes the shared directory's files (--share-writers): any process on
  * the host as well as the guest (the default), or the guest alone. Decides
- * whether the DAX window may map files themselves (dax.c).
+ * whether the DAX window may map files themselves (pt_dax.c).
  */
 enum pt_writers {
     PT_WRITERS_ANY,
@@ -138,7 +138,7 @@ int pt_fs_check_ids(const struct pt_config *cfg, char *err, size_t errlen);
  * the mapping's access (a file it maps needs a read-write fd), and only ranges
  * inside the file. A range the frontend maps from the file itself (a direct
  * mapping) is chosen only where that is safe: --share-writers guest, a range
- * inside the file, a local file system (dax.c); everything else is backed by the
+ * inside the file, a local file system (pt_dax.c); everything else is backed by the
  * window store, which any size of file and a --readonly share can use.
  * Call once, before serving; pt_fs_free does not free w.
  */
@@ -158,7 +158,7 @@ int pt_fs_dax_open(struct pt_fs *fs, uint64_t nodeid, bool writable, bool for_fr
 /* A restart carried a mapping of nodeid over: its I/O goes by the window. */
 void pt_fs_dax_mapped(struct pt_fs *fs, uint64_t nodeid);
 
-/* ---- Saved state (state.c; the format is in state.h) ---------------------------------- */
+/* ---- Saved state (pt_state_*.c; the container is state/state.h) --------------------- */
 
 struct vst_writer;
 struct vst_state;
@@ -185,7 +185,7 @@ struct pt_state_report {
  * Loads that state into fs, which must be fresh (only its root known, no
  * handle; before any request). The state is untrusted: every count, index,
  * generation, flag, fd index and handle is checked, and each object is
- * verified before it gets its node id back (see state.c: fds must be the
+ * verified before it gets its node id back (see pt_state_load.c: fds must be the
  * objects their records describe; without fds objects are found beneath the
  * share and must carry the saved file handle). An object that cannot be found
  * again is not an error: it is counted in rep and its node id answers ESTALE.

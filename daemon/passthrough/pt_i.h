@@ -4,17 +4,36 @@
  *
  * Files, one concern each:
  *   fs.c        pt_fs_new/free/reset, INIT flags, the ops table, statfs/syncfs
+ *   core.c      what the operations share: attributes and entries, lookups, the
+ *               name check, reopening an inode's object, xattr calls on it
  *   inode.c     inode table: O_PATH fd or file handle per inode, key -> index hash, refcounts
  *   fhandle.c   inode file handles, the mount fds they are opened on, pt_inode_fd
  *   handle.c    open-file handle table: lock-free lookup on the READ/WRITE path
+ *   slots.c     the slot tables under the inode and handle tables
  *   cred.c      per-thread caller credentials for creating operations, umask
+ *   secctx.c    security labels of new inodes
+ *   idmap.c     --translate-uid/gid
  *   attr.c      lookup/forget/getattr/setattr/statx/access/readlink
  *   dir.c       mkdir/mknod/symlink/link/unlink/rmdir/rename, opendir/readdir
  *   file.c      open/create/tmpfile/read/write/release/fsync/flush/...
  *   xattr.c     get/set/list/removexattr
  *   xattrmap.c  the --xattrmap rule language
  *   lock.c      POSIX (OFD) locks, flock, the SETLKW waiter thread
- *   dax.c       SETUPMAPPING/REMOVEMAPPING, FUSE_ATTR_DAX, the window's file opens
+ *   pt_dax.c    SETUPMAPPING/REMOVEMAPPING, FUSE_ATTR_DAX, the window's file opens
+ *   pt_state_save.c, pt_state_load.c, pt_state_find.c
+ *               the saved state: encoding it, decoding it, finding its objects
+ *               again on the host (format and shared parts: pt_state_i.h)
+ *
+ * Calls go down these layers, never up:
+ *   1. fs.c, pt_state_*.c              the filesystem as a whole, its saved state
+ *   2. attr.c dir.c file.c xattr.c     the operations; they do not call each other,
+ *      lock.c pt_dax.c                 but for FLUSH and RELEASE (file.c) dropping
+ *                                      locks through lock.c
+ *   3. cred.c secctx.c                 helpers of the creating operations
+ *   4. core.c
+ *   5. inode.c handle.c fhandle.c      the tables
+ *   6. slots.c idmap.c xattrmap.c
+ * The inode table and the I/O paths reach pt_dax.c through struct pt_dax_hooks.
  *
  * Lock order (take in this order, never the reverse):
  *   1. pt_handle.lock        (per handle: directory stream)
@@ -32,6 +51,7 @@
 
 #include <assert.h>
 #include <errno.h>
+#include <fcntl.h>
 #include <pthread.h>
 #include <stdatomic.h>
 #include <stdbool.h>
@@ -202,7 +222,7 @@ int pt_fh_make(struct pt_fs *fs, int fd, mode_t type, uint64_t mnt_id, struct pt
 bool pt_fh_equal(const struct pt_fh *a, const struct pt_fh *b);
 void pt_fh_free(struct pt_fh *fh);
 void pt_mnt_put(struct pt_fs *fs, struct pt_mount *m);
-/* Restore (state.c): a mount fd handed over by the previous process, referenced
+/* Restore (pt_state_load.c): a mount fd handed over by the previous process, referenced
  * once (the caller's); NULL when out of memory or the fd budget (fd closed). */
 struct pt_mount *pt_mnt_adopt(struct pt_fs *fs, uint64_t mnt_id, int fd);
 /* open_by_handle_at(m->fd, fh, flags | O_CLOEXEC): a new fd or -errno (-ESTALE: gone). */
@@ -290,7 +310,7 @@ int pt_itab_init(struct pt_fs *fs);
 void pt_itab_destroy(struct pt_fs *fs);
 
 /*
- * Restore (state.c): an inode placed at exactly the index and generation the
+ * Restore (pt_state_load.c): an inode placed at exactly the index and generation the
  * guest knows it by. fd (owned) xor mnt+fh (a referenced mount; fh is taken).
  */
 struct pt_inode_image {
@@ -393,7 +413,16 @@ static inline void pt_inode_putp(struct pt_inode **i)
 
 /* ---- Handles (handle.c) ---------------------------------------------------- */
 
-struct pt_lock_owner;
+/*
+ * A POSIX lock owner's open file description on an inode (lock.c makes them;
+ * the inode's last handle closes them, handle.c). Protected by pt_inode_lock.
+ */
+struct pt_lock_owner {
+    struct pt_lock_owner *next;
+    uint64_t owner;
+    int fd;
+    uint32_t pid;  /* the client pid of its last granted lock, for GETLK */
+};
 
 /*
  * An open file or directory. fh = index | generation << 32.
@@ -447,7 +476,7 @@ static inline bool pt_handle_closing(const struct pt_handle *h)
     return atomic_load(&h->state) & PT_H_CLOSING;
 }
 void pt_htab_reset(struct pt_fs *fs);
-/* Restore (state.c): an OPEN handle at exactly idx and gen, on ino (referenced
+/* Restore (pt_state_load.c): an OPEN handle at exactly idx and gen, on ino (referenced
  * here), owning fd (already counted in the fd budget). -EEXIST, -EINVAL, -ENOMEM. */
 int pt_handle_restore(struct pt_fs *fs, uint32_t idx, uint32_t gen, struct pt_inode *ino, int fd,
                       int flags, bool is_dir);
@@ -584,13 +613,10 @@ int pt_locks_init(struct pt_locks *l);
 void pt_locks_cancel_all(struct pt_fs *fs, int err, bool stop);
 /* Something may have been unlocked: parked SETLKWs retry now. */
 void pt_locks_kick(struct pt_fs *fs);
-/* A handle of inode i opens / is freed: the last one closes the owners' fds. */
-void pt_lock_handle_opened(struct pt_inode *i);
-void pt_lock_handle_closed(struct pt_inode *i);
 /* Takes every parked SETLKW off the list unanswered, hands its request to fn
  * (a restart runs it again in the next process) and drops the waiter. */
 void pt_locks_detach_all(struct pt_fs *fs, void (*fn)(void *ctx, struct fll_req *r), void *ctx);
-/* Restore (state.c): the POSIX lock owners of inode i; a restored owner takes fd
+/* Restore (pt_state_load.c): the POSIX lock owners of inode i; a restored owner takes fd
  * (counted in the fd budget). -EBADF without an open handle, -EEXIST, -ENOMEM. */
 void pt_lock_owners_image(struct pt_inode *i,
                           void (*fn)(void *ctx, uint64_t owner, int fd, uint32_t pid), void *ctx);
@@ -642,8 +668,9 @@ struct pt_fs {
     _Atomic bool dont_mask;
     _Atomic bool killpriv_v2;
 
-    /* DAX (dax.c): the window, or NULL; set once by pt_fs_set_dax before serving */
+    /* DAX (pt_dax.c): the window, or NULL; set once by pt_fs_set_dax before serving */
     struct dax_window *dax;
+    const struct pt_dax_hooks *dax_hooks; /* with a window; NULL without */
     bool dax_qemu_rules;       /* the frontend maps as QEMU 11.1 (pt_fs_set_dax) */
     enum pt_writers writers;   /* --share-writers: who changes the files */
     _Atomic bool dax_attr;     /* negotiated FUSE_HAS_INODE_DAX: FUSE_ATTR_DAX per file */
@@ -675,8 +702,21 @@ static inline pthread_mutex_t *pt_inode_lock(const struct pt_inode *i)
 }
 
 /* Reserves / returns one fd of the budget; -EMFILE past it. */
-int pt_fd_reserve(struct pt_fs *fs);
-void pt_fd_unreserve(struct pt_fs *fs);
+static inline int pt_fd_reserve(struct pt_fs *fs)
+{
+    long n = atomic_fetch_add(&fs->fds, 1) + 1;
+
+    if (n > atomic_load(&fs->fd_budget)) {
+        atomic_fetch_sub(&fs->fds, 1);
+        return -EMFILE;
+    }
+    return 0;
+}
+
+static inline void pt_fd_unreserve(struct pt_fs *fs)
+{
+    atomic_fetch_sub(&fs->fds, 1);
+}
 
 static inline struct pt_fs *pt_fs_of(const struct fll_req *r)
 {
@@ -693,27 +733,39 @@ static inline const char *pt_proc_name(char *buf, int fd)
     snprintf(buf, PT_PROC_PATH_MAX, "%d", fd);
     return buf;
 }
-/* Opens the inode's object for I/O via /proc/self/fd of its O_PATH fd, or from
- * its file handle: regular files and directories only (never a FIFO, socket,
- * device or symlink). A new fd (the caller's) or -errno. */
-int pt_reopen(struct pt_fs *fs, const struct pt_inode *i, int flags);
+#ifndef STATX_MNT_ID
+#define STATX_MNT_ID 0x00001000U
+#endif
 
+#define PT_STATX_MASK (STATX_BASIC_STATS | STATX_MNT_ID)
+
+/* The attributes of the object behind fd (O_PATH is fine), with its mount id. */
+static inline int pt_statx_fd(int fd, struct statx *st)
+{
+    if (statx(fd, "", AT_EMPTY_PATH | AT_SYMLINK_NOFOLLOW, PT_STATX_MASK, st) < 0)
+        return -errno;
+    return 0;
+}
+
+/* ---- Core (core.c) ------------------------------------------------------------- */
+
+void pt_fill_attr(const struct statx *st, struct fuse_attr *a);
+void pt_set_timeout(double t, uint64_t *sec, uint32_t *nsec);
+/* Fills an entry for an inode already referenced (counts a lookup). */
+int pt_fill_entry(struct pt_fs *fs, struct pt_inode *parent, struct pt_inode *i,
+                  const struct statx *st, struct fuse_entry_out *out);
 /* Defence in depth: the name rules fll also applies, plus NAME_MAX. */
 int pt_check_name(const char *name);
-
-/* attr.c */
-void pt_fill_attr(const struct statx *st, struct fuse_attr *a);
-int pt_statx_fd(int fd, struct statx *st);
 /* Looks name up under parent (counting a lookup) and fills out. */
 int pt_do_lookup(struct pt_fs *fs, struct pt_inode *parent, const char *name,
                  struct fuse_entry_out *out);
 /* The same with an fd on parent at hand (pt_inode_fd, or an open directory). */
 int pt_do_lookup_at(struct pt_fs *fs, struct pt_inode *parent, int pfd, const char *name,
                     struct fuse_entry_out *out);
-/* Fills an entry for an inode already referenced (counts a lookup). */
-int pt_fill_entry(struct pt_fs *fs, struct pt_inode *parent, struct pt_inode *i,
-                  const struct statx *st, struct fuse_entry_out *out);
-void pt_set_timeout(double t, uint64_t *sec, uint32_t *nsec);
+/* Opens the inode's object for I/O via /proc/self/fd of its O_PATH fd, or from
+ * its file handle: regular files and directories only (never a FIFO, socket,
+ * device or symlink). A new fd (the caller's) or -errno. */
+int pt_reopen(struct pt_fs *fs, const struct pt_inode *i, int flags);
 /*
  * Runs an xattr call on the object of inode i itself (a symlink: the link, not
  * its target), without opening a FIFO or device: f*xattr on a reopened fd for
@@ -723,21 +775,14 @@ void pt_set_timeout(double t, uint64_t *sec, uint32_t *nsec);
 enum pt_xop { PT_XGET, PT_XSET, PT_XLIST, PT_XREMOVE };
 ssize_t pt_xattr_call(struct pt_fs *fs, struct pt_inode *i, enum pt_xop op,
                       const char *name, void *buf, size_t size, int flags);
-
 /* Clears the remapped security.capability (CVE-2021-20263) on a write, truncate or chown. */
 void pt_drop_mapped_capability(struct pt_fs *fs, struct pt_inode *i, int fd);
 /* Clears set-user-ID and (group-executable) set-group-ID bits. */
 int pt_kill_suidgid(struct pt_fs *fs, struct pt_inode *i, int fd);
 
-/* dax.c */
+/* pt_dax.c */
 /* INIT: map_alignment and FUSE_HAS_INODE_DAX when the window can be used. */
 void pt_dax_init(struct pt_fs *fs, struct fll_conn *conn);
-/* Sets FUSE_ATTR_DAX in a when the policy gives inode i the window; a (the
- * host's attributes, fresh) also tells the window whether someone else changed
- * the file under its mappings. */
-void pt_dax_attr(struct pt_fs *fs, const struct pt_inode *i, struct fuse_attr *a);
-/* The same check from a statx (FUSE_STATX). */
-void pt_dax_statx(struct pt_fs *fs, const struct pt_inode *i, const struct statx *st);
 /*
  * The window and the file agree around the daemon's own I/O on inode i for the
  * guest: before, the guest's stores in [off, off + len) in the window reach the
@@ -747,18 +792,82 @@ void pt_dax_statx(struct pt_fs *fs, const struct pt_inode *i, const struct statx
 struct pt_dax_io {
     bool mapped, clean;
 };
-int pt_dax_before(struct pt_fs *fs, struct pt_inode *i, uint64_t off, uint64_t len,
+/*
+ * What the rest of the passthrough asks of the DAX feature: the inode table,
+ * the attribute replies and the file I/O reach pt_dax.c only through these hooks,
+ * which pt_fs_set_dax sets (fs->dax_hooks) when it is given a window. Without
+ * one, no inode is ever mapped and no attribute carries FUSE_ATTR_DAX, so each
+ * wrapper below does nothing.
+ */
+struct pt_dax_hooks {
+    /* Sets FUSE_ATTR_DAX in a when the policy gives inode i the window; a (the
+     * host's attributes, fresh) also tells the window whether someone else
+     * changed the file under its mappings. */
+    void (*attr)(struct pt_fs *fs, const struct pt_inode *i, struct fuse_attr *a);
+    /* The same check from a statx (FUSE_STATX). */
+    void (*statx)(struct pt_fs *fs, const struct pt_inode *i, const struct statx *st);
+    /* Around the daemon's own I/O (struct pt_dax_io). */
+    int (*before)(struct pt_fs *fs, struct pt_inode *i, uint64_t off, uint64_t len,
                   struct pt_dax_io *io);
-void pt_dax_after(struct pt_fs *fs, struct pt_inode *i, uint64_t off, uint64_t len,
+    void (*after)(struct pt_fs *fs, struct pt_inode *i, uint64_t off, uint64_t len,
                   const struct pt_dax_io *io);
-/* FUSE_FSYNC / FUSE_FLUSH: the guest's stores in the window to the file; the
- * first write-back error since the last call, or 0. */
-int pt_dax_sync(struct pt_fs *fs, struct pt_inode *i);
-/* Inode nodeid was freed: its mappings are unmapped and its DAX state dropped.
- * Call with no pt lock held. */
-void pt_dax_inode_gone(struct pt_fs *fs, uint64_t nodeid);
-/* The same without frontend calls, for pt_itab_reset (the window was reset). */
-void pt_dax_inode_forget(struct pt_fs *fs, uint64_t nodeid);
+    /* FUSE_FSYNC / FUSE_FLUSH: the guest's stores in the window to the file;
+     * the first write-back error since the last call, or 0. */
+    int (*sync)(struct pt_fs *fs, struct pt_inode *i);
+    /* Inode nodeid was freed: its mappings are unmapped and its DAX state
+     * dropped. Called with no pt lock held. */
+    void (*inode_gone)(struct pt_fs *fs, uint64_t nodeid);
+    /* The same without frontend calls, for pt_itab_reset (the window was reset). */
+    void (*inode_forget)(struct pt_fs *fs, uint64_t nodeid);
+};
+
+static inline void pt_dax_attr(struct pt_fs *fs, const struct pt_inode *i, struct fuse_attr *a)
+{
+    if (fs->dax_hooks)
+        fs->dax_hooks->attr(fs, i, a);
+}
+
+static inline void pt_dax_statx(struct pt_fs *fs, const struct pt_inode *i,
+                                const struct statx *st)
+{
+    if (fs->dax_hooks)
+        fs->dax_hooks->statx(fs, i, st);
+}
+
+static inline int pt_dax_before(struct pt_fs *fs, struct pt_inode *i, uint64_t off,
+                                uint64_t len, struct pt_dax_io *io)
+{
+    if (fs->dax_hooks)
+        return fs->dax_hooks->before(fs, i, off, len, io);
+    io->mapped = false;
+    io->clean = true;
+    return 0;
+}
+
+static inline void pt_dax_after(struct pt_fs *fs, struct pt_inode *i, uint64_t off,
+                                uint64_t len, const struct pt_dax_io *io)
+{
+    if (fs->dax_hooks)
+        fs->dax_hooks->after(fs, i, off, len, io);
+}
+
+static inline int pt_dax_sync(struct pt_fs *fs, struct pt_inode *i)
+{
+    return fs->dax_hooks ? fs->dax_hooks->sync(fs, i) : 0;
+}
+
+static inline void pt_dax_inode_gone(struct pt_fs *fs, uint64_t nodeid)
+{
+    if (fs->dax_hooks)
+        fs->dax_hooks->inode_gone(fs, nodeid);
+}
+
+static inline void pt_dax_inode_forget(struct pt_fs *fs, uint64_t nodeid)
+{
+    if (fs->dax_hooks)
+        fs->dax_hooks->inode_forget(fs, nodeid);
+}
+
 /* DESTROY: unmaps every mapping through the frontend. */
 void pt_dax_unmap_all(struct pt_fs *fs);
 /* Forgets every mapping without telling the frontend (it dropped them itself). */

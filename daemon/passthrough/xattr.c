@@ -6,7 +6,7 @@
  * O_PATH fds cannot take f*xattr calls: regular files and directories are
  * reopened read-only through proc_self_fd; symlinks and special files go through
  * the path form on their /proc magic link, which leads to the object itself (for
- * a symlink: the link, not its target) without opening it (pt_xattr_call).
+ * a symlink: the link, not its target) without opening it (pt_xattr_call, core.c).
  */
 #include <fcntl.h>
 #include <stdlib.h>
@@ -16,71 +16,6 @@
 #include "pt_i.h"
 
 #define PT_XATTR_LIST_MAX 65536
-
-/*
- * One xattr call: the f*xattr form on fd, or (path != NULL) the path form on a
- * magic link, which leads to the object itself and stops there.
- */
-static ssize_t pt_xattr_do(int fd, const char *path, enum pt_xop op, const char *name, void *buf,
-                           size_t size, int flags)
-{
-    void *out = size ? buf : NULL;
-    ssize_t n;
-
-    switch (op) {
-    case PT_XGET:
-        n = path ? getxattr(path, name, out, size) : fgetxattr(fd, name, out, size);
-        break;
-    case PT_XSET:
-        n = path ? setxattr(path, name, buf, size, flags) : fsetxattr(fd, name, buf, size, flags);
-        break;
-    case PT_XLIST:
-        n = path ? listxattr(path, out, size) : flistxattr(fd, out, size);
-        break;
-    case PT_XREMOVE:
-    default:
-        n = path ? removexattr(path, name) : fremovexattr(fd, name);
-        break;
-    }
-    return n < 0 ? -errno : n;
-}
-
-ssize_t pt_xattr_call(struct pt_fs *fs, struct pt_inode *i, enum pt_xop op,
-                      const char *name, void *buf, size_t size, int flags)
-{
-    _cleanup_ifd_ struct pt_ifd f = PT_IFD_NONE;
-    char num[PT_PROC_PATH_MAX];
-    ssize_t n;
-
-    if (i->type == S_IFREG || i->type == S_IFDIR) {
-        int fd = pt_reopen(fs, i, i->type == S_IFDIR ? O_RDONLY | O_DIRECTORY : O_RDONLY);
-        if (fd < 0)
-            return fd;
-        n = pt_xattr_do(fd, NULL, op, name, buf, size, flags);
-        close(fd);
-        return n;
-    }
-    /*
-     * Symlinks and special files cannot be opened (and must not be): no *xattrat
-     * call exists, so the working directory goes to proc_self_fd for a relative
-     * path. The working directory is process-wide: cwd_lock serialises this, and
-     * nothing else in the daemon uses relative paths once serving. It is left at
-     * the shared directory (the sandbox's "/"), never at a host directory.
-     */
-    n = pt_inode_fd(fs, i, &f);
-    if (n < 0)
-        return n;
-    pthread_mutex_lock(&fs->cwd_lock);
-    if (fchdir(fs->proc_self_fd) < 0) {
-        n = -errno;
-    } else {
-        n = pt_xattr_do(-1, pt_proc_name(num, f.fd), op, name, buf, size, flags);
-        if (fchdir(fs->root->fd) < 0) /* the root always keeps its O_PATH fd */
-            n = n < 0 ? n : -errno;
-    }
-    pthread_mutex_unlock(&fs->cwd_lock);
-    return n;
-}
 
 static bool pt_is_acl_name(const char *name)
 {

@@ -1,7 +1,7 @@
 /* SPDX-License-Identifier: GPL-2.0-or-later */
 /*
  * The DAX window end to end: the real vufsd binary maps host files into the
- * in-tree frontend's real mmap'ed window (frontend/dax.c, which refuses overlaps
+ * in-tree frontend's real mmap'ed window (frontend/vfe_dax.c, which refuses overlaps
  * and inexact unmaps), through both frontend protocols:
  *
  *   test_dax --vufsd "CMD" [--extra "OPTIONS"] [--only TEST]

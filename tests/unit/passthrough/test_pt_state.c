@@ -1,6 +1,6 @@
 /* SPDX-License-Identifier: GPL-2.0-or-later */
 /*
- * The passthrough's saved state (daemon/passthrough/state.c): a real pt_fs on
+ * The passthrough's saved state (daemon/passthrough/pt_state_*.c): a real pt_fs on
  * a temporary share saves what a client holds; a second pt_fs on the same
  * share loads it and must answer the same node ids and handles for the same
  * files, hold the same locks, and give ESTALE/EBADF/EIO for what could not

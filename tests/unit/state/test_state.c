@@ -1,6 +1,6 @@
 /* SPDX-License-Identifier: GPL-2.0-or-later */
 /*
- * The saved state's container (daemon/state.c): what the writer produces
+ * The saved state's container (state/state.c): what the writer produces
  * reads back, and every way a damaged or hostile state can be wrong is
  * refused with a reason: magic, version, flags, length, fd count, CRC,
  * section order, unknown sections, sections past the end, trailing bytes.

@@ -3,7 +3,9 @@
  * DAX in the passthrough: FUSE_SETUPMAPPING / FUSE_REMOVEMAPPING, FUSE_ATTR_DAX,
  * the INIT flags, and the file opens the window needs. The window manager (dax/)
  * keeps the table; node ids are its file keys (index and generation, so a reused
- * inode slot is a new key).
+ * inode slot is a new key). The inode table, the attribute replies and the file
+ * I/O reach this file only through struct pt_dax_hooks (pt_i.h), which
+ * pt_fs_set_dax sets when it is given a window.
  *
  * The request path runs one way, passthrough -> dax -> backend -> device:
  * pt_op_setupmapping asks the window whether a frontend can map
@@ -47,12 +49,6 @@
 #include "dax.h"
 #include "pt_i.h"
 
-void pt_fs_set_dax(struct pt_fs *fs, struct dax_window *w, bool qemu_rules)
-{
-    fs->dax = w;
-    fs->dax_qemu_rules = qemu_rules;
-}
-
 static bool pt_dax_on(struct pt_fs *fs)
 {
     return fs->dax && dax_window_usable(fs->dax);
@@ -63,7 +59,7 @@ static bool pt_dax_mapped(struct pt_fs *fs, const struct pt_inode *i)
     return fs->dax && atomic_load_explicit(&i->dax_mapped, memory_order_acquire);
 }
 
-void pt_dax_inode_gone(struct pt_fs *fs, uint64_t nodeid)
+static void pt_dax_hook_inode_gone(struct pt_fs *fs, uint64_t nodeid)
 {
     if (!fs->dax)
         return;
@@ -71,7 +67,7 @@ void pt_dax_inode_gone(struct pt_fs *fs, uint64_t nodeid)
     dax_inode_forget(fs->dax, nodeid);
 }
 
-void pt_dax_inode_forget(struct pt_fs *fs, uint64_t nodeid)
+static void pt_dax_hook_inode_forget(struct pt_fs *fs, uint64_t nodeid)
 {
     if (fs->dax)
         dax_inode_forget(fs->dax, nodeid);
@@ -124,7 +120,7 @@ static void pt_dax_check(struct pt_fs *fs, const struct pt_inode *i,
         dax_inode_attr(fs->dax, pt_inode_nodeid(i), now);
 }
 
-void pt_dax_attr(struct pt_fs *fs, const struct pt_inode *i, struct fuse_attr *a)
+static void pt_dax_hook_attr(struct pt_fs *fs, const struct pt_inode *i, struct fuse_attr *a)
 {
     struct dax_file_stamp now = {
         .size = a->size,
@@ -139,7 +135,7 @@ void pt_dax_attr(struct pt_fs *fs, const struct pt_inode *i, struct fuse_attr *a
         a->flags |= FUSE_ATTR_DAX;
 }
 
-void pt_dax_statx(struct pt_fs *fs, const struct pt_inode *i, const struct statx *st)
+static void pt_dax_hook_statx(struct pt_fs *fs, const struct pt_inode *i, const struct statx *st)
 {
     struct dax_file_stamp now = {
         .size = st->stx_size,
@@ -150,8 +146,8 @@ void pt_dax_statx(struct pt_fs *fs, const struct pt_inode *i, const struct statx
     pt_dax_check(fs, i, &now);
 }
 
-int pt_dax_before(struct pt_fs *fs, struct pt_inode *i, uint64_t off, uint64_t len,
-                  struct pt_dax_io *io)
+static int pt_dax_hook_before(struct pt_fs *fs, struct pt_inode *i, uint64_t off, uint64_t len,
+                              struct pt_dax_io *io)
 {
     io->mapped = pt_dax_mapped(fs, i);
     io->clean = true;
@@ -160,16 +156,34 @@ int pt_dax_before(struct pt_fs *fs, struct pt_inode *i, uint64_t off, uint64_t l
     return dax_inode_before_io(fs->dax, pt_inode_nodeid(i), off, len, &io->clean);
 }
 
-void pt_dax_after(struct pt_fs *fs, struct pt_inode *i, uint64_t off, uint64_t len,
-                  const struct pt_dax_io *io)
+static void pt_dax_hook_after(struct pt_fs *fs, struct pt_inode *i, uint64_t off, uint64_t len,
+                              const struct pt_dax_io *io)
 {
     if (io->mapped)
         dax_inode_after_change(fs->dax, pt_inode_nodeid(i), off, len, io->clean);
 }
 
-int pt_dax_sync(struct pt_fs *fs, struct pt_inode *i)
+static int pt_dax_hook_sync(struct pt_fs *fs, struct pt_inode *i)
 {
     return pt_dax_mapped(fs, i) ? dax_inode_sync(fs->dax, pt_inode_nodeid(i)) : 0;
+}
+
+/* How the inode table, the attribute replies and the file I/O reach DAX (pt_i.h). */
+static const struct pt_dax_hooks pt_dax_hooks = {
+    .attr = pt_dax_hook_attr,
+    .statx = pt_dax_hook_statx,
+    .before = pt_dax_hook_before,
+    .after = pt_dax_hook_after,
+    .sync = pt_dax_hook_sync,
+    .inode_gone = pt_dax_hook_inode_gone,
+    .inode_forget = pt_dax_hook_inode_forget,
+};
+
+void pt_fs_set_dax(struct pt_fs *fs, struct dax_window *w, bool qemu_rules)
+{
+    fs->dax = w;
+    fs->dax_hooks = w ? &pt_dax_hooks : NULL;
+    fs->dax_qemu_rules = qemu_rules;
 }
 
 /* The fd a frontend maps from a file: read-write for a writable mapping, and for
