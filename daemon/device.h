@@ -376,10 +376,6 @@ bool vmig_supported(const struct vufsd_dev *dev);
 int vmig_set_fd(struct vufsd_dev *dev, uint32_t direction, uint32_t phase, int fd);
 /* CHECK_DEVICE_STATE: the transfer's result; loading, the state's (state_load). */
 int vmig_check(struct vufsd_dev *dev);
-/* state_save and state_load for the passthrough: the FUSE session and the
- * filesystem's parts of a saved state (restart.h), without fds. */
-int vmig_save_state(struct vufsd_dev *dev, uint8_t **buf, size_t *len);
-int vmig_load_state(struct vufsd_dev *dev, const uint8_t *buf, size_t len);
 /* ---- device_state.c: restart and the vhost-user part of a saved state ---------------- */
 
 struct vst_writer;

@@ -46,17 +46,7 @@ PAIRS = {
 # Calls that close a circle today, per group: (caller, callee). Strike an entry
 # when the call goes or no longer closes a circle (the check says which).
 KNOWN = {
-    "daemon": [
-        ("device.c", "migration.c"),
-        ("device_state.c", "device.c"),
-        ("device_state.c", "queue.c"),
-        ("device_state.c", "vhost_user.c"),
-        ("migration.c", "restart.c"),
-        ("restart.c", "device_state.c"),
-        ("vhost_user.c", "device.c"),
-        ("vhost_user.c", "migration.c"),
-        ("vhost_user.c", "queue.c"),
-    ],
+    "daemon": [],
     "daemon/passthrough": [
         ("attr.c", "cred.c"),
         ("attr.c", "dax.c"),
