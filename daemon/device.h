@@ -296,6 +296,16 @@ void vdev_set_owned(struct vufsd_dev *dev);
 void vdev_reset(struct vufsd_dev *dev);
 bool vdev_has_feature(const struct vufsd_dev *dev, unsigned bit);
 bool vdev_has_protocol_feature(const struct vufsd_dev *dev, unsigned bit);
+/* The virtio and protocol features vufsd offers (GET_FEATURES answers the
+ * first). VHOST_USER_PROTOCOL_F_SHMEM (bit 22) only with a DAX window
+ * (--dax-window) over the mainline protocol. */
+uint64_t vdev_offered_features(void);
+uint64_t vdev_offered_protocol_features(const struct vufsd_config *cfg);
+/* A window the frontend learns about through GET_SHMEM_CONFIG (mainline protocol). */
+bool vdev_shmem_window(const struct vufsd_config *cfg);
+/* What dev offers: the configuration's, and the device state transfer when it
+ * can save and load its state (what GET_PROTOCOL_FEATURES answers). */
+uint64_t vdev_protocol_features(const struct vufsd_dev *dev);
 /* Publishes a new memory table (takes the caller's reference). */
 void vdev_mem_swap(struct vufsd_dev *dev, struct vmem_table *t);
 /* A new reference to the current table. */
