@@ -17,7 +17,7 @@
 #include <linux/virtio_config.h>
 #include <linux/virtio_ring.h>
 
-#include "dax.h"
+#include "dax/dax.h"
 #include "log.h"
 #include "vu_msg.h"
 #include "vufs_util.h"

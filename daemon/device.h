@@ -60,7 +60,7 @@
 #include <stdint.h>
 
 #include "config.h"
-#include "fll.h"
+#include "fuse_lowlevel/fll.h"
 #include "mem.h"
 #include "pool.h"
 #include "queue.h"

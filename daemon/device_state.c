@@ -26,7 +26,7 @@
 #include <unistd.h>
 
 #include "log.h"
-#include "state.h"
+#include "state/state.h"
 #include "vu_msg.h"
 
 /* How long one round of vdev_quiesce waits before taking parked requests back again. */

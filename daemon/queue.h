@@ -35,7 +35,7 @@
 #include <stdint.h>
 #include <sys/uio.h>
 
-#include "fll.h"
+#include "fuse_lowlevel/fll.h"
 #include "mem.h"
 #include "pool.h"
 #include "virtqueue.h"

@@ -29,12 +29,12 @@
 
 #include <glib.h>
 
-#include "dax.h"
+#include "dax/dax.h"
 #include "device.h"
-#include "fll.h"
+#include "fuse_lowlevel/fll.h"
 #include "log.h"
-#include "passthrough.h"
-#include "sandbox.h"
+#include "daemon/passthrough/passthrough.h"
+#include "sandbox/sandbox.h"
 #include "vufs_util.h"
 #include "vufsd-config.h"
 

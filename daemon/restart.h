@@ -25,7 +25,7 @@
 #include <stdint.h>
 #include <sys/types.h>
 
-#include "state.h"
+#include "state/state.h"
 
 struct vufsd_dev;
 struct pt_fs;

@@ -16,7 +16,7 @@
 #include <endian.h>
 #include <unistd.h>
 
-#include "dax.h"
+#include "dax/dax.h"
 #include "log.h"
 #include "vu_msg.h"
 #include "vufs_util.h"
