@@ -13,9 +13,9 @@
 #include <stdint.h>
 #include <sys/types.h>
 
-#include "dax.h"
-#include "passthrough.h"
-#include "sandbox.h"
+#include "dax/dax.h"
+#include "daemon/passthrough/passthrough.h"
+#include "sandbox/sandbox.h"
 
 enum vufsd_dax_protocol {
     VUFSD_DAX_PROTO_SHMEM,  /* mainline BACKEND_SHMEM_MAP/UNMAP (ids 9/10) */

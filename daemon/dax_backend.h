@@ -17,9 +17,9 @@
 #define VUFSD_DAX_BACKEND_H
 
 #include "config.h"
-#include "dax.h"
+#include "dax/dax.h"
 #include "device.h"
-#include "passthrough.h"
+#include "daemon/passthrough/passthrough.h"
 
 struct vdax;
 

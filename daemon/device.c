@@ -14,8 +14,10 @@
 #include <time.h>
 #include <sys/socket.h>
 #include <unistd.h>
+#include <linux/virtio_config.h>
+#include <linux/virtio_ring.h>
 
-#include "dax.h"
+#include "dax/dax.h"
 #include "log.h"
 #include "vu_msg.h"
 #include "vufs_util.h"
@@ -202,6 +204,40 @@ bool vdev_has_feature(const struct vufsd_dev *dev, unsigned bit)
 bool vdev_has_protocol_feature(const struct vufsd_dev *dev, unsigned bit)
 {
     return bit < 64 && (dev->protocol_features >> bit) & 1;
+}
+
+uint64_t vdev_offered_features(void)
+{
+    return (1ull << VIRTIO_F_VERSION_1) | (1ull << VIRTIO_RING_F_INDIRECT_DESC) |
+           (1ull << VIRTIO_RING_F_EVENT_IDX) | (1ull << VU_F_PROTOCOL_FEATURES) |
+           (1ull << VU_F_LOG_ALL);
+}
+
+bool vdev_shmem_window(const struct vufsd_config *cfg)
+{
+    return cfg->dax_window && cfg->dax_protocol == VUFSD_DAX_PROTO_SHMEM;
+}
+
+uint64_t vdev_offered_protocol_features(const struct vufsd_config *cfg)
+{
+    uint64_t f = (1ull << VU_PROTOCOL_F_MQ) | (1ull << VU_PROTOCOL_F_REPLY_ACK) |
+                 (1ull << VU_PROTOCOL_F_BACKEND_REQ) | (1ull << VU_PROTOCOL_F_BACKEND_SEND_FD) |
+                 (1ull << VU_PROTOCOL_F_CONFIGURE_MEM_SLOTS) | (1ull << VU_PROTOCOL_F_STATUS) |
+                 (1ull << VU_PROTOCOL_F_RESET_DEVICE) | (1ull << VU_PROTOCOL_F_LOG_SHMFD);
+    if (vdev_shmem_window(cfg))
+        f |= 1ull << VU_PROTOCOL_F_SHMEM;
+    /* As the Rust virtiofsd: the config space only with a tag to put in it. */
+    if (cfg->tag)
+        f |= 1ull << VU_PROTOCOL_F_CONFIG;
+    return f;
+}
+
+uint64_t vdev_protocol_features(const struct vufsd_dev *dev)
+{
+    uint64_t f = vdev_offered_protocol_features(dev->c.cfg);
+    if (vmig_supported(dev))
+        f |= 1ull << VU_PROTOCOL_F_DEVICE_STATE;
+    return f;
 }
 
 void vdev_mem_swap(struct vufsd_dev *dev, struct vmem_table *t)

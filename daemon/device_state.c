@@ -26,8 +26,7 @@
 #include <unistd.h>
 
 #include "log.h"
-#include "state.h"
-#include "vhost_user.h"
+#include "state/state.h"
 #include "vu_msg.h"
 
 /* How long one round of vdev_quiesce waits before taking parked requests back again. */
@@ -298,8 +297,8 @@ int vdev_state_load(struct vufsd_dev *dev, const struct vst_state *st, struct vs
         !vst_get_u8(&r, &status) || !vst_get_u8(&r, &broken) || !vst_get_u32(&r, &conn_idx) ||
         !vst_get_u32(&r, &backend_idx))
         return vst_fail(err, -EBADMSG, "state: vhost-user section is cut short");
-    if (owned > 1 || broken > 1 || (features & ~vu_offered_features()) ||
-        (protocol & ~vu_dev_protocol_features(dev)))
+    if (owned > 1 || broken > 1 || (features & ~vdev_offered_features()) ||
+        (protocol & ~vdev_protocol_features(dev)))
         return vst_fail(err, -EINVAL,
                         "state: features %#llx / protocol features %#llx this vufsd does not offer",
                         (unsigned long long)features, (unsigned long long)protocol);

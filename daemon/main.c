@@ -33,9 +33,9 @@
 #include "device.h"
 #include "log.h"
 #include "options.h"
-#include "passthrough.h"
+#include "daemon/passthrough/passthrough.h"
 #include "restart.h"
-#include "sandbox.h"
+#include "sandbox/sandbox.h"
 #include "vhost_user.h"
 #include "vufs_util.h"
 #include "vufsd-config.h"
@@ -398,8 +398,8 @@ static int vmain_serve(struct vmain_ctx *ctx)
         .cpus_online = ctx->load->cpus_online,
         .loadavg_fd = ctx->load->loadavg_fd,
         /* Live migration; not with a DAX window: its mappings do not travel. */
-        .state_save = ctx->dax ? NULL : vmig_save_state,
-        .state_load = ctx->dax ? NULL : vmig_load_state,
+        .state_save = ctx->dax ? NULL : vrs_migration_save,
+        .state_load = ctx->dax ? NULL : vrs_migration_load,
     };
     struct vu_wake wake = {
         .stop_fd = vmain_stop_fd,

@@ -45,8 +45,6 @@
 #include <unistd.h>
 
 #include "log.h"
-#include "passthrough.h"
-#include "restart.h"
 #include "vu_msg.h"
 #include "vufs_util.h"
 
@@ -309,47 +307,4 @@ int vmig_check(struct vufsd_dev *dev)
     }
     vmig_abort(m);
     return ret;
-}
-
-/* ---- The state: a saved state's FUSE and filesystem parts -------------------------- */
-
-int vmig_save_state(struct vufsd_dev *dev, uint8_t **buf, size_t *len)
-{
-    struct vrs_parts p = {.dev = dev, .conn_fd = -1, .fs = dev->c.fs};
-    struct vst_writer w;
-
-    vst_writer_init(&w);
-    int ret = vrs_save(&p, VST_PART_FUSE | VST_PART_FS, NULL, &w);
-    if (ret < 0) {
-        vst_writer_free(&w);
-        return ret;
-    }
-    *buf = w.buf; /* the writer's buffer is the state: handed over, not freed */
-    *len = w.len;
-    return 0;
-}
-
-int vmig_load_state(struct vufsd_dev *dev, const uint8_t *buf, size_t len)
-{
-    struct vrs_parts p = {.dev = dev, .conn_fd = -1, .fs = dev->c.fs};
-    struct vst_state st;
-    struct vst_err err = {{0}};
-    struct pt_state_report rep = {0};
-    char origin[64];
-
-    int ret = vst_open(buf, len, &st, &err);
-    if (ret == 0) {
-        vrs_origin(&st, origin, sizeof(origin));
-        vlog_info("device state from %s", origin);
-        ret = vrs_load(&p, VST_PART_FUSE | VST_PART_FS, &st, NULL, NULL, &rep, &err);
-    }
-    if (ret < 0) {
-        vlog_err("device state refused: %s", err.msg[0] ? err.msg : strerror(-ret));
-        return ret;
-    }
-    vlog_info("device state loaded: %u node ids, %u open files, %u lock owners, %u locks; "
-              "lost: %u node ids, %u open files, %u locks",
-              rep.inodes, rep.handles, rep.owners, rep.locks, rep.inodes_lost, rep.handles_lost,
-              rep.locks_lost);
-    return 0;
 }

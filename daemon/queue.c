@@ -2,9 +2,9 @@
 /*
  * Queue threads: pop chains, turn each into a request for fll, and complete
  * requests into the used ring from whichever thread finishes them. See
- * device.h for the queue lifecycle and the lock order.
+ * queue.h for the queue lifecycle and device.h for the lock order.
  */
-#include "device.h"
+#include "queue.h"
 
 #include <assert.h>
 #include <endian.h>
@@ -23,6 +23,7 @@
 #include <time.h>
 #include <unistd.h>
 
+#include "device.h"
 #include "log.h"
 #include "qpoll.h"
 #include "vu_msg.h"
@@ -78,7 +79,7 @@ enum { VQT_EV_WAKE = 0 };
 /* Set while a queue thread runs a batch: completions on it defer the signal. */
 static __thread struct vufsd_queue *vqt_batch_queue;
 
-/* The only transitions the queue diagram in device.h allows (message thread only). */
+/* The only transitions the queue diagram in queue.h allows (message thread only). */
 static void vqt_set_state(struct vufsd_queue *q, enum vqt_state to)
 {
     assert((q->state == VQT_IDLE && to == VQT_RUNNING) ||

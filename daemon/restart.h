@@ -22,9 +22,10 @@
 
 #include <stdbool.h>
 #include <stddef.h>
+#include <stdint.h>
 #include <sys/types.h>
 
-#include "state.h"
+#include "state/state.h"
 
 struct vufsd_dev;
 struct pt_fs;
@@ -80,6 +81,15 @@ int vrs_load(const struct vrs_parts *p, unsigned parts, const struct vst_state *
 
 /* The writer of a state, from its ORIGIN section ("vufsd 0.1.0"), for the log. */
 void vrs_origin(const struct vst_state *st, char *buf, size_t size);
+
+/*
+ * The device's state_save and state_load (vdev_config) for live migration: the
+ * FUSE session and the filesystem's parts (VST_PART_FUSE | VST_PART_FS) of
+ * dev, without fds. The migration transfer (migration.c) reaches them only
+ * through the device's callbacks. 0 or -errno; loading logs why it refuses.
+ */
+int vrs_migration_save(struct vufsd_dev *dev, uint8_t **buf, size_t *len);
+int vrs_migration_load(struct vufsd_dev *dev, const uint8_t *buf, size_t len);
 
 /* A sealed memfd (no write, grow, shrink or further seal) holding the state. */
 int vrs_memfd(const struct vst_writer *w);

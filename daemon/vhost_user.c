@@ -15,40 +15,11 @@
 #include <sys/socket.h>
 #include <endian.h>
 #include <unistd.h>
-#include <linux/virtio_config.h>
-#include <linux/virtio_ring.h>
 
-#include "dax.h"
+#include "dax/dax.h"
 #include "log.h"
 #include "vu_msg.h"
 #include "vufs_util.h"
-
-uint64_t vu_offered_features(void)
-{
-    return (1ull << VIRTIO_F_VERSION_1) | (1ull << VIRTIO_RING_F_INDIRECT_DESC) |
-           (1ull << VIRTIO_RING_F_EVENT_IDX) | (1ull << VU_F_PROTOCOL_FEATURES) |
-           (1ull << VU_F_LOG_ALL);
-}
-
-/* A window the frontend learns about through GET_SHMEM_CONFIG (mainline protocol). */
-static bool vu_shmem_window(const struct vufsd_config *cfg)
-{
-    return cfg->dax_window && cfg->dax_protocol == VUFSD_DAX_PROTO_SHMEM;
-}
-
-uint64_t vu_offered_protocol_features(const struct vufsd_config *cfg)
-{
-    uint64_t f = (1ull << VU_PROTOCOL_F_MQ) | (1ull << VU_PROTOCOL_F_REPLY_ACK) |
-                 (1ull << VU_PROTOCOL_F_BACKEND_REQ) | (1ull << VU_PROTOCOL_F_BACKEND_SEND_FD) |
-                 (1ull << VU_PROTOCOL_F_CONFIGURE_MEM_SLOTS) | (1ull << VU_PROTOCOL_F_STATUS) |
-                 (1ull << VU_PROTOCOL_F_RESET_DEVICE) | (1ull << VU_PROTOCOL_F_LOG_SHMFD);
-    if (vu_shmem_window(cfg))
-        f |= 1ull << VU_PROTOCOL_F_SHMEM;
-    /* As the Rust virtiofsd: the config space only with a tag to put in it. */
-    if (cfg->tag)
-        f |= 1ull << VU_PROTOCOL_F_CONFIG;
-    return f;
-}
 
 /*
  * A request handler: m passed vu_msg_check(); fds are the message's (the handler
@@ -98,14 +69,14 @@ static void vu_driver_stopped(struct vufsd_dev *dev)
 
 VU_HANDLER(vu_get_features)
 {
-    vu_reply_u64(reply, vu_offered_features());
+    vu_reply_u64(reply, vdev_offered_features());
     return 0;
 }
 
 VU_HANDLER(vu_set_features)
 {
     uint64_t f = m->payload.u64;
-    if (f & ~vu_offered_features())
+    if (f & ~vdev_offered_features())
         return -EINVAL;
     bool was_logging = vdev_has_feature(dev, VU_F_LOG_ALL);
     dev->features = f;
@@ -122,24 +93,16 @@ VU_HANDLER(vu_set_features)
     return 0;
 }
 
-uint64_t vu_dev_protocol_features(const struct vufsd_dev *dev)
-{
-    uint64_t f = vu_offered_protocol_features(dev->c.cfg);
-    if (vmig_supported(dev))
-        f |= 1ull << VU_PROTOCOL_F_DEVICE_STATE;
-    return f;
-}
-
 VU_HANDLER(vu_get_protocol_features)
 {
-    vu_reply_u64(reply, vu_dev_protocol_features(dev));
+    vu_reply_u64(reply, vdev_protocol_features(dev));
     return 0;
 }
 
 VU_HANDLER(vu_set_protocol_features)
 {
     uint64_t f = m->payload.u64;
-    if (f & ~vu_dev_protocol_features(dev))
+    if (f & ~vdev_protocol_features(dev))
         return -EINVAL;
     dev->protocol_features = f;
     return 0;
@@ -501,7 +464,7 @@ VU_HANDLER(vu_set_vring_enable)
  */
 VU_HANDLER(vu_get_shmem_config)
 {
-    bool on = vu_shmem_window(dev->c.cfg) && vdev_has_protocol_feature(dev, VU_PROTOCOL_F_SHMEM);
+    bool on = vdev_shmem_window(dev->c.cfg) && vdev_has_protocol_feature(dev, VU_PROTOCOL_F_SHMEM);
     struct vu_shmem_config *c = &reply->payload.shmem_config;
 
     memset(c, 0, sizeof(*c));

@@ -33,12 +33,4 @@ enum {
  */
 int vu_serve(struct vufsd_dev *dev, int conn_fd, const struct vu_wake *w);
 
-/* The virtio and protocol features vufsd offers. VHOST_USER_PROTOCOL_F_SHMEM
- * (bit 22) only with a DAX window (--dax-window) over the mainline protocol. */
-uint64_t vu_offered_features(void);
-uint64_t vu_offered_protocol_features(const struct vufsd_config *cfg);
-/* What dev offers: the configuration's, and the device state transfer when it
- * can save and load its state (what GET_PROTOCOL_FEATURES answers). */
-uint64_t vu_dev_protocol_features(const struct vufsd_dev *dev);
-
 #endif

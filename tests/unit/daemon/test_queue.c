@@ -1,6 +1,6 @@
 /* SPDX-License-Identifier: GPL-2.0-or-later */
 /*
- * The queue lifecycle of daemon/device.h, through queue.c's own functions:
+ * The queue lifecycle of daemon/queue.h, through queue.c's own functions:
  * IDLE -> RUNNING (vqt_start, only when configured and its rings are in guest
  * memory), RUNNING -> STOPPING -> IDLE (vqt_stop: the thread joined, parked
  * requests cancelled, in-flight requests completed, the avail index kept as
