@@ -29,6 +29,13 @@
 #       descriptors; it must be PATH (default /usr/libexec/vufsd, the
 #       package's, through /usr/share/qemu/vhost-user/40-vufsd.json).
 #
+# --stack debian13: the same with Debian 13's libvirt (11.3) and QEMU 11.1,
+# which do not run on Debian 12's glibc: libvirtd and virsh run chrooted in a
+# Debian 13 root with libvirt ($VUFS_GUEST_CACHE/trixie-libvirt, a copy of
+# trixie-root.sh's root with libvirt-daemon-driver-qemu added, made on first
+# use), and libvirt's <binary path> is a wrapper in the run directory that
+# starts the host's vufsd (a Debian 12 binary) chrooted back in the host's
+# root, which the Debian 13 root sees at /run/vufsd-host. --binary only.
 # Options: --after-boot1 CMD (a shell command run once boot 1's checks have
 # passed, with the guest up and VUFSD_PID set: the package test upgrades the
 # package there; boot 2 must then still be served by the same daemon),
@@ -40,7 +47,7 @@
 set -uo pipefail
 
 here=$(cd "$(dirname "$0")" && pwd)
-mode= binary= probe= expect=/usr/libexec/vufsd timeout=900 rundir= keep=0 after_boot1=
+mode= binary= probe= expect=/usr/libexec/vufsd timeout=900 rundir= keep=0 after_boot1= stack=debian12
 usage() { sed -n '4,/^{$/p' "$0" | sed '$d' >&2; exit 2; }
 args=("$@")
 while [ $# -gt 0 ]; do
@@ -50,6 +57,7 @@ while [ $# -gt 0 ]; do
     --expect) expect=$2; shift 2 ;;
     --probe) probe=$2; shift 2 ;;
     --after-boot1) after_boot1=$2; shift 2 ;;
+    --stack) stack=$2; shift 2 ;;
     --timeout) timeout=$2; shift 2 ;;
     --rundir) rundir=$2; shift 2 ;;
     --keep) keep=1; shift ;;
@@ -57,6 +65,11 @@ while [ $# -gt 0 ]; do
     esac
 done
 [ -n "$mode" ] && [ -n "$probe" ] || usage
+case "$stack" in
+debian12) ;;
+debian13) [ "$mode" = binary ] || { echo "libvirt-host: --stack debian13 takes --binary only" >&2; usage; } ;;
+*) usage ;;
+esac
 
 for t in libvirtd virsh; do
     command -v $t > /dev/null ||
@@ -85,8 +98,13 @@ mkdir -p "$share"
 probe=$(cd "$(dirname "$probe")" && pwd)/$(basename "$probe")
 [ "$mode" != binary ] || binary=$(cd "$(dirname "$binary")" && pwd)/$(basename "$binary")
 dom=vufsd-libvirt
-virsh=(virsh -q -c qemu:///system)
+virsh=(in_root virsh -q -c qemu:///system)
 log() { echo "libvirt-host: $*" >&2; }
+# R: the root libvirt runs in ("" for the host's own); in_root runs a command there.
+R=
+in_root() {
+    if [ -n "$R" ]; then chroot "$R" "$@"; else "$@"; fi
+}
 
 libvirtd_pid= holder_pids=() vufsd_pid=
 cleanup() {
@@ -106,7 +124,7 @@ trap 'log interrupted; exit 1' INT TERM HUP
 
 verdict() {
     local v=$1; shift
-    echo "libvirt-host: $v: $* (libvirt $(libvirtd --version | awk '{print $NF}'), $(qemu-system-x86_64 --version | head -n1), $mode; $(( $(date +%s) - start )) s, logs in $rundir)"
+    echo "libvirt-host: $v: $* (libvirt $(in_root libvirtd --version | awk '{print $NF}'), $(in_root qemu-system-x86_64 --version | head -n1), $stack, $mode; $(( $(date +%s) - start )) s, logs in $rundir)"
     if [ "$v" = FAIL ]; then
         for f in output.log libvirtd.log virtiofsd.log console.log; do
             [ -s "$rundir/$f" ] || continue
@@ -159,6 +177,34 @@ b = open(sys.argv[2], "r+"); fcntl.lockf(b, fcntl.LOCK_EX)
 time.sleep(100000)' "$share/flock-held" "$share/posix-held" &
 holder_pids+=($!)
 
+if [ "$stack" = debian13 ]; then
+    cache=${VUFS_GUEST_CACHE:-$here/cache}
+    R=$cache/trixie-libvirt
+    if [ ! -x "$R/usr/sbin/libvirtd" ]; then
+        base_root=$("$here/trixie-root.sh") || verdict FAIL "no Debian 13 root (trixie-root.sh)"
+        log "making $R: $base_root plus Debian 13's libvirt"
+        rm -rf "$R.tmp"
+        cp -a "$base_root" "$R.tmp" && cp /etc/resolv.conf "$R.tmp/etc/resolv.conf" &&
+        unshare -m bash -c 'for d in proc sys dev; do mount --rbind /$d "$1/$d"; done
+            chroot "$1" apt-get update -q &&
+            DEBIAN_FRONTEND=noninteractive chroot "$1" apt-get install -y -q --no-install-recommends \
+                libvirt-daemon libvirt-daemon-driver-qemu libvirt-clients' sh "$R.tmp" > "$rundir/root-apt.log" 2>&1 ||
+            verdict FAIL "cannot install libvirt in the Debian 13 root ($rundir/root-apt.log)"
+        mv "$R.tmp" "$R"
+    fi
+    # The host's root (vufsd runs there), then what libvirt and QEMU open at
+    # their host paths: /dev, /proc, /sys, the run directory, the kernel.
+    mkdir -p "$R/run/vufsd-host"
+    mount --rbind / "$R/run/vufsd-host" || verdict FAIL "cannot bind / in $R"
+    for d in /dev /proc /sys "$rundir" "$kdir"; do
+        mkdir -p "$R$d"
+        mount --rbind "$d" "$R$d" || verdict FAIL "cannot bind $d in $R"
+    done
+    printf '#!/bin/sh\n# vufsd of the host (Debian 12), started from the Debian 13 root\nexec chroot /run/vufsd-host %q "$@"\n' \
+        "$binary" > "$rundir/vufsd-host"
+    chmod 755 "$rundir/vufsd-host"
+fi
+
 # libvirt's own directories, private to this run.
 etc=$rundir/etc
 rm -rf "$etc"
@@ -183,18 +229,19 @@ namespaces = [ ]
 cgroup_controllers = [ ]
 stdio_handler = "file"
 CONF
-mount --bind "$etc" /etc/libvirt || verdict FAIL "cannot bind $etc on /etc/libvirt"
+mount --bind "$etc" "$R/etc/libvirt" || verdict FAIL "cannot bind $etc on $R/etc/libvirt"
 for d in /run/libvirt /var/lib/libvirt /var/log/libvirt /var/cache/libvirt; do
-    mkdir -p "$d"
-    mount -t tmpfs -o mode=0755 tmpfs "$d" || verdict FAIL "cannot mount a tmpfs on $d"
+    mkdir -p "$R$d"
+    mount -t tmpfs -o mode=0755 tmpfs "$R$d" || verdict FAIL "cannot mount a tmpfs on $R$d"
 done
 # A vufsd left by an earlier run on this share would be found below: none may be.
-pgrep -f -- "source=$share" > /dev/null && verdict FAIL "a daemon already serves $share"
+serving="(source=|--shared-dir[= ])$share"
+pgrep -f -- "$serving" > /dev/null && verdict FAIL "a daemon already serves $share"
 
-libvirtd --pid-file "$rundir/libvirtd.pid" > "$rundir/libvirtd.out" 2>&1 < /dev/null &
+in_root libvirtd --pid-file "$rundir/libvirtd.pid" > "$rundir/libvirtd.out" 2>&1 < /dev/null &
 libvirtd_pid=$!
 for _ in $(seq 300); do
-    [ -S /run/libvirt/libvirt-sock ] && break
+    [ -S "$R/run/libvirt/libvirt-sock" ] && break
     kill -0 "$libvirtd_pid" 2> /dev/null || verdict FAIL "libvirtd exited: $(tail -n 3 "$rundir/libvirtd.out")"
     sleep 0.1
 done
@@ -202,7 +249,9 @@ done
 log "libvirtd $libvirtd_pid up ($(head -n 3 "$rundir/virsh-version.txt" | tr -s ' \n' ' '))"
 
 if [ "$mode" = binary ]; then
-    fsbinary="<binary path='$binary' xattr='on'>
+    xml_binary=$binary
+    [ "$stack" = debian12 ] || xml_binary=$rundir/vufsd-host
+    fsbinary="<binary path='$xml_binary' xattr='on'>
         <cache mode='none'/>
         <sandbox mode='chroot'/>
         <lock posix='on' flock='on'/>
@@ -232,7 +281,7 @@ cat > "$rundir/domain.xml" << XML
   <on_reboot>restart</on_reboot>
   <on_crash>destroy</on_crash>
   <devices>
-    <emulator>$(command -v qemu-system-x86_64)</emulator>
+    <emulator>$(in_root sh -c 'command -v qemu-system-x86_64')</emulator>
     <filesystem type='mount' accessmode='passthrough'>
       <driver type='virtiofs' queue='1024'/>
       $fsbinary
@@ -282,7 +331,7 @@ wait_gone() {
 # 9.0 daemonizes it and keeps its pid in SHORTNAME-fs0-fs.pid).
 find_daemon() {
     local f
-    f=$(ls /run/libvirt/qemu/*-"$dom"-fs0-fs.pid 2> /dev/null | head -n1)
+    f=$(ls "$R"/run/libvirt/qemu/*-"$dom"-fs0-fs.pid 2> /dev/null | head -n1)
     [ -n "$f" ] && cat "$f"
 }
 # ready N: boot N's result line, its fails count must be 0.
@@ -294,16 +343,16 @@ ready() {
 }
 
 "${virsh[@]}" start "$dom" >> "$rundir/virsh.log" 2>&1 || verdict FAIL "virsh start: $(tail -n 3 "$rundir/virsh.log")"
-vufsd_pid=$(find_daemon) || verdict FAIL "no virtio-fs daemon serving $share: $(ls /run/libvirt/qemu)"
-qemu_pid=$(cat /run/libvirt/qemu/"$dom".pid)
+vufsd_pid=$(find_daemon) || verdict FAIL "no virtio-fs daemon serving $share: $(ls "$R/run/libvirt/qemu")"
+qemu_pid=$(cat "$R/run/libvirt/qemu/$dom.pid")
 exe=$(readlink "/proc/$vufsd_pid/exe")
 daemon_cmd=$(tr '\0' ' ' < "/proc/$vufsd_pid/cmdline")
-cp /var/log/libvirt/qemu/"$dom".log "$rundir/qemu-cmdline.log" 2> /dev/null
+cp "$R/var/log/libvirt/qemu/$dom.log" "$rundir/qemu-cmdline.log" 2> /dev/null
 {
     echo "== ps: the daemon libvirt started for $dom, and QEMU"
     ps -o pid,ppid,user,args -p "$vufsd_pid","$qemu_pid" | cut -c1-400
     echo "== every process on the share (the daemon's sandboxed child too)"
-    ps -o pid,ppid,user,args -p "$(pgrep -d, -f -- "source=$share")" | cut -c1-400
+    ps -o pid,ppid,user,args -p "$(pgrep -d, -f -- "$serving")" | cut -c1-400
     echo "== /proc/$vufsd_pid/exe -> $exe"
 } | tee "$rundir/processes.txt" >&2
 
@@ -311,13 +360,17 @@ case "$mode" in
 binary) want_exe=$binary ;;
 descriptor) want_exe=$expect ;;
 esac
-[ "$exe" = "$want_exe" ] || verdict FAIL "libvirt started $exe, not $want_exe ($daemon_cmd)"
+# The same file (in the Debian 13 root the path has /run/vufsd-host before it).
+[ "$(stat -L -c %d:%i "/proc/$vufsd_pid/exe")" = "$(stat -L -c %d:%i "$want_exe")" ] ||
+    verdict FAIL "libvirt started $exe, not $want_exe ($daemon_cmd)"
 if [ "$mode" = binary ]; then
-    for o in "--fd=" "source=$share" ",cache=none" ",sandbox=chroot" ",xattr" ",flock" ",posix_lock" "--thread-pool-size=4"; do
-        case "$daemon_cmd" in
-        *"$o"*) ;;
-        *) verdict FAIL "libvirt's daemon command line lacks '$o': $daemon_cmd" ;;
-        esac
+    # libvirt 9.0 writes -o source=DIR,cache=none,...; a libvirt that finds
+    # "separate-options" in --print-capabilities may write --shared-dir DIR
+    # --cache none ... instead.
+    for o in "--fd=" "(source=|--shared-dir[= ])$share" "cache[= ]none" "sandbox[= ]chroot" \
+             "(,|--)xattr( |,|$)" "(,|--)flock( |,|$)" "(,|--)posix[_-]lock( |,|$)" "thread-pool-size[= ]4"; do
+        echo "$daemon_cmd" | grep -q -E -- "$o" ||
+            verdict FAIL "libvirt's daemon command line lacks '$o': $daemon_cmd"
     done
     grep -a -q -E 'queue-size"?[=:]1024' /proc/"$qemu_pid"/cmdline ||
         verdict FAIL "QEMU's vhost-user-fs-pci has no queue-size=1024 (<driver queue='1024'/>)"
@@ -335,7 +388,8 @@ if [ "$mode" = binary ]; then
     echo "== thread pool: $workers vufsd-worker threads in $server; sandbox: /proc/$server/root -> $root" |
         tee -a "$rundir/processes.txt" >&2
     [ "$workers" = 4 ] || verdict FAIL "thread_pool size='4': $workers worker threads"
-    [ "$root" = "$share" ] || verdict FAIL "sandbox mode='chroot': the daemon's root is $root, not $share"
+    [ "$(stat -c %d:%i "/proc/$server/root/")" = "$(stat -c %d:%i "$share")" ] ||
+        verdict FAIL "sandbox mode='chroot': the daemon's root is $root, not $share"
     xattr=$(python3 -c 'import os, sys; print(os.getxattr(sys.argv[1], "user.vufsd").decode())' "$share/xattr.txt" 2>&1)
     echo "== xattr: user.vufsd on the host's xattr.txt: $xattr" | tee -a "$rundir/processes.txt" >&2
     [ "$xattr" = libvirt ] || verdict FAIL "xattr='on': the guest's user.vufsd is not on the host's file ($xattr)"
@@ -356,7 +410,7 @@ ready 2
 "${virsh[@]}" shutdown "$dom" >> "$rundir/virsh.log" 2>&1 || verdict FAIL "virsh shutdown: $(tail -n 3 "$rundir/virsh.log")"
 wait_state "shut off" 120 || verdict FAIL "virsh shutdown: still $("${virsh[@]}" domstate "$dom") after 120 s"
 wait_gone "$vufsd_pid" 15 || verdict FAIL "vufsd $vufsd_pid still running 15 s after the shutdown"
-cp /var/log/libvirt/qemu/"$dom"-fs0-virtiofsd.log "$rundir/virtiofsd.log" 2> /dev/null
+cp "$R/var/log/libvirt/qemu/$dom-fs0-virtiofsd.log" "$rundir/virtiofsd.log" 2> /dev/null
 grep -q 'frontend disconnected' "$rundir/virtiofsd.log" ||
     verdict FAIL "vufsd did not log 'frontend disconnected' before it ended (killed instead of exiting by itself?)"
 log "virsh shutdown: guest off, vufsd $vufsd_pid exited by itself: $(grep -E 'disconnected|exiting' "$rundir/virtiofsd.log" | tr '\n' ' ')"
@@ -366,7 +420,7 @@ vufsd_pid=$(find_daemon) || verdict FAIL "no daemon serving $share after the sec
 ready 3
 "${virsh[@]}" destroy "$dom" >> "$rundir/virsh.log" 2>&1 || verdict FAIL "virsh destroy: $(tail -n 3 "$rundir/virsh.log")"
 wait_gone "$vufsd_pid" 15 || verdict FAIL "vufsd $vufsd_pid still running 15 s after virsh destroy"
-left=$(pgrep -a -f -- "source=$share")
+left=$(pgrep -a -f -- "$serving")
 [ -z "$left" ] || verdict FAIL "after virsh destroy a daemon is left: $left"
 vufsd_pid=
 log "virsh destroy: no daemon left"
