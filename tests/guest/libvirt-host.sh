@@ -383,9 +383,10 @@ if [ "$mode" = binary ]; then
     # libvirt 9.0 writes -o source=DIR,cache=none,...; a libvirt that finds
     # "separate-options" in --print-capabilities may write --shared-dir DIR
     # --cache none ... instead.
-    for o in "--fd=" "(source=|--shared-dir[= ])$share" "cache[= ](none|never)" "sandbox[= ]chroot" \
-             "(,|--)xattr( |,|$)" "thread-pool-size[= ]4" \
-             $([ $locks = 0 ] || echo "(,|--)flock( |,|$) (,|--)posix[_-]lock( |,|$)"); do
+    want=("--fd=" "(source=|--shared-dir[= ])$share" "cache[= ](none|never)" "sandbox[= ]chroot"
+          "(,|--)xattr( |,|$)" "thread-pool-size[= ]4")
+    [ $locks = 0 ] || want+=("(,|--)flock( |,|$)" "(,|--)posix[_-]lock( |,|$)")
+    for o in "${want[@]}"; do
         echo "$daemon_cmd" | grep -q -E -- "$o" ||
             verdict FAIL "libvirt's daemon command line lacks '$o': $daemon_cmd"
     done
