@@ -36,6 +36,8 @@
 # use), and libvirt's <binary path> is a wrapper in the run directory that
 # starts the host's vufsd (a Debian 12 binary) chrooted back in the host's
 # root, which the Debian 13 root sees at /run/vufsd-host. --binary only.
+# --pick-only: start the domain, check which daemon libvirt started
+# (--expect), destroy it; no guest checks (the package test's mask check).
 # Options: --after-boot1 CMD (a shell command run once boot 1's checks have
 # passed, with the guest up and VUFSD_PID set: the package test upgrades the
 # package there; boot 2 must then still be served by the same daemon),
@@ -47,7 +49,7 @@
 set -uo pipefail
 
 here=$(cd "$(dirname "$0")" && pwd)
-mode= binary= probe= expect=/usr/libexec/vufsd timeout=900 rundir= keep=0 after_boot1= stack=debian12
+mode= binary= probe= expect=/usr/libexec/vufsd timeout=900 rundir= keep=0 after_boot1= stack=debian12 pick_only=0
 usage() { sed -n '4,/^{$/p' "$0" | sed '$d' >&2; exit 2; }
 args=("$@")
 while [ $# -gt 0 ]; do
@@ -58,6 +60,7 @@ while [ $# -gt 0 ]; do
     --probe) probe=$2; shift 2 ;;
     --after-boot1) after_boot1=$2; shift 2 ;;
     --stack) stack=$2; shift 2 ;;
+    --pick-only) pick_only=1; shift ;;
     --timeout) timeout=$2; shift 2 ;;
     --rundir) rundir=$2; shift 2 ;;
     --keep) keep=1; shift ;;
@@ -379,6 +382,12 @@ esac
 # The same file (in the Debian 13 root the path has /run/vufsd-host before it).
 [ "$(stat -L -c %d:%i "/proc/$vufsd_pid/exe")" = "$(stat -L -c %d:%i "$want_exe")" ] ||
     verdict FAIL "libvirt started $exe, not $want_exe ($daemon_cmd)"
+if [ $pick_only = 1 ]; then
+    "${virsh[@]}" destroy "$dom" >> "$rundir/virsh.log" 2>&1 || verdict FAIL "virsh destroy: $(tail -n 3 "$rundir/virsh.log")"
+    wait_gone "$vufsd_pid" 15 || verdict FAIL "$want_exe ($vufsd_pid) still running 15 s after virsh destroy"
+    vufsd_pid=
+    verdict PASS "libvirt started $want_exe ($daemon_cmd)"
+fi
 if [ "$mode" = binary ]; then
     # libvirt 9.0 writes -o source=DIR,cache=none,...; a libvirt that finds
     # "separate-options" in --print-capabilities may write --shared-dir DIR
