@@ -13,7 +13,11 @@
 #      package under it, and the guest, rebooted with virsh reboot, is still
 #      served by the same vufsd (the old binary, now deleted on disk) until
 #      virsh shutdown, when it exits by itself;
-#   4. dpkg --purge: none of the package's files is left, nor its directories
+#   4. the way back an operator takes: an empty
+#      /etc/qemu/vhost-user/40-vufsd.json masks the package's descriptor, and
+#      libvirt starts QEMU's /usr/lib/qemu/virtiofsd again (--pick-only: the
+#      domain started and destroyed, no guest checks); the mask is removed;
+#   5. dpkg --purge: none of the package's files is left, nor its directories
 #      that nothing else uses.
 #
 #   tests/pkg/deb-lifecycle.sh --probe VUFS_PROBE [--out DIR] [--keep]
@@ -49,7 +53,7 @@ start=$(date +%s)
 [ -n "$out" ] || out=$(mktemp -d "${VUFS_GUEST_LOGS:-/tmp}/vufs-deb.XXXXXX")
 mkdir -p "$out"
 out=$(cd "$out" && pwd)
-installed=0
+installed=0 mask=/etc/qemu/vhost-user/40-vufsd.json masked=0
 log() { echo "deb-lifecycle: $*"; }
 verdict() {
     local v=$1; shift
@@ -57,7 +61,14 @@ verdict() {
     [ "$v" = PASS ] && exit 0
     exit 1
 }
+unmask() {
+    [ $masked = 1 ] || return 0
+    rm -f "$mask"
+    rmdir /etc/qemu/vhost-user /etc/qemu 2> /dev/null
+    masked=0
+}
 cleanup() {
+    unmask
     [ $installed = 0 ] || dpkg --purge vufsd > /dev/null 2>&1
 }
 trap cleanup EXIT
@@ -92,6 +103,18 @@ log "libvirt with no binary path (tests/guest/libvirt-host.sh --descriptor), upg
     verdict FAIL "libvirt with no binary path"
 [ "$(dpkg-query -W -f='${Version}' vufsd)" = "$v2" ] || verdict FAIL "the upgrade did not leave $v2 installed"
 
+if [ -e "$mask" ]; then
+    log "$mask exists already: the way back is not tried"
+else
+    log "an empty $mask: libvirt must start QEMU's virtiofsd again"
+    mkdir -p /etc/qemu/vhost-user && : > "$mask" && masked=1 ||
+        verdict FAIL "cannot write $mask"
+    "$top/tests/guest/libvirt-host.sh" --descriptor --pick-only --probe "$probe" \
+        --expect /usr/lib/qemu/virtiofsd --rundir "$out/libvirt-masked" --timeout 300 ||
+        verdict FAIL "with $mask empty, libvirt did not start /usr/lib/qemu/virtiofsd"
+    unmask
+fi
+
 log "dpkg --purge vufsd"
 dpkg --purge vufsd > "$out/dpkg-purge.log" 2>&1 || { cat "$out/dpkg-purge.log"; verdict FAIL "dpkg --purge vufsd"; }
 installed=0
@@ -114,5 +137,5 @@ for e in /proc/[0-9]*/exe; do
     esac
 done
 [ $keep = 1 ] || rm -f "$out"/*.tar.xz "$out"/*dbgsym*
-verdict PASS "built $version and $v2 (lintian clean), installed, libvirt picked /usr/libexec/vufsd with no binary path, upgraded under a running guest that kept being served, purged with nothing left"
+verdict PASS "built $version and $v2 (lintian clean), installed, libvirt picked /usr/libexec/vufsd with no binary path, upgraded under a running guest that kept being served, masked (libvirt back to /usr/lib/qemu/virtiofsd), purged with nothing left"
 }
