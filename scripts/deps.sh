@@ -23,6 +23,12 @@ packages=(
     # guest's sqlite3 CLI and stress-ng, and the host's sqlite3 that checks the
     # database the guest left
     sqlite3 stress-ng
+    # the Debian package (scripts/deb.sh) and its install, upgrade and purge
+    # test (tests/pkg/deb-lifecycle.sh)
+    dpkg-dev debhelper fakeroot lintian
+    # a real libvirt starting vufsd (tests/guest/libvirt-host.sh): libvirtd
+    # (libvirt 9.0 with the QEMU driver) and virsh
+    libvirt-daemon-system libvirt-clients
     # tools the scripts use
     python3 procps util-linux man-db groff-base
 )

@@ -178,24 +178,25 @@ def test_capabilities():
 
 
 def test_install():
-    """meson install --destdir: the binary, share/qemu/vhost-user/50-vufsd.json
-    (valid JSON naming the installed binary), the man page, and the systemd
-    socket/service pair, which systemd-analyze verify accepts."""
-    prefix, bindir = os.environ["PREFIX"], os.environ["BINDIR"]
+    """meson install --destdir: the binary in libexec, share/qemu/vhost-user/40-vufsd.json
+    (valid JSON naming the installed binary, sorting before Debian's 50-qemu-virtiofsd.json
+    and 50-virtiofsd.json), the man page, and the systemd socket/service pair, which
+    systemd-analyze verify accepts."""
+    prefix, libexecdir = os.environ["PREFIX"], os.environ["LIBEXECDIR"]
     dest = tempfile.mkdtemp(prefix="vufsd-install-")
     r = run(shlex.split(os.environ.get("MESON", "meson")) +
             ["install", "-C", os.environ["BUILD_ROOT"], "--destdir", dest, "--no-rebuild",
              "--quiet"])
     check(r.returncode == 0, "meson install: rc %d\n%s%s" % (r.returncode, r.stdout, r.stderr))
     root = dest + prefix
-    binary = os.path.join(prefix, bindir, "vufsd")
+    binary = os.path.join(prefix, libexecdir, "vufsd")
     installed = dest + binary
     check(os.access(installed, os.X_OK), "%s not installed" % binary)
     r = run([installed, "--version"])
     check(r.returncode == 0 and r.stdout.startswith("vufsd "), "installed --version: %r" % r.stdout)
 
-    desc_path = os.path.join(root, "share/qemu/vhost-user/50-vufsd.json")
-    if check(os.path.isfile(desc_path), "no share/qemu/vhost-user/50-vufsd.json"):
+    desc_path = os.path.join(root, "share/qemu/vhost-user/40-vufsd.json")
+    if check(os.path.isfile(desc_path), "no share/qemu/vhost-user/40-vufsd.json"):
         with open(desc_path) as f:
             desc = json.load(f)
         # docs/interop/vhost-user.json: description, type, binary (absolute).
@@ -211,6 +212,8 @@ def test_install():
     check(os.path.isfile(man), "man page not installed at share/man/man1/vufsd.1")
 
     unitdir = os.path.join(root, "lib/systemd/system")
+    if os.environ.get("UNITDIR"):
+        unitdir = dest + os.environ["UNITDIR"]
     units = [os.path.join(unitdir, u) for u in ("vufsd@.socket", "vufsd@.service")]
     if all(check(os.path.isfile(u), "%s not installed" % u) for u in units):
         service = open(units[1]).read()

@@ -34,12 +34,12 @@ vufsd=$1
 shift
 [ -x "$vufsd" ] || { echo "invocations: $vufsd is not executable" >&2; exit 1; }
 lfd="python3 $here/listen-fd.py {socket} 3"
-# The unit's own command line: @BINDIR@ and the EnvironmentFile's variables filled in.
+# The unit's own command line: @LIBEXECDIR@ and the EnvironmentFile's variables filled in.
 unit=$here/../../packaging/vufsd@.service
 sa=$(command -v systemd-socket-activate) || { echo "invocations: no systemd-socket-activate" >&2; exit 1; }
 exec_start=$(sed -n 's/^ExecStart=//p' "$unit")
 [ -n "$exec_start" ] || { echo "invocations: no ExecStart in $unit" >&2; exit 1; }
-exec_start=${exec_start//@BINDIR@\/vufsd/$vufsd}
+exec_start=${exec_start//@LIBEXECDIR@\/vufsd/$vufsd}
 exec_start=${exec_start//\$\{SHARED_DIR\}/\{dir\}}
 exec_start=${exec_start//\$VUFSD_OPTIONS/}
 

@@ -25,6 +25,9 @@
  *                                        file (fcntl F_SETLKW) and keeps it
  *   vufs-probe posix-try FILE             a POSIX write lock without waiting: 0 if
  *                                        taken, 1 if another process holds it
+ *   vufs-probe xattr-set FILE NAME VALUE  setxattr, then getxattr and listxattr must
+ *                                        give it back
+ *   vufs-probe xattr-get FILE NAME        prints the attribute's value
  *
  * The pattern of byte i at file offset o is (o * 131 + o / 4096 + SEED) & 0xff, so
  * a block written to the wrong place or stale data never matches.
@@ -39,6 +42,7 @@
 #include <sys/file.h>
 #include <sys/mman.h>
 #include <sys/stat.h>
+#include <sys/xattr.h>
 #include <time.h>
 #include <unistd.h>
 
@@ -294,8 +298,51 @@ static int posix_try(const char *path)
     return 0;
 }
 
+static int xattr_set(const char *path, const char *name, const char *value)
+{
+    char got[256], names[4096];
+    size_t len = strlen(value);
+
+    if (setxattr(path, name, value, len, 0) < 0)
+        return die("setxattr");
+    ssize_t n = getxattr(path, name, got, sizeof(got));
+    if (n < 0)
+        return die("getxattr");
+    if ((size_t)n != len || memcmp(got, value, len) != 0) {
+        printf("vufs-probe: %s read back as '%.*s', set '%s'\n", name, (int)n, got, value);
+        return 1;
+    }
+    ssize_t ln = listxattr(path, names, sizeof(names));
+    if (ln < 0)
+        return die("listxattr");
+    for (ssize_t i = 0; i < ln; i += (ssize_t)strlen(names + i) + 1) {
+        if (!strcmp(names + i, name)) {
+            printf("vufs-probe: %s=%s set, read back and listed on %s\n", name, value, path);
+            return 0;
+        }
+    }
+    printf("vufs-probe: %s not in listxattr of %s\n", name, path);
+    return 1;
+}
+
+static int xattr_get(const char *path, const char *name)
+{
+    char got[256];
+    ssize_t n = getxattr(path, name, got, sizeof(got) - 1);
+
+    if (n < 0)
+        return die("getxattr");
+    got[n] = 0;
+    printf("%s\n", got);
+    return 0;
+}
+
 int main(int argc, char **argv)
 {
+    if (argc >= 5 && !strcmp(argv[1], "xattr-set"))
+        return xattr_set(argv[2], argv[3], argv[4]);
+    if (argc >= 4 && !strcmp(argv[1], "xattr-get"))
+        return xattr_get(argv[2], argv[3]);
     if (argc >= 5 && !strcmp(argv[1], "meta"))
         return meta(argv[2], (unsigned)strtoul(argv[3], NULL, 0), argv[4]);
     if (argc >= 4 && !strcmp(argv[1], "posix-hold"))
