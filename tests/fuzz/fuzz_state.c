@@ -58,7 +58,7 @@ static int fz_unmap(void *ctx, uint64_t moffset, uint64_t len)
     return 0;
 }
 
-static int fz_open(void *ctx, uint64_t key, bool writable)
+static int fz_open(void *ctx, uint64_t key, bool writable, bool for_frontend)
 {
     return -ESTALE;
 }
