@@ -1,14 +1,17 @@
 /* SPDX-License-Identifier: GPL-2.0-or-later */
 /*
- * vufsd: parse the command line, open the shared directory, enter the sandbox,
- * then serve one vhost-user frontend at a time (or a local /dev/fuse mount).
+ * vufsd: parse the command line, then start in one of four modes, each a list
+ * of named start-up steps (vmain_run_*), and hand over to what serves:
  *
- * Start-up order (single threaded until the first frontend connects, because the
- * sandbox's unshare, capability and setgroups steps are per thread):
- *   options -> pid namespace (sandbox=namespace) -> signal handlers -> pid file
- *   and listening socket -> rlimit -> filesystem (its fd budget follows the
- *   rlimit) -> namespaces/chroot -> (--mount: mount) -> capabilities -> seccomp
- *   -> serve.
+ *   serve       a fresh daemon for a vhost-user frontend
+ *   restore     the same, going on from --restore-state's file
+ *   handover    a restart: the keeper ran this binary with the previous
+ *               daemon's state and fds, and its frontend is served on
+ *   mount       a local /dev/fuse mount (--mount)
+ *
+ * Start-up is single threaded until serving begins: the sandbox's unshare,
+ * capability and setgroups steps are per thread. What serves a frontend (the
+ * filesystem, the DAX backend, the device) is owned by connection.c.
  *
  * Exit status: 0 after SIGTERM/SIGINT or a frontend disconnect (without
  * --reconnect); 1 for bad options or a start-up failure.
@@ -29,17 +32,16 @@
 #include <sys/un.h>
 #include <unistd.h>
 
-#include "dax_backend.h"
-#include "device.h"
+#include <glib.h>
+
+#include "connection.h"
 #include "log.h"
 #include "options.h"
 #include "daemon/passthrough/passthrough.h"
 #include "restart.h"
 #include "sandbox/sandbox.h"
-#include "vhost_user.h"
 #include "vufs_util.h"
 #include "vufsd-config.h"
-
 
 /* Locks PATH.pid; refuses when another live daemon holds it. 0 or -errno. */
 static int vmain_lock_pidfile(struct vrs_listener *l)
@@ -227,281 +229,6 @@ static int vmain_install_stats_signal(bool dax)
     return vmain_optional_signal(SIGUSR1, dax, &vmain_stats_fd);
 }
 
-/* ---- Serving ----------------------------------------------------------------------- */
-
-static void vmain_fs_reset(void *fs)
-{
-    pt_fs_reset(fs);
-}
-
-static void vmain_fs_cancel_waits(void *fs)
-{
-    pt_fs_cancel_waits(fs);
-}
-
-/*
- * What adaptive polling looks at to tell whether a CPU is free (daemon/qpoll.h):
- * the CPUs online and /proc/loadavg, both out of reach once the sandbox has
- * pivoted or chrooted into the shared directory, so taken before.
- */
-struct vmain_load {
-    unsigned cpus_online; /* 0: not known */
-    int loadavg_fd;       /* -1: not open */
-};
-
-/* 0, or -1 when --poll-loadavg names a file that does not open. */
-static int vmain_load_open(struct vmain_load *ld, const struct vufsd_config *cfg)
-{
-    ld->cpus_online = 0;
-    ld->loadavg_fd = -1;
-    if (!cfg->poll_us)
-        return 0;
-    const char *path = cfg->poll_loadavg ? cfg->poll_loadavg : "/proc/loadavg";
-    long n = sysconf(_SC_NPROCESSORS_ONLN);
-    ld->loadavg_fd = open(path, O_RDONLY | O_CLOEXEC);
-    if (ld->loadavg_fd < 0 && cfg->poll_loadavg) {
-        vlog_err("--poll-loadavg %s: %s", path, strerror(errno));
-        return -1;
-    }
-    if (n <= 0 || ld->loadavg_fd < 0) {
-        vlog_warn("%s: %s; polling stops only when a poller is preempted", path,
-                  ld->loadavg_fd < 0 ? strerror(errno) : "no CPU count");
-        return 0;
-    }
-    ld->cpus_online = (unsigned)n;
-    return 0;
-}
-
-static void vmain_fs_detach_waits(void *fs, void (*fn)(void *ctx, struct fll_req *r), void *ctx)
-{
-    pt_fs_detach_waits(fs, fn, ctx);
-}
-
-/* What serving needs besides the config: the fs, the window, the listener, and a
- * state loaded before the sandbox whose device part is still to come. */
-struct vmain_ctx {
-    const struct vufsd_config *cfg;
-    struct vrs_listener *l;
-    struct pt_fs *fs;
-    struct vdax *dax;
-    int keeper_chan;              /* the keeper's handover channel, -1 */
-    const struct vmain_load *load; /* what adaptive polling looks at */
-    const struct vst_state *st;   /* NULL: nothing (more) to restore */
-    struct vst_fds *st_fds;
-    bool st_handover;             /* a restart: the device comes in the state */
-    int save_dir_fd;              /* --save-state's directory, -1 */
-    char *save_name;
-};
-
-static struct vrs_parts vmain_parts(const struct vmain_ctx *ctx, struct vufsd_dev *dev, int conn)
-{
-    return (struct vrs_parts){
-        .dev = dev,
-        .conn_fd = conn,
-        .fs = ctx->fs,
-        .dax = ctx->dax ? vdax_window(ctx->dax) : NULL,
-        .listener = ctx->l,
-    };
-}
-
-/*
- * --save-state: the FUSE session and the filesystem, without fds, into the
- * file. With resume (SIGUSR2) the device is quiesced meanwhile (a consistent
- * picture; the guest waits a moment; a parked SETLKW is taken back and parks
- * again after) and serves on. Without (a stop) the queues stop for good
- * first, so no request is left unanswered outside the file: a parked SETLKW
- * is answered EINTR, as on any stop.
- */
-static void vmain_save_file(struct vmain_ctx *ctx, struct vufsd_dev *dev, int conn, bool resume)
-{
-    struct vst_writer w;
-    int ret = 0;
-
-    if (ctx->save_dir_fd < 0)
-        return;
-    if (dev && resume)
-        ret = vdev_quiesce(dev);
-    else if (dev)
-        vdev_stop(dev);
-    vst_writer_init(&w);
-    struct vrs_parts p = vmain_parts(ctx, dev, conn);
-    if (ret == 0)
-        ret = vrs_save(&p, VST_PART_FUSE | VST_PART_FS, NULL, &w);
-    if (dev && resume)
-        vdev_resume(dev);
-    if (ret == 0)
-        ret = vrs_write_file(ctx->save_dir_fd, ctx->save_name, &w);
-    if (ret < 0)
-        vlog_err("cannot save the state to %s: %s", ctx->cfg->save_state, strerror(-ret));
-    else
-        vlog_info("state saved to %s (%zu bytes)", ctx->cfg->save_state, w.len);
-    vst_writer_free(&w);
-}
-
-/* SIGHUP: hand everything to the keeper, which runs the binary at our path now. */
-static void vmain_restart(struct vmain_ctx *ctx, struct vufsd_dev *dev, int conn)
-{
-    struct vrs_parts p = vmain_parts(ctx, dev, conn);
-
-    vlog_info("restart asked for: quiescing%s", dev ? " the device" : "");
-    int ret = vrs_handover(&p, ctx->keeper_chan);
-    if (ret == 0) {
-        vlog_info("restart: the next vufsd takes over");
-        _exit(0); /* nothing of what the next process now holds is touched */
-    }
-    vlog_err("restart did not happen (%s): serving on", strerror(-ret));
-}
-
-/* The device a restart handed over, serving as the old one did; NULL when the
- * state had none (no frontend was connected). Exits on a refused state. */
-static struct vufsd_dev *vmain_restored_dev(struct vmain_ctx *ctx, const struct vdev_config *dc,
-                                            int *conn)
-{
-    struct vst_err err = {""};
-    struct vst_reader r;
-    struct vufsd_dev *dev = NULL;
-
-    *conn = -1;
-    if (!vst_section(ctx->st, VST_SEC_VHOST, &r, NULL))
-        return NULL;
-    int e = vdev_new(dc, &dev);
-    if (e < 0) {
-        vlog_err("restart: cannot create the device: %s", strerror(-e));
-        exit(1);
-    }
-    if (ctx->dax)
-        vdax_attach(ctx->dax, dev);
-    struct vrs_parts p = vmain_parts(ctx, dev, -1);
-    int ret = vrs_load(&p, VST_PART_FUSE | VST_PART_VHOST, ctx->st, ctx->st_fds, conn, NULL,
-                       &err);
-    if (ret < 0) {
-        vlog_err("restart: the handed-over device was refused: %s", err.msg);
-        exit(1);
-    }
-    vlog_info("restart: serving the frontend on (its rings, memory and session as they were)");
-    return dev;
-}
-
-static int vmain_serve(struct vmain_ctx *ctx)
-{
-    const struct vufsd_config *cfg = ctx->cfg;
-    int listen_fd = ctx->l->fd;
-    struct vdev_config dc = {
-        .cfg = cfg,
-        .ops = pt_fs_ops(),
-        .fs = ctx->fs,
-        .fs_reset = vmain_fs_reset,
-        .fs_cancel_waits = vmain_fs_cancel_waits,
-        .fs_detach_waits = vmain_fs_detach_waits,
-        .dax = ctx->dax ? vdax_window(ctx->dax) : NULL,
-        .queue_threads = cfg->queue_threads,
-        .cpus_online = ctx->load->cpus_online,
-        .loadavg_fd = ctx->load->loadavg_fd,
-        /* Live migration; not with a DAX window: its mappings do not travel. */
-        .state_save = ctx->dax ? NULL : vrs_migration_save,
-        .state_load = ctx->dax ? NULL : vrs_migration_load,
-    };
-    struct vu_wake wake = {
-        .stop_fd = vmain_stop_fd,
-        .listen_fd = listen_fd,
-        .restart_fd = vmain_restart_fd,
-        .save_fd = vmain_save_fd,
-    };
-
-    for (;;) {
-        int conn = -1;
-        struct vufsd_dev *dev = NULL;
-        if (ctx->st && ctx->st_handover) {
-            dev = vmain_restored_dev(ctx, &dc, &conn);
-            ctx->st = NULL;
-        }
-        while (!dev) {
-            struct pollfd p[4] = {
-                {.fd = listen_fd, .events = POLLIN},
-                {.fd = vmain_stop_fd, .events = POLLIN},
-                {.fd = vmain_restart_fd, .events = POLLIN},
-                {.fd = vmain_save_fd, .events = POLLIN},
-            };
-            if (poll(p, 4, -1) < 0) {
-                if (errno == EINTR)
-                    continue;
-                vlog_err("poll: %s", strerror(errno));
-                return 1;
-            }
-            if (p[1].revents & POLLIN) {
-                vlog_info("signal received: stopping");
-                return 0;
-            }
-            uint64_t v;
-            if ((p[2].revents & POLLIN) && read(vmain_restart_fd, &v, sizeof(v)) > 0)
-                vmain_restart(ctx, NULL, -1);
-            if ((p[3].revents & POLLIN) && read(vmain_save_fd, &v, sizeof(v)) > 0)
-                vmain_save_file(ctx, NULL, -1, true);
-            if (!(p[0].revents & POLLIN))
-                continue;
-            conn = accept4(listen_fd, NULL, NULL, SOCK_CLOEXEC);
-            if (conn < 0) {
-                if (errno == EINTR || errno == ECONNABORTED || errno == EAGAIN)
-                    continue;
-                vlog_err("accept: %s", strerror(errno));
-                return 1;
-            }
-            vlog_info("frontend connected");
-            int err = vdev_new(&dc, &dev);
-            if (err < 0) {
-                vlog_err("cannot create the device: %s", strerror(-err));
-                close(conn);
-                return 1;
-            }
-            if (ctx->dax)
-                vdax_attach(ctx->dax, dev);
-            if (ctx->st) {
-                /* --restore-state: the VMM that reconnects goes on with its session. */
-                struct vst_err serr = {""};
-                struct vrs_parts parts = vmain_parts(ctx, dev, conn);
-                if (vrs_load(&parts, VST_PART_FUSE, ctx->st, NULL, NULL, NULL, &serr) < 0) {
-                    vlog_err("--restore-state: %s", serr.msg);
-                    vdev_free(dev);
-                    close(conn);
-                    return 1;
-                }
-                vlog_info("--restore-state: the FUSE session goes on without a new INIT");
-                ctx->st = NULL;
-            }
-        }
-        int ret;
-        for (;;) {
-            ret = vu_serve(dev, conn, &wake);
-            if (ret == VU_SERVE_SAVE) {
-                vmain_save_file(ctx, dev, conn, true);
-                continue;
-            }
-            if (ret == VU_SERVE_RESTART) {
-                vmain_restart(ctx, dev, conn);
-                continue;
-            }
-            break;
-        }
-        if (ret == VU_SERVE_STOP)
-            vmain_save_file(ctx, dev, conn, false);
-        vdev_free(dev); /* stops the queues, completes in-flight requests, resets the fs */
-        if (ctx->dax)
-            vdax_attach(ctx->dax, NULL);
-        close(conn);
-        if (ret == VU_SERVE_STOP) {
-            vlog_info("signal received: stopped serving the frontend");
-            return 0;
-        }
-        if (ret < 0)
-            vlog_warn("frontend connection dropped: %s", strerror(-ret));
-        else
-            vlog_info("frontend disconnected");
-        if (!cfg->reconnect)
-            return 0;
-        vlog_info("waiting for a new frontend (--reconnect)");
-    }
-}
-
 static struct sb_config vmain_sb_config(const struct vufsd_config *cfg)
 {
     unsigned features = SB_FEAT_LOCKS;
@@ -633,32 +360,6 @@ static void vmain_unmount(void)
     fll_devfuse_free(h);
 }
 
-/* ---- DAX ----------------------------------------------------------------------------- */
-
-/* The window, and the stats file's directory while the host's paths are visible. */
-static int vmain_dax_new(const struct vufsd_config *cfg, struct pt_fs *fs, struct vdax **out)
-{
-    int ret = vdax_new(cfg, fs, out);
-    if (ret < 0) {
-        vlog_err("cannot make a %llu-byte DAX window: %s", (unsigned long long)cfg->dax_window,
-                 strerror(-ret));
-        return ret;
-    }
-    /* QEMU 11.1 mmaps every BACKEND_SHMEM_MAP range PROT_READ | PROT_WRITE,
-     * whatever its flags: a read-only fd fails there (EACCES) and the guest's
-     * read gets EIO. The legacy protocol's frontends map with the flags given. */
-    pt_fs_set_dax(fs, vdax_window(*out), cfg->dax_protocol == VUFSD_DAX_PROTO_SHMEM);
-    if (cfg->stats_file && (ret = vdax_stats_prepare(*out, cfg->stats_file)) < 0)
-        return ret;
-    struct dax_window_stats st;
-    dax_window_get_stats(vdax_window(*out), &st);
-    vlog_info("DAX window: %llu MiB, policy %s, protocol %s",
-              (unsigned long long)(cfg->dax_window >> 20), dax_policy_name(st.policy),
-              cfg->dax_protocol == VUFSD_DAX_PROTO_LEGACY ? "legacy (SLAVE_FS_MAP/UNMAP)"
-                                                         : "shmem (BACKEND_SHMEM_MAP/UNMAP)");
-    return 0;
-}
-
 /* ---- Sandbox ----------------------------------------------------------------------- */
 
 /*
@@ -707,300 +408,432 @@ static char *vmain_exe_path(void)
     return g_strdup(buf);
 }
 
-/* A state to start from: the one a restart handed over, or --restore-state's file.
- * 1 with *buf and *len, 0 when there is none, -errno (logged). */
-static int vmain_take_state(const struct vufsd_config *cfg, void **buf, size_t *len,
-                            struct vst_fds *fds, bool *handover)
+/* ---- Start-up steps ---------------------------------------------------------------- */
+
+/* What start-up makes, step by step, and hands over to what serves. */
+struct vmain {
+    struct vufsd_config cfg;
+    char **argv;
+    bool handover; /* started by the keeper with a restart's state */
+    struct sb_config sbc;
+    char *mount_caps; /* --mount: the modcaps handed to the sandbox */
+    char *exe;        /* what a restart runs */
+    int keeper_chan;  /* the keeper's handover channel, -1 */
+    struct vrs_listener l;
+    /* A state to go on from: a restart's, or --restore-state's file. */
+    void *st_buf; /* NULL: none */
+    size_t st_len;
+    struct vst_state st;
+    struct vst_fds st_fds;
+    uint64_t nofile;    /* RLIMIT_NOFILE in force */
+    struct vconn *conn; /* the filesystem, the DAX backend, the device */
+};
+
+/* The modes, as marks on the steps each takes. */
+enum {
+    VMAIN_SERVE = 1 << 0,    /* a fresh daemon for a vhost-user frontend */
+    VMAIN_RESTORE = 1 << 1,  /* the same, going on from --restore-state's file */
+    VMAIN_HANDOVER = 1 << 2, /* a restart: the keeper ran this binary with the state */
+    VMAIN_MOUNT = 1 << 3,    /* --mount: a local /dev/fuse mount */
+};
+#define VMAIN_VHOST_USER (VMAIN_SERVE | VMAIN_RESTORE | VMAIN_HANDOVER)
+#define VMAIN_ALL        (VMAIN_VHOST_USER | VMAIN_MOUNT)
+
+/*
+ * One start-up step: what it does (0, or -1 after logging why not), the modes
+ * that take it, and why it comes where it does in vmain_startup, whose order
+ * is the ordering rules.
+ */
+struct vmain_step {
+    const char *name;
+    int (*run)(struct vmain *m);
+    unsigned modes;
+    const char *why;
+};
+
+/* --uid-map/--gid-map: a user namespace, and the namespace sandbox inside it. */
+static int vmain_step_user_ns(struct vmain *m)
 {
-    int ret = vrs_take_handover(buf, len, fds);
-    *handover = ret == 1;
+    struct vufsd_config *cfg = &m->cfg;
+    if (!cfg->uid_map && !cfg->gid_map)
+        return 0;
+    if (cfg->sandbox_explicit && cfg->sandbox != SB_MODE_NAMESPACE) {
+        vlog_err("--uid-map/--gid-map need --sandbox namespace");
+        return -1;
+    }
+    cfg->sandbox = SB_MODE_NAMESPACE;
+    if (m->handover)
+        return 0; /* the keeper ran this binary inside the namespace */
+    const char *why_ns = NULL;
+    int ret = sb_enter_user_ns(cfg->uid_map, cfg->gid_map, &why_ns);
     if (ret < 0) {
-        vlog_err("restart: cannot take the handed-over state: %s", strerror(-ret));
-        return ret;
+        vlog_err("cannot enter a user namespace: %s: %s", why_ns ? why_ns : "failed",
+                 strerror(-ret));
+        return -1;
     }
-    if (ret == 1 || !cfg->restore_state)
-        return ret;
-    int fd = open(cfg->restore_state, O_RDONLY | O_CLOEXEC | O_NOCTTY);
-    if (fd < 0) {
-        ret = -errno;
-        vlog_err("--restore-state %s: %s", cfg->restore_state, strerror(-ret));
-        return ret;
-    }
-    ret = vrs_read_all(fd, buf, len);
-    close(fd);
-    if (ret < 0) {
-        vlog_err("--restore-state %s: %s", cfg->restore_state, strerror(-ret));
-        return ret;
-    }
-    return 1;
+    if (why_ns)
+        vlog_warn("user namespace: %s", why_ns);
+    vlog_info("user namespace entered (uid map %s, gid map %s)",
+              cfg->uid_map ? cfg->uid_map : "own uid", cfg->gid_map ? cfg->gid_map : "own gid");
+    return 0;
 }
 
-/* --save-state's directory, opened while the host's paths are visible. */
-static int vmain_save_prepare(const struct vufsd_config *cfg, struct vmain_ctx *ctx)
+static int vmain_step_sandbox_settings(struct vmain *m)
 {
-    if (!cfg->save_state)
-        return 0;
-    g_autofree char *dir = g_path_get_dirname(cfg->save_state);
-    ctx->save_name = g_path_get_basename(cfg->save_state);
-    ctx->save_dir_fd = open(dir, O_PATH | O_DIRECTORY | O_CLOEXEC);
-    if (ctx->save_dir_fd < 0) {
-        int ret = -errno;
-        vlog_err("--save-state: cannot open %s: %s", dir, strerror(-ret));
-        return ret;
+    struct vufsd_config *cfg = &m->cfg;
+    m->sbc = vmain_sb_config(cfg);
+    /* --mount: unmounting at the end needs CAP_SYS_ADMIN (a user's -sys_admin still wins). */
+    if (cfg->mountpoint) {
+        m->mount_caps = g_strdup_printf("+sys_admin%s%s", cfg->modcaps && *cfg->modcaps ? ":" : "",
+                                        cfg->modcaps ? cfg->modcaps : "");
+        m->sbc.modcaps = m->mount_caps;
+    }
+    const char *why = NULL;
+    if (sb_config_check(&m->sbc, &why) < 0) {
+        vlog_err("sandbox settings refused: %s", why ? why : "invalid");
+        return -1;
     }
     return 0;
 }
 
-static void vmain_log_report(const char *what, const struct pt_state_report *rep)
+/*
+ * The pid file names the process an operator signals: the keeper, which stays
+ * outside every sandbox, forwards signals and runs the next binary on a
+ * restart (in namespace mode the daemon is pid 1 inside, a number meaningless
+ * on the host). Only the keeper's child returns.
+ */
+static int vmain_step_keeper(struct vmain *m)
 {
-    vlog_info("%s: %u node id(s), %u open file(s), %u lock owner(s) restored", what, rep->inodes,
-              rep->handles, rep->owners);
-    if (rep->inodes_lost || rep->handles_lost || rep->locks_lost)
-        vlog_warn("%s: %u node id(s) not found again (ESTALE), %u open file(s) lost (EBADF), "
-                  "%u lock(s) held by someone else now (EIO on those files)",
-                  what, rep->inodes_lost, rep->handles_lost, rep->locks_lost);
+    m->l.pid = getpid();
+    m->exe = vmain_exe_path();
+    struct sb_keeper k = {
+        .new_pid_ns = m->sbc.mode == SB_MODE_NAMESPACE,
+        .exe = m->exe,
+        .argv = m->argv,
+        .env_name = VRS_HANDOVER_ENV,
+    };
+    int ret = sb_enter_keeper(&k, &m->keeper_chan);
+    if (ret < 0) {
+        vlog_err("cannot start the keeper%s: %s", k.new_pid_ns ? " in a pid namespace" : "",
+                 strerror(-ret));
+        if (k.new_pid_ns)
+            vlog_err("(try --sandbox chroot or none)");
+        return -1;
+    }
+    return 0;
+}
+
+static int vmain_step_signals(struct vmain *m)
+{
+    if (vmain_install_signals(m->cfg.save_state != NULL) < 0 ||
+        vmain_install_stats_signal(m->cfg.dax_window != 0) < 0) {
+        vlog_err("cannot install signal handlers: %s", strerror(errno));
+        return -1;
+    }
+    signal(SIGPIPE, SIG_IGN);
+    vlog_info("vufsd %s starting: shared directory %s", VUFSD_VERSION, m->cfg.shared_dir);
+    return 0;
+}
+
+/* --mount: the handlers stop the /dev/fuse loop, which then unmounts. */
+static int vmain_step_devfuse_signals(struct vmain *m)
+{
+    if (!m->cfg.sandbox_explicit)
+        vlog_warn("--mount: no sandbox (--sandbox none), the mount is made in the host's "
+                  "mount namespace; seccomp still applies");
+    if (vmain_install_devfuse_signals() < 0 || vmain_install_stats_signal(false) < 0) {
+        vlog_err("cannot install signal handlers: %s", strerror(errno));
+        return -1;
+    }
+    signal(SIGPIPE, SIG_IGN);
+    vlog_info("vufsd %s starting: shared directory %s", VUFSD_VERSION, m->cfg.shared_dir);
+    return 0;
+}
+
+/* The state in m->st_buf opened; what = "restart" or "--restore-state". */
+static int vmain_open_state(struct vmain *m, const char *what)
+{
+    struct vst_err serr = {""};
+    char origin[64];
+    if (vst_open(m->st_buf, m->st_len, &m->st, &serr) < 0 ||
+        (m->handover && m->st.nfds != m->st_fds.n &&
+         vst_fail(&serr, -EINVAL, "state: %u fds named, %u came", m->st.nfds, m->st_fds.n))) {
+        vlog_err("%s: %s", what, serr.msg);
+        return -1;
+    }
+    vrs_origin(&m->st, origin, sizeof(origin));
+    vlog_info("%s: a %zu-byte state written by %s", what, m->st_len, origin);
+    return 0;
+}
+
+static int vmain_step_take_handover(struct vmain *m)
+{
+    int ret = vrs_take_handover(&m->st_buf, &m->st_len, &m->st_fds);
+    if (ret < 0) {
+        vlog_err("restart: cannot take the handed-over state: %s", strerror(-ret));
+        return -1;
+    }
+    if (ret == 0) {
+        vlog_err("restart: no state came with %s", VRS_HANDOVER_ENV);
+        return -1;
+    }
+    return vmain_open_state(m, "restart");
+}
+
+static int vmain_step_read_state_file(struct vmain *m)
+{
+    const char *path = m->cfg.restore_state;
+    int fd = open(path, O_RDONLY | O_CLOEXEC | O_NOCTTY);
+    int ret = fd < 0 ? -errno : vrs_read_all(fd, &m->st_buf, &m->st_len);
+    if (fd >= 0)
+        close(fd);
+    if (ret < 0) {
+        vlog_err("--restore-state %s: %s", path, strerror(-ret));
+        return -1;
+    }
+    return vmain_open_state(m, "--restore-state");
+}
+
+static int vmain_step_listen(struct vmain *m)
+{
+    const struct vufsd_config *cfg = &m->cfg;
+    int ret =
+        cfg->socket_path ? vmain_listen_path(&m->l, cfg) : vmain_listen_fd(&m->l, cfg->listen_fd);
+    return ret < 0 ? -1 : 0;
+}
+
+static int vmain_step_listener_from_state(struct vmain *m)
+{
+    struct vst_err serr = {""};
+    struct vrs_parts p = {.listener = &m->l, .conn_fd = -1};
+    if (vrs_load(&p, VST_PART_LISTENER, &m->st, &m->st_fds, NULL, NULL, &serr) < 0) {
+        vlog_err("restart: %s", serr.msg);
+        return -1;
+    }
+    /* The --fd the keeper has kept since the first start: ours is in the state. */
+    if (m->cfg.listen_fd >= 0 && m->cfg.listen_fd != m->l.fd)
+        close(m->cfg.listen_fd);
+    vlog_info("restart: listening on the socket the previous vufsd had");
+    return 0;
+}
+
+static int vmain_step_rlimit(struct vmain *m)
+{
+    int err = sb_apply_rlimit(&m->sbc, &m->nofile);
+    if (err < 0) {
+        vlog_err("cannot set RLIMIT_NOFILE: %s", strerror(-err));
+        return -1;
+    }
+    return 0;
+}
+
+static int vmain_step_share(struct vmain *m)
+{
+    struct pt_config ptc = vmain_pt_config(&m->cfg, m->nofile);
+    return vconn_new(&m->cfg, &ptc, &m->l, m->keeper_chan, &m->conn) < 0 ? -1 : 0;
+}
+
+static int vmain_step_load_state(struct vmain *m)
+{
+    return vconn_load_state(m->conn, &m->st, &m->st_fds, m->handover) < 0 ? -1 : 0;
+}
+
+static int vmain_step_watch_load(struct vmain *m)
+{
+    return vconn_watch_load(m->conn);
+}
+
+static int vmain_step_sandbox(struct vmain *m)
+{
+    return vmain_enter_sandbox(&m->sbc, &m->cfg, vconn_fs(m->conn)) < 0 ? -1 : 0;
+}
+
+static int vmain_step_check_handles(struct vmain *m)
+{
+    bool fell_back = false;
+    int err = pt_fs_check_handles(vconn_fs(m->conn), &fell_back);
+    if (err < 0) {
+        vlog_err("--inode-file-handles=mandatory: cannot open a file handle (%s); it needs "
+                 "CAP_DAC_READ_SEARCH",
+                 strerror(-err));
+        return -1;
+    }
+    if (fell_back)
+        vlog_warn("--inode-file-handles=prefer: file handles do not open here (no "
+                  "CAP_DAC_READ_SEARCH?); inodes keep O_PATH fds");
+    return 0;
+}
+
+/* Start-up, in order: each mode takes the steps that name it. */
+static const struct vmain_step vmain_startup[] = {
+    {"user namespace", vmain_step_user_ns, VMAIN_ALL,
+     "first: every later step runs with the ids the namespace maps, and it makes the sandbox a "
+     "namespace one"},
+    {"sandbox settings", vmain_step_sandbox_settings, VMAIN_ALL,
+     "checked before anything is opened or forked, after the user namespace chose the sandbox "
+     "mode"},
+    {"keeper", vmain_step_keeper, VMAIN_VHOST_USER,
+     "before the socket, the share and any thread: the keeper stays outside every namespace and "
+     "holds nothing of the share; after a restart the keeper's child closes the keeper's copies of "
+     "the handed-over fds here"},
+    {"signals", vmain_step_signals, VMAIN_VHOST_USER,
+     "right after the keeper's fork: from here a stop signal stops the daemon in order instead of "
+     "ending it"},
+    {"signals (--mount)", vmain_step_devfuse_signals, VMAIN_MOUNT,
+     "before the mount exists: a stop signal that comes first is remembered and unmounts at once"},
+    {"state from the keeper", vmain_step_take_handover, VMAIN_HANDOVER,
+     "after the keeper: the fds it handed over are this process's now; before the listener, which "
+     "is in the state"},
+    {"state from --restore-state", vmain_step_read_state_file, VMAIN_RESTORE,
+     "before the share is opened (a refused file starts nothing), while the path is the host's"},
+    {"listener", vmain_step_listen, VMAIN_SERVE | VMAIN_RESTORE,
+     "before the sandbox: binds the host's path and locks its pid file"},
+    {"listener from the state", vmain_step_listener_from_state, VMAIN_HANDOVER,
+     "instead of binding: the socket the frontend is connected through is in the state"},
+    {"RLIMIT_NOFILE", vmain_step_rlimit, VMAIN_ALL,
+     "before the share: its fd budget for the guest is cut from the limit in force"},
+    {"share", vmain_step_share, VMAIN_ALL,
+     "before the sandbox: opens the shared directory and --stats-file's and --save-state's "
+     "directories by their host paths"},
+    {"saved filesystem", vmain_step_load_state, VMAIN_RESTORE | VMAIN_HANDOVER,
+     "after the share is open, before the sandbox: the saved objects are found again by their host "
+     "paths"},
+    {"load watch", vmain_step_watch_load, VMAIN_VHOST_USER,
+     "before the sandbox, which hides /proc"},
+    {"sandbox", vmain_step_sandbox, VMAIN_ALL,
+     "last before serving and still single threaded: unshare, setgroups and the capability drop "
+     "are per thread; --mount mounts between the namespaces and the capability drop (mount(2) "
+     "needs CAP_SYS_ADMIN)"},
+    {"file handle check", vmain_step_check_handles, VMAIN_ALL,
+     "after the sandbox: file handles open only with the capabilities it kept"},
+};
+
+/* Runs the steps mode takes. 0, or -1 when one failed (logged). */
+static int vmain_start(struct vmain *m, unsigned mode)
+{
+    for (size_t i = 0; i < sizeof(vmain_startup) / sizeof(vmain_startup[0]); i++) {
+        const struct vmain_step *st = &vmain_startup[i];
+        if (!(st->modes & mode))
+            continue;
+        vlog_debug("start-up: %s (%s)", st->name, st->why);
+        if (st->run(m) < 0)
+            return -1;
+    }
+    return 0;
+}
+
+/* ---- The modes --------------------------------------------------------------------- */
+
+static int vmain_serve(struct vmain *m)
+{
+    struct vconn_signals sig = {
+        .stop_fd = vmain_stop_fd,
+        .restart_fd = vmain_restart_fd,
+        .save_fd = vmain_save_fd,
+        .stats_fd = vmain_stats_fd,
+    };
+    return vconn_serve(m->conn, &sig);
+}
+
+/* A fresh daemon for a vhost-user frontend. */
+static int vmain_run_serve(struct vmain *m)
+{
+    return vmain_start(m, VMAIN_SERVE) < 0 ? 1 : vmain_serve(m);
+}
+
+/* --restore-state: as a fresh daemon, going on from the file's filesystem and
+ * FUSE session (the latter with the first frontend to connect). */
+static int vmain_run_restore(struct vmain *m)
+{
+    return vmain_start(m, VMAIN_RESTORE) < 0 ? 1 : vmain_serve(m);
+}
+
+/* A restart: the keeper ran this binary with the previous daemon's state and
+ * fds; its listener, filesystem, window and frontend go on here. */
+static int vmain_run_handover(struct vmain *m)
+{
+    return vmain_start(m, VMAIN_HANDOVER) < 0 ? 1 : vmain_serve(m);
+}
+
+/* --mount: a local /dev/fuse mount, no keeper (it cannot restart), no socket. */
+static int vmain_run_mount(struct vmain *m)
+{
+    return vmain_start(m, VMAIN_MOUNT) < 0 ? 1 : vmain_run_devfuse(&m->cfg);
+}
+
+/* The options given are ones this build and these settings can honour. */
+static int vmain_check_config(const struct vufsd_config *cfg)
+{
+    const char *unsupported = vopt_unsupported(cfg);
+    if (unsupported) {
+        vlog_err("cannot honour %s", unsupported);
+        return -1;
+    }
+    char ids_err[256] = "";
+    struct pt_config ptc = vmain_pt_config(cfg, 0);
+    if (pt_fs_check_ids(&ptc, ids_err, sizeof(ids_err)) < 0) {
+        vlog_err("--translate-uid/--translate-gid: %s", ids_err);
+        return -1;
+    }
+    return 0;
+}
+
+/* Whatever start-up made, in reverse. */
+static void vmain_finish(struct vmain *m)
+{
+    vmain_unmount(); /* a start-up failure after the mount */
+    vconn_free(m->conn);
+    vst_fds_free(&m->st_fds);
+    free(m->st_buf);
+    vmain_listener_close(&m->l);
+    g_free(m->mount_caps);
+    g_free(m->exe);
+    vopt_config_clear(&m->cfg);
 }
 
 int main(int argc, char **argv)
 {
-    struct vufsd_config cfg;
+    struct vmain m = {
+        .argv = argv,
+        .keeper_chan = -1,
+        .l = {.fd = -1, .dir_fd = -1, .pid_fd = -1},
+    };
     enum vopt_action action;
     g_autofree char *errmsg = NULL;
-    g_autofree char *mount_caps = NULL; /* --mount: the modcaps handed to the sandbox */
-    g_autofree char *exe = NULL;
-    struct vrs_listener l = {.fd = -1, .dir_fd = -1, .pid_fd = -1};
-    struct vmain_load load = {.loadavg_fd = -1};
-    struct vmain_ctx ctx = {.l = &l, .load = &load, .keeper_chan = -1, .save_dir_fd = -1};
-    struct vst_fds st_fds;
-    struct vst_state st;
-    void *st_buf = NULL;
-    size_t st_len = 0;
-    bool handover = false;
-    struct vdax *dax = NULL;
-    int status = 1;
 
-    vst_fds_init(&st_fds);
-    vopt_config_init(&cfg);
-    ctx.cfg = &cfg;
-    if (vopt_parse(argc, argv, &cfg, &action, &errmsg) < 0) {
+    vst_fds_init(&m.st_fds);
+    vopt_config_init(&m.cfg);
+    if (vopt_parse(argc, argv, &m.cfg, &action, &errmsg) < 0) {
         fprintf(stderr, "vufsd: %s (see --help)\n", errmsg);
-        vopt_config_clear(&cfg);
+        vopt_config_clear(&m.cfg);
         return 1;
     }
     if (action == VOPT_VERSION) {
         printf("vufsd %s\n", VUFSD_VERSION);
-        vopt_config_clear(&cfg);
+        vopt_config_clear(&m.cfg);
         return 0;
     }
     if (action == VOPT_PRINT_CAPABILITIES) {
         g_autofree char *json = vopt_capabilities_json();
         printf("%s\n", json);
-        vopt_config_clear(&cfg);
+        vopt_config_clear(&m.cfg);
         return 0;
     }
-    vlog_init(cfg.log_level, cfg.syslog);
-    const char *unsupported = vopt_unsupported(&cfg);
-    if (unsupported) {
-        vlog_err("cannot honour %s", unsupported);
-        goto out;
-    }
-    char ids_err[256] = "";
-    struct pt_config ptc = vmain_pt_config(&cfg, 0);
-    if (pt_fs_check_ids(&ptc, ids_err, sizeof(ids_err)) < 0) {
-        vlog_err("--translate-uid/--translate-gid: %s", ids_err);
-        goto out;
-    }
-    /* A restart: the keeper ran this binary; the user namespace is ours already. */
-    bool restarted = getenv(VRS_HANDOVER_ENV) != NULL;
-    /* --uid-map/--gid-map: a user namespace, and the namespace sandbox inside it. */
-    if (cfg.uid_map || cfg.gid_map) {
-        if (cfg.sandbox_explicit && cfg.sandbox != SB_MODE_NAMESPACE) {
-            vlog_err("--uid-map/--gid-map need --sandbox namespace");
-            goto out;
-        }
-        cfg.sandbox = SB_MODE_NAMESPACE;
-        const char *why_ns = NULL;
-        int ret = restarted ? 0 : sb_enter_user_ns(cfg.uid_map, cfg.gid_map, &why_ns);
-        if (ret < 0) {
-            vlog_err("cannot enter a user namespace: %s: %s", why_ns ? why_ns : "failed",
-                     strerror(-ret));
-            goto out;
-        }
-        if (why_ns)
-            vlog_warn("user namespace: %s", why_ns);
-        if (!restarted)
-            vlog_info("user namespace entered (uid map %s, gid map %s)",
-                      cfg.uid_map ? cfg.uid_map : "own uid", cfg.gid_map ? cfg.gid_map : "own gid");
-    }
-    struct sb_config sbc = vmain_sb_config(&cfg);
-    /* --mount: unmounting at the end needs CAP_SYS_ADMIN (a user's -sys_admin still wins). */
-    if (cfg.mountpoint) {
-        mount_caps = g_strdup_printf("+sys_admin%s%s", cfg.modcaps && *cfg.modcaps ? ":" : "",
-                                     cfg.modcaps ? cfg.modcaps : "");
-        sbc.modcaps = mount_caps;
-    }
-    const char *why = NULL;
-    if (sb_config_check(&sbc, &why) < 0) {
-        vlog_err("sandbox settings refused: %s", why ? why : "invalid");
-        goto out;
-    }
-    /*
-     * The pid file names the process an operator signals: the keeper, which
-     * stays outside every sandbox, forwards signals and runs the next binary
-     * on a restart (in namespace mode the daemon is pid 1 inside, a number
-     * meaningless on the host). --mount keeps no keeper: it cannot restart.
-     */
-    l.pid = getpid();
-    if (!cfg.mountpoint) {
-        exe = vmain_exe_path();
-        struct sb_keeper k = {
-            .new_pid_ns = sbc.mode == SB_MODE_NAMESPACE,
-            .exe = exe,
-            .argv = argv,
-            .env_name = VRS_HANDOVER_ENV,
-        };
-        int ret = sb_enter_keeper(&k, &ctx.keeper_chan); /* only the child returns */
-        if (ret < 0) {
-            vlog_err("cannot start the keeper%s: %s", k.new_pid_ns ? " in a pid namespace" : "",
-                     strerror(-ret));
-            if (k.new_pid_ns)
-                vlog_err("(try --sandbox chroot or none)");
-            goto out;
-        }
-    }
+    vlog_init(m.cfg.log_level, m.cfg.syslog);
 
-    if (cfg.mountpoint && !cfg.sandbox_explicit)
-        vlog_warn("--mount: no sandbox (--sandbox none), the mount is made in the host's "
-                  "mount namespace; seccomp still applies");
-    /* --mount: the handlers stop the /dev/fuse loop, which then unmounts. */
-    if ((cfg.mountpoint ? vmain_install_devfuse_signals()
-                        : vmain_install_signals(cfg.save_state != NULL)) < 0 ||
-        vmain_install_stats_signal(cfg.dax_window != 0) < 0) {
-        vlog_err("cannot install signal handlers: %s", strerror(errno));
-        goto out;
-    }
-    signal(SIGPIPE, SIG_IGN);
-
-    vlog_info("vufsd %s starting: shared directory %s", VUFSD_VERSION, cfg.shared_dir);
-    int sret = vmain_take_state(&cfg, &st_buf, &st_len, &st_fds, &handover);
-    if (sret < 0)
-        goto out;
-    if (sret == 1) {
-        struct vst_err serr = {""};
-        char origin[64];
-        if (vst_open(st_buf, st_len, &st, &serr) < 0 ||
-            (handover && st.nfds != st_fds.n &&
-             vst_fail(&serr, -EINVAL, "state: %u fds named, %u came", st.nfds, st_fds.n))) {
-            vlog_err("%s: %s", handover ? "restart" : "--restore-state", serr.msg);
-            goto out;
-        }
-        vrs_origin(&st, origin, sizeof(origin));
-        vlog_info("%s: a %zu-byte state written by %s", handover ? "restart" : "--restore-state",
-                  st_len, origin);
-        ctx.st = &st;
-        ctx.st_fds = &st_fds;
-        ctx.st_handover = handover;
-    }
-    if (handover) {
-        struct vst_err serr = {""};
-        struct vrs_parts p = {.listener = &l, .conn_fd = -1};
-        if (vrs_load(&p, VST_PART_LISTENER, &st, &st_fds, NULL, NULL, &serr) < 0) {
-            vlog_err("restart: %s", serr.msg);
-            goto out;
-        }
-        /* The --fd the keeper has kept since the first start: ours is in the state. */
-        if (cfg.listen_fd >= 0 && cfg.listen_fd != l.fd)
-            close(cfg.listen_fd);
-        vlog_info("restart: listening on the socket the previous vufsd had");
-    } else if (!cfg.mountpoint) {
-        int ret =
-            cfg.socket_path ? vmain_listen_path(&l, &cfg) : vmain_listen_fd(&l, cfg.listen_fd);
-        if (ret < 0)
-            goto out;
-    }
-
-    /* Before the fs: pt_fs_new derives the guest's fd budget from the limit in force. */
-    uint64_t nofile = 0;
-    int err = sb_apply_rlimit(&sbc, &nofile);
-    if (err < 0) {
-        vlog_err("cannot set RLIMIT_NOFILE: %s", strerror(-err));
-        goto out;
-    }
-    struct pt_fs *fs = NULL;
-    ptc = vmain_pt_config(&cfg, nofile);
-    err = pt_fs_new(&ptc, &fs);
-    if (err < 0) {
-        vlog_err("cannot serve %s: %s", cfg.shared_dir, strerror(-err));
-        goto out;
-    }
-    ctx.fs = fs;
-    vlog_debug("fd budget for the guest: %ld (RLIMIT_NOFILE %llu)", pt_fs_fd_budget(fs),
-               (unsigned long long)nofile);
-
-    if (cfg.dax_window && vmain_dax_new(&cfg, fs, &dax) < 0)
-        goto free_fs;
-    ctx.dax = dax;
-    if (vmain_save_prepare(&cfg, &ctx) < 0)
-        goto free_fs;
-    if (ctx.st) {
-        /* The filesystem's part now, while objects can still be found on the host. */
-        struct vst_err serr = {""};
-        struct pt_state_report rep;
-        struct vrs_parts p = vmain_parts(&ctx, NULL, -1);
-        const char *what = handover ? "restart" : "--restore-state";
-        if (vrs_load(&p, VST_PART_FS | (handover ? VST_PART_DAX : 0), &st, &st_fds, NULL, &rep,
-                     &serr) < 0) {
-            vlog_err("%s: %s", what, serr.msg);
-            goto free_fs;
-        }
-        vmain_log_report(what, &rep);
-    }
-
-    if (!cfg.mountpoint && vmain_load_open(&load, &cfg) < 0)
-        goto free_fs;
-    if (vmain_enter_sandbox(&sbc, &cfg, fs) < 0) {
-        vmain_unmount();
-        goto free_fs;
-    }
-    /* Handles open with CAP_DAC_READ_SEARCH: checked with what the sandbox kept. */
-    bool fell_back = false;
-    err = pt_fs_check_handles(fs, &fell_back);
-    if (err < 0) {
-        vlog_err("--inode-file-handles=mandatory: cannot open a file handle (%s); it needs "
-                 "CAP_DAC_READ_SEARCH",
-                 strerror(-err));
-        vmain_unmount();
-        goto free_fs;
-    }
-    if (fell_back)
-        vlog_warn("--inode-file-handles=prefer: file handles do not open here (no "
-                  "CAP_DAC_READ_SEARCH?); inodes keep O_PATH fds");
-
-    if (cfg.mountpoint) {
-        status = vmain_run_devfuse(&cfg);
-        goto free_fs;
-    }
-
-    if (dax && (err = vdax_stats_start(dax, vmain_stats_fd)) < 0) {
-        vlog_err("cannot start the statistics thread: %s", strerror(-err));
-        goto free_fs;
-    }
-    status = vmain_serve(&ctx);
-    vlog_info("exiting");
-    /* The window thread writes the guest's last stores back while the fs is there. */
-    if (dax)
-        vdax_stats_stop(dax);
-
-free_fs:
-    pt_fs_free(fs);
-    vdax_free(dax); /* after the fs, which may still drop DAX records */
-out:
-    vufs_close(&load.loadavg_fd);
-    vst_fds_free(&st_fds);
-    free(st_buf);
-    vufs_close(&ctx.save_dir_fd);
-    g_free(ctx.save_name);
-    vmain_listener_close(&l);
-    vopt_config_clear(&cfg);
+    int status = 1;
+    /* The keeper names the handed-over fds in the environment of the binary it runs. */
+    m.handover = !m.cfg.mountpoint && getenv(VRS_HANDOVER_ENV) != NULL;
+    if (vmain_check_config(&m.cfg) < 0)
+        status = 1;
+    else if (m.cfg.mountpoint)
+        status = vmain_run_mount(&m);
+    else if (m.handover)
+        status = vmain_run_handover(&m);
+    else if (m.cfg.restore_state)
+        status = vmain_run_restore(&m);
+    else
+        status = vmain_run_serve(&m);
+    vmain_finish(&m);
     return status;
 }
