@@ -236,26 +236,29 @@ int dax_inode_sync(struct dax_window *w, uint64_t key);
  * Before the daemon reads or changes [off, off + len) of file key through
  * another fd (FUSE_READ, FUSE_WRITE, a truncate, FUSE_FALLOCATE, copy_file_range,
  * SEEK_DATA): the guest's stores there are written back. len UINT64_MAX: to
- * the end. *clean says whether the file was still as the window last saw it,
- * for dax_inode_after_change. 0 or the write-back's error.
+ * the end. 0 or the write-back's error.
  */
-int dax_inode_before_io(struct dax_window *w, uint64_t key, uint64_t off, uint64_t len,
-                        bool *clean);
+int dax_inode_before_io(struct dax_window *w, uint64_t key, uint64_t off, uint64_t len);
 
 /*
- * After the daemon changed [off, off + len) of file key for the guest (clean:
- * what dax_inode_before_io said): the store mappings there take the file's
- * bytes (all of the file's, when it was not clean: someone else changed it
- * too), and direct writable mappings get their blocks back if the change freed
- * them (a hole punched, a truncate undone), so a store through them cannot fail.
+ * After the daemon changed [off, off + len) of file key for the guest: the
+ * store mappings there take the file's bytes, and direct writable mappings get
+ * their blocks back if the change freed them (a hole punched, a truncate
+ * undone), so a store through them cannot fail. The rest of the file's store
+ * mappings take the host's changes at the next look (dax_inode_attr): the
+ * file's new stamp cannot tell the daemon's change from one made beside it.
  */
-void dax_inode_after_change(struct dax_window *w, uint64_t key, uint64_t off, uint64_t len,
-                            bool clean);
+void dax_inode_after_change(struct dax_window *w, uint64_t key, uint64_t off, uint64_t len);
 
-/* A file's size and times, as an attribute reply or fstat has them. */
+/*
+ * A file's size and times, as an attribute reply or fstat has them; taken_ns:
+ * the coarse real-time clock just before an fstat (dax_stamp_fd), 0 when the
+ * stamp comes from elsewhere. Only size and times are compared.
+ */
 struct dax_file_stamp {
     uint64_t size;
     int64_t mtime_ns, ctime_ns;
+    int64_t taken_ns;
 };
 
 /*

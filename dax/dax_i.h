@@ -162,11 +162,18 @@ struct dax_inode {
     /* The file, for filling, writing back and merging (see "Locking", 5):
      * fd any access, fd_rw read-write; -1 until needed. */
     int fd, fd_rw;
-    /* The file as the window last left it (after a fill, write-back, merge or
-     * the daemon's own change): another stamp means someone else changed it.
+    /* The file as a look took it just before a merge of all its store
+     * mappings (merge_all_locked, sync.c): every store page holds the file as
+     * it was then or later, so another stamp means the file changed since.
      * Not valid: unknown, or too recent to tell (dax_inode_set_seen_locked). */
     struct dax_file_stamp seen;
     bool seen_valid;
+    /* Slot changes under way that bring store extents of this file (fills,
+     * survivors): what they read may predate a look taken now (map.c). */
+    uint32_t store_coming;
+    /* The daemon changed the file itself since the last merge of it all: a
+     * new size is not counted as the host's. */
+    bool self_changed;
     int wb_err;              /* first write-back error since the last sync, or 0 */
     struct dax_inode_stats st;
 };
@@ -291,8 +298,6 @@ int dax_prealloc(int fd, uint64_t off, uint64_t len);
 /* The owner of busy slot s writes back extent i's stores (lock held; dropped
  * around the I/O). 0 or the write error, also kept in ino->wb_err. */
 int dax_extent_writeback_locked(struct dax_window *w, uint32_t s, unsigned i);
-/* The record of a file's stamp after the window's own I/O on it. */
-void dax_inode_seen_locked(struct dax_window *w, struct dax_inode *ino);
 
 /* ghost.c */
 int dax_ghost_init(struct dax_window *w, unsigned cap);

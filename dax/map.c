@@ -142,32 +142,24 @@ static int unmap_victims_locked(struct dax_window *w, const struct victim *v, un
 /*
  * A new store mapping's pages: the file's bytes (and the shadow's, when
  * writable), or for a read mapping made writable the shadow of what is there.
- * Lock held; dropped around the copy. The file's stamp before the copy is the
- * one the window compares later, if it had none.
+ * Lock held; dropped around the copy.
  */
 static int fill_piece_locked(struct dax_window *w, uint32_t s, const struct piece *p,
                              uint64_t epoch)
 {
     uint64_t m = slot_base(s) + p->off;
-    struct dax_file_stamp before;
-    bool stamped;
     int r = 0;
 
     if (w->epoch != epoch)
         return -ECONNRESET;
     pthread_mutex_unlock(&w->lock);
-    if (p->keep) {
+    if (p->keep)
         dax_store_shadow_take(&w->store, m, p->len);
-        stamped = false;
-    } else {
-        stamped = dax_stamp_fd(p->fd, &before) == 0;
+    else
         r = dax_store_fill(&w->store, p->fd, p->foffset, m, p->len, p->writable);
-    }
     pthread_mutex_lock(&w->lock);
     if (r == 0 && !p->keep)
         w->st.fill_bytes += p->len;
-    if (r == 0 && stamped && !p->ino->seen_valid && p->ino->st.store_extents == 0)
-        dax_inode_set_seen_locked(p->ino, &before);
     if (w->epoch != epoch)
         return -ECONNRESET;
     return r;
@@ -332,6 +324,20 @@ static bool reopen_survivors_locked(struct dax_window *w, const struct plan *pl,
 }
 
 /* Carries out a plan for slot s (see the pattern at the top). Lock held. */
+/*
+ * The store extents a slot change brings (a new store mapping, the survivors
+ * in the store) come from pages read before they are added: their files'
+ * merges must not take a look meanwhile as covering them (sync.c).
+ */
+static void store_coming_locked(const struct plan *pl, bool has_new, int d)
+{
+    for (unsigned j = 0; j < pl->ns; j++)
+        if (pl->surv[j].backing == DAX_BACK_STORE)
+            pl->surv[j].ino->store_coming += (uint32_t)d;
+    if (has_new && pl->nw.backing == DAX_BACK_STORE)
+        pl->nw.ino->store_coming += (uint32_t)d;
+}
+
 static int apply_locked(struct dax_window *w, uint32_t s, uint32_t off, uint32_t len,
                         const struct piece *nw, struct plan *pl, struct reopens *ro)
 {
@@ -342,6 +348,7 @@ static int apply_locked(struct dax_window *w, uint32_t s, uint32_t off, uint32_t
     /* Survivors' inodes must outlive the unlocked calls even if their extents go. */
     for (unsigned j = 0; j < pl->ns; j++)
         pl->surv[j].ino->refs++;
+    store_coming_locked(pl, nw != NULL, 1);
 
     /*
      * The guest's stores reach the file before the mapping goes. A guest
@@ -388,6 +395,7 @@ static int apply_locked(struct dax_window *w, uint32_t s, uint32_t off, uint32_t
         else if (r != -ECONNRESET && pl->nw.backing == DAX_BACK_STORE && !pl->nw.keep)
             dax_store_drop(&w->store, slot_base(s) + off, len, true, pl->nw.writable);
     }
+    store_coming_locked(pl, nw != NULL, -1);
     for (unsigned j = 0; j < pl->ns; j++)
         dax_inode_put_locked(w, pl->surv[j].ino);
     dax_slot_release_locked(w, s);

@@ -84,41 +84,18 @@ static void count_writeback_locked(struct dax_window *w, struct dax_inode *ino,
     }
 }
 
-void dax_inode_seen_locked(struct dax_window *w, struct dax_inode *ino)
-{
-    int fd = ino->fd_rw >= 0 ? ino->fd_rw : ino->fd;
-    struct dax_file_stamp now;
-
-    (void)w;
-    if (fd >= 0 && dax_stamp_fd(fd, &now) == 0)
-        dax_inode_set_seen_locked(ino, &now);
-    else
-        ino->seen_valid = false;
-}
-
 /*
- * Whether the file is as the window last saw it: its own write that follows
- * may then move the stamp along. Otherwise the stamp stays behind and the next
- * look merges what someone else changed.
+ * The owner of busy slot s writes extent i's stores back. The file's new stamp
+ * is not taken as seen: it would hide a change the host made beside this
+ * write; the next look merges the file instead.
  */
-static bool stamp_matches(bool valid, const struct dax_file_stamp *seen, int fd)
-{
-    struct dax_file_stamp now;
-
-    return valid && dax_stamp_fd(fd, &now) == 0 && dax_stamp_equal(&now, seen);
-}
-
 int dax_extent_writeback_locked(struct dax_window *w, uint32_t s, unsigned i)
 {
     struct dax_extent *e = &w->slots[s].ext[i];
     struct dax_inode *ino = e->ino;
     struct dax_store_sync out = {0};
-    struct dax_file_stamp after;
     uint64_t foffset = e->foffset, m = dax_slot_base(s) + e->off, len = e->len;
-    struct dax_file_stamp seen = ino->seen;
-    bool seen_valid = ino->seen_valid;
     int fd = ino->fd_rw, r;
-    bool clean, moved = false;
 
     assert(dax_slot_busy(&w->slots[s]) && dax_extent_store(e) && e->writable);
     if (fd < 0) {
@@ -127,14 +104,11 @@ int dax_extent_writeback_locked(struct dax_window *w, uint32_t s, unsigned i)
         return r;
     }
     pthread_mutex_unlock(&w->lock);
-    clean = stamp_matches(seen_valid, &seen, fd);
     r = dax_store_writeback(&w->store, fd, foffset, m, len, &out);
-    if (out.bytes)
-        moved = dax_stamp_fd(fd, &after) == 0;
     pthread_mutex_lock(&w->lock);
     count_writeback_locked(w, ino, &out, r);
-    if (moved && clean)
-        dax_inode_set_seen_locked(ino, &after);
+    if (out.bytes)
+        ino->self_changed = true;
     return r;
 }
 
@@ -322,19 +296,36 @@ static void host_changed_locked(struct dax_window *w, struct dax_inode *ino)
     w->st.host_changes++;
 }
 
-/* Merges every store extent of ino; a change found (pages, or a new size)
- * counts as the host's. Then the stamp is the file's. */
+/*
+ * Merges every store extent of ino; a change found (pages, or a new size the
+ * daemon did not make) counts as the host's. The look comes first: a change
+ * after it that the merge missed makes the next look differ. It becomes the
+ * seen stamp only if no slot change was bringing store extents of ino when it
+ * was taken (one that read the file before it would not be covered).
+ */
 static int merge_all_locked(struct dax_window *w, struct dax_inode *ino,
                             const struct dax_file_stamp *now)
 {
+    struct dax_file_stamp look;
     uint64_t pages = 0;
-    bool size_moved = ino->seen_valid && now && now->size != ino->seen.size;
-    int r = pass_locked(w, ino, 0, UINT64_MAX, ACT_MERGE, &pages);
+    bool size_moved = ino->seen_valid && !ino->self_changed && now && now->size != ino->seen.size;
+    bool looked = false;
+    int r, fd;
 
+    r = dax_inode_open_fds_locked(w, ino, false);
+    for (int tries = 1; r > 0 && tries < PASS_RETRIES; tries++)
+        r = dax_inode_open_fds_locked(w, ino, false); /* the lock was dropped */
+    fd = ino->fd_rw >= 0 ? ino->fd_rw : ino->fd;
+    if (r == 0 && fd >= 0 && ino->store_coming == 0)
+        looked = dax_stamp_fd(fd, &look) == 0;
+    ino->self_changed = false;
+    r = r < 0 ? r : pass_locked(w, ino, 0, UINT64_MAX, ACT_MERGE, &pages);
     if (pages || size_moved)
         host_changed_locked(w, ino);
-    if (r == 0)
-        dax_inode_seen_locked(w, ino);
+    if (r == 0 && looked)
+        dax_inode_set_seen_locked(ino, &look);
+    else
+        ino->seen_valid = false;
     return r;
 }
 
@@ -359,24 +350,19 @@ int dax_inode_sync(struct dax_window *w, uint64_t key)
     return r;
 }
 
-int dax_inode_before_io(struct dax_window *w, uint64_t key, uint64_t off, uint64_t len,
-                        bool *clean)
+int dax_inode_before_io(struct dax_window *w, uint64_t key, uint64_t off, uint64_t len)
 {
     struct dax_inode *ino;
     uint64_t pages = 0;
     int r = 0;
 
-    *clean = true;
     if (len > UINT64_MAX - off)
         len = UINT64_MAX - off;
     pthread_mutex_lock(&w->lock);
     ino = get_mapped_locked(w, key);
     if (ino) {
-        if (ino->st.store_extents) {
+        if (ino->st.store_extents)
             r = pass_locked(w, ino, off, len, ACT_WRITEBACK, &pages);
-            int fd = ino->fd_rw >= 0 ? ino->fd_rw : ino->fd;
-            *clean = fd >= 0 && stamp_matches(ino->seen_valid, &ino->seen, fd);
-        }
         dax_inode_put_locked(w, ino);
     }
     pthread_mutex_unlock(&w->lock);
@@ -384,8 +370,7 @@ int dax_inode_before_io(struct dax_window *w, uint64_t key, uint64_t off, uint64
     return r;
 }
 
-void dax_inode_after_change(struct dax_window *w, uint64_t key, uint64_t off, uint64_t len,
-                            bool clean)
+void dax_inode_after_change(struct dax_window *w, uint64_t key, uint64_t off, uint64_t len)
 {
     struct dax_inode *ino;
     uint64_t pages = 0;
@@ -395,13 +380,9 @@ void dax_inode_after_change(struct dax_window *w, uint64_t key, uint64_t off, ui
     pthread_mutex_lock(&w->lock);
     ino = get_mapped_locked(w, key);
     if (ino) {
-        int r = pass_locked(w, ino, off, len, ACT_MERGE | ACT_PREALLOC, &pages);
-
-        /* Someone else may have changed it too: the next look merges it all. */
-        if (r == 0 && clean)
-            dax_inode_seen_locked(w, ino);
-        else
-            ino->seen_valid = false;
+        pass_locked(w, ino, off, len, ACT_MERGE | ACT_PREALLOC, &pages);
+        /* The new stamp is not taken: the next look merges the rest. */
+        ino->self_changed = true;
         dax_inode_put_locked(w, ino);
     }
     pthread_mutex_unlock(&w->lock);

@@ -309,33 +309,34 @@ void dax_close_pending(struct dax_window *w)
 
 int dax_stamp_fd(int fd, struct dax_file_stamp *out)
 {
+    struct timespec ts;
     struct stat st;
 
+    if (clock_gettime(CLOCK_REALTIME_COARSE, &ts) < 0)
+        return -errno;
     if (fstat(fd, &st) < 0)
         return -errno;
     out->size = st.st_size > 0 ? (uint64_t)st.st_size : 0;
     out->mtime_ns = (int64_t)st.st_mtim.tv_sec * 1000000000 + st.st_mtim.tv_nsec;
     out->ctime_ns = (int64_t)st.st_ctim.tv_sec * 1000000000 + st.st_ctim.tv_nsec;
+    out->taken_ns = (int64_t)ts.tv_sec * 1000000000 + ts.tv_nsec;
     return 0;
 }
 
 /*
  * A file system stamps a change with a coarse clock (a jiffy; a second on some),
- * so a change right after the window's look can carry the same stamp. The
- * stamp is worth keeping only once that clock has moved past it: then every
- * later change carries a later ctime.
+ * so a change right after a look can carry the stamp the look saw. A stamp
+ * tells every later change only if that clock had moved past its ctime when
+ * the look was taken: every change after the look then carries a later ctime.
+ * The clock at the look, not at the use: a change between the two could hide.
  */
 static bool stamp_settled(const struct dax_file_stamp *s)
 {
-    struct timespec ts;
-    int64_t now, need = s->ctime_ns;
+    int64_t need = s->ctime_ns;
 
-    if (clock_gettime(CLOCK_REALTIME_COARSE, &ts) < 0)
-        return false;
-    now = (int64_t)ts.tv_sec * 1000000000 + ts.tv_nsec;
     if (s->ctime_ns % 1000000000 == 0)
         need += 1000000000; /* whole seconds: a file system of one-second stamps */
-    return now > need;
+    return s->taken_ns > need;
 }
 
 void dax_inode_set_seen_locked(struct dax_inode *ino, const struct dax_file_stamp *s)

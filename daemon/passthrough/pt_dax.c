@@ -150,17 +150,16 @@ static int pt_dax_hook_before(struct pt_fs *fs, struct pt_inode *i, uint64_t off
                               struct pt_dax_io *io)
 {
     io->mapped = pt_dax_mapped(fs, i);
-    io->clean = true;
     if (!io->mapped)
         return 0;
-    return dax_inode_before_io(fs->dax, pt_inode_nodeid(i), off, len, &io->clean);
+    return dax_inode_before_io(fs->dax, pt_inode_nodeid(i), off, len);
 }
 
 static void pt_dax_hook_after(struct pt_fs *fs, struct pt_inode *i, uint64_t off, uint64_t len,
                               const struct pt_dax_io *io)
 {
     if (io->mapped)
-        dax_inode_after_change(fs->dax, pt_inode_nodeid(i), off, len, io->clean);
+        dax_inode_after_change(fs->dax, pt_inode_nodeid(i), off, len);
 }
 
 static int pt_dax_hook_sync(struct pt_fs *fs, struct pt_inode *i)

@@ -790,7 +790,7 @@ void pt_dax_init(struct pt_fs *fs, struct fll_conn *conn);
  * shows it. Nothing (one atomic load) for an inode the window never mapped.
  */
 struct pt_dax_io {
-    bool mapped, clean;
+    bool mapped;
 };
 /*
  * What the rest of the passthrough asks of the DAX feature: the inode table,
@@ -840,7 +840,6 @@ static inline int pt_dax_before(struct pt_fs *fs, struct pt_inode *i, uint64_t o
     if (fs->dax_hooks)
         return fs->dax_hooks->before(fs, i, off, len, io);
     io->mapped = false;
-    io->clean = true;
     return 0;
 }
 

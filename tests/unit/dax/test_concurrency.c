@@ -88,7 +88,6 @@ static void store_op(struct worker *k, uint64_t key, uint64_t which)
     struct shared *sh = k->sh;
     struct dax_file_stamp now;
     int fd = fake_fd(&sh->fe, key);
-    bool clean;
     uint8_t b = (uint8_t)rnd(k, 256);
 
     if (fd < 0) {
@@ -103,9 +102,9 @@ static void store_op(struct worker *k, uint64_t key, uint64_t which)
             dax_inode_attr(sh->w, key, &now);
         break;
     case 1: /* FUSE_WRITE */
-        if (dax_inode_before_io(sh->w, key, 0, GRAN, &clean) < 0 || pwrite(fd, &b, 1, 7) != 1)
+        if (dax_inode_before_io(sh->w, key, 0, GRAN) < 0 || pwrite(fd, &b, 1, 7) != 1)
             k->bad++;
-        dax_inode_after_change(sh->w, key, 0, GRAN, clean);
+        dax_inode_after_change(sh->w, key, 0, GRAN);
         break;
     default: /* FSYNC, and the flusher */
         rc_ok(k, dax_inode_sync(sh->w, key));
