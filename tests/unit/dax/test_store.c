@@ -398,6 +398,96 @@ static void test_look_during_a_fill_does_not_count(void **state)
     fx_free(&f);
 }
 
+static void *setup_other_file(void *arg)
+{
+    struct setup_call *c = arg;
+
+    c->r = fake_setup(&c->f->fe, c->f->w, 2, 0, 1 * MiB, 3 * MiB, RD);
+    return NULL;
+}
+
+struct attr_call {
+    struct fx *f;
+    int fd;
+};
+
+static void *attr_reply(void *arg)
+{
+    struct attr_call *a = arg;
+    struct dax_file_stamp now;
+
+    stamp_of(a->fd, &now);
+    dax_inode_attr(a->f->w, 1, &now);
+    return NULL;
+}
+
+static uint64_t merges_of(struct fx *f)
+{
+    pthread_mutex_lock(&f->w->lock);
+    uint64_t m = f->w->st.merges;
+    pthread_mutex_unlock(&f->w->lock);
+    return m;
+}
+
+/*
+ * A merge works a slot at a time and waits for a busy one. A host change to a
+ * slot it has merged already, while it waits for the next: the look that
+ * stands for the merge must be older than that change, so the next attribute
+ * reply merges it.
+ */
+static void test_change_behind_a_merge(void **state)
+{
+    struct fx f;
+    struct dax_file_stamp now;
+    struct gate g = { .lock = PTHREAD_MUTEX_INITIALIZER, .cond = PTHREAD_COND_INITIALIZER };
+    struct setup_call c = { .f = &f };
+    struct attr_call a = { .f = &f };
+    pthread_t ta, tb;
+
+    fx_new(&f, DAX_POLICY_AUTO);
+    int fd = file_fill(&f, 1, 4 * MiB, 20);
+    file_fill(&f, 2, 2 * MiB, 21);
+    a.fd = fd;
+    /* File 1 in slot 1's first half, then in slot 0: a merge takes slot 0 first. */
+    assert_int_equal(fake_setup(&f.fe, f.w, 1, 2 * MiB, 1 * MiB, 2 * MiB, RD), 0);
+    assert_int_equal(fake_setup(&f.fe, f.w, 1, 0, 2 * MiB, 0, RD), 0);
+    settle(&f);
+    /* Slot 1 busy: file 2 being mapped into its second half. */
+    f.fe.stale = gate_wait;
+    f.fe.stale_arg = &g;
+    assert_int_equal(pthread_create(&ta, NULL, setup_other_file, &c), 0);
+    pthread_mutex_lock(&g.lock);
+    while (!g.entered)
+        pthread_cond_wait(&g.cond, &g.lock);
+    pthread_mutex_unlock(&g.lock);
+    /* A host change, and the attribute reply that shows it: a merge starts. */
+    usleep(10000);
+    uint8_t h = 0x11;
+    assert_int_equal(pwrite(fd, &h, 1, 50), 1);
+    usleep(10000);
+    uint64_t m0 = merges_of(&f);
+    assert_int_equal(pthread_create(&tb, NULL, attr_reply, &a), 0);
+    while (merges_of(&f) == m0)
+        usleep(1000);
+    /* Slot 0 merged, slot 1 awaited: the host changes slot 0 again. */
+    h = 0x22;
+    assert_int_equal(pwrite(fd, &h, 1, 200), 1);
+    usleep(10000);
+    pthread_mutex_lock(&g.lock);
+    g.open = true;
+    pthread_cond_broadcast(&g.cond);
+    pthread_mutex_unlock(&g.lock);
+    assert_int_equal(pthread_join(ta, NULL), 0);
+    assert_int_equal(pthread_join(tb, NULL), 0);
+    f.fe.stale = NULL;
+    assert_int_equal(c.r, 0);
+    assert_int_equal(*win(&f, 50), 0x11);
+    stamp_of(fd, &now);
+    dax_inode_attr(f.w, 1, &now);
+    assert_int_equal(*win(&f, 200), 0x22);
+    fx_free(&f);
+}
+
 static void test_host_truncate_clears_the_window(void **state)
 {
     struct fx f;
@@ -709,6 +799,7 @@ int main(void)
         cmocka_unit_test(test_look_counts_by_its_own_time),
         cmocka_unit_test(test_own_writeback_keeps_the_old_look),
         cmocka_unit_test(test_look_during_a_fill_does_not_count),
+        cmocka_unit_test(test_change_behind_a_merge),
         cmocka_unit_test(test_host_truncate_clears_the_window),
         cmocka_unit_test(test_removal_and_eviction_write_back),
         cmocka_unit_test(test_reset_writes_back),
