@@ -9,7 +9,16 @@
 #include <sys/sysmacros.h>
 #include <sys/xattr.h>
 
-#include "pt_i.h"
+#include "pt_core_i.h"
+#include "pt_cred_i.h"
+#include "pt_dax_i.h"
+#include "pt_fhandle_i.h"
+#include "pt_fs_i.h"
+#include "pt_handle_i.h"
+#include "pt_idmap_i.h"
+#include "pt_inode_i.h"
+#include "pt_ops_i.h"
+#include "vufs_util.h"
 
 int pt_op_lookup(struct fll_req *r, uint64_t parent, const char *name, struct fuse_entry_out *out)
 {

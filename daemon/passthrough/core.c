@@ -6,7 +6,7 @@
  * object, and the privileges a change clears.
  *
  * The operation files call this file, the helpers and the tables rather than
- * each other; this file calls only the tables and the leaves below it (pt_i.h
+ * each other; this file calls only the tables and the leaves below it (pt_fs_i.h
  * lists the layers).
  */
 #include <fcntl.h>
@@ -14,7 +14,14 @@
 #include <string.h>
 #include <sys/xattr.h>
 
-#include "pt_i.h"
+#include "fll.h"
+#include "pt_core_i.h"
+#include "pt_dax_i.h"
+#include "pt_fhandle_i.h"
+#include "pt_fs_i.h"
+#include "pt_idmap_i.h"
+#include "pt_inode_i.h"
+#include "vufs_util.h"
 
 /* ---- Attributes and entries ------------------------------------------------ */
 

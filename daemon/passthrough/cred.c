@@ -23,7 +23,11 @@
 #include <string.h>
 #include <sys/syscall.h>
 
-#include "pt_i.h"
+#include "pt_core_i.h"
+#include "pt_cred_i.h"
+#include "pt_fs_i.h"
+#include "pt_idmap_i.h"
+#include "pt_inode_i.h"
 
 int pt_cred_enter(struct pt_fs *fs, const struct fll_req *r, struct pt_cred *c)
 {

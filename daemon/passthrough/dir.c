@@ -14,7 +14,17 @@
 #include <sys/syscall.h>
 #include <sys/sysmacros.h>
 
-#include "pt_i.h"
+#include "fll.h"
+#include "passthrough.h"
+#include "pt_core_i.h"
+#include "pt_cred_i.h"
+#include "pt_fhandle_i.h"
+#include "pt_fs_i.h"
+#include "pt_handle_i.h"
+#include "pt_inode_i.h"
+#include "pt_ops_i.h"
+#include "pt_secctx_i.h"
+#include "vufs_util.h"
 
 #define PT_DIRBUF_MAX (64u * 1024u)
 

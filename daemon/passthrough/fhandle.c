@@ -33,7 +33,9 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "pt_i.h"
+#include "pt_fhandle_i.h"
+#include "pt_fs_i.h"
+#include "pt_inode_i.h"
 
 /* struct file_handle with room for the largest handle. */
 struct pt_fh_buf {

@@ -15,7 +15,18 @@
 #include <sys/file.h>
 #include <sys/uio.h>
 
-#include "pt_i.h"
+#include "passthrough.h"
+#include "pt_core_i.h"
+#include "pt_cred_i.h"
+#include "pt_dax_i.h"
+#include "pt_fhandle_i.h"
+#include "pt_fs_i.h"
+#include "pt_handle_i.h"
+#include "pt_inode_i.h"
+#include "pt_lock_i.h"
+#include "pt_ops_i.h"
+#include "pt_secctx_i.h"
+#include "vufs_util.h"
 
 /* Flags the client may pass through to the host open; the rest are ours to decide. */
 #define PT_OPEN_PASS (O_ACCMODE | O_APPEND | O_TRUNC | O_SYNC | O_DSYNC | O_NOATIME | O_DIRECT)

@@ -15,7 +15,19 @@
 #include <sys/resource.h>
 #include <sys/statfs.h>
 
-#include "pt_i.h"
+#include "fll.h"
+#include "passthrough.h"
+#include "pt_core_i.h"
+#include "pt_dax_i.h"
+#include "pt_fhandle_i.h"
+#include "pt_fs_i.h"
+#include "pt_handle_i.h"
+#include "pt_idmap_i.h"
+#include "pt_inode_i.h"
+#include "pt_lock_i.h"
+#include "pt_ops_i.h"
+#include "pt_xattrmap_i.h"
+#include "vufs_util.h"
 
 /* ---- fd budget (CVE-2020-10717) ---------------------------------------------- */
 

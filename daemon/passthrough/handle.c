@@ -6,14 +6,17 @@
  * The hot path (READ/WRITE) takes no lock: the chunk pointer is published with
  * release ordering and never freed before pt_fs_free, and a slot is referenced
  * with a compare-and-swap on its state word that checks generation, CLOSING
- * and a non-zero count at once (see the state diagram in pt_i.h). Only
+ * and a non-zero count at once (see the state diagram in pt_handle_i.h). Only
  * allocating and freeing a slot take pt_htab.lock.
  */
 #include <assert.h>
 #include <stdlib.h>
 #include <string.h>
 
-#include "pt_i.h"
+#include "pt_fs_i.h"
+#include "pt_handle_i.h"
+#include "pt_inode_i.h"
+#include "pt_slots_i.h"
 
 static void pt_hslot_init(void *slot, uint32_t idx, void *fs)
 {

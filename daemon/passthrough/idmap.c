@@ -34,7 +34,10 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "pt_i.h"
+#include "fll.h"
+#include "passthrough.h"
+#include "pt_fs_i.h"
+#include "pt_idmap_i.h"
 
 __attribute__((format(printf, 3, 4)))
 static void pt_idmap_err(char *err, size_t errlen, const char *fmt, ...)

@@ -7,7 +7,7 @@
  * Everything here is protected by pt_itab.lock but an inode's reference word
  * (pt_inode.rs): an operation on a known node id references and releases its
  * inode with atomics alone, so queue threads do not meet on the table lock
- * (see pt_i.h). The table is chunked so an inode's address is stable while an
+ * (see pt_inode_i.h). The table is chunked so an inode's address is stable while an
  * operation holds a reference to it, and a slot's memory is never freed
  * before the table. The
  * client's lookup count (nlookup) and our reference count (refs) are kept
@@ -18,8 +18,15 @@
 #include <assert.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/sysmacros.h>
 
-#include "pt_i.h"
+#include "passthrough.h"
+#include "pt_dax_i.h"
+#include "pt_fhandle_i.h"
+#include "pt_fs_i.h"
+#include "pt_inode_i.h"
+#include "pt_slots_i.h"
+#include "vufs_util.h"
 
 #define PT_HASH_MIN 1024u
 

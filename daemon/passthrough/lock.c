@@ -33,7 +33,13 @@
 #include <sys/file.h>
 #include <time.h>
 
-#include "pt_i.h"
+#include "fll.h"
+#include "pt_fs_i.h"
+#include "pt_handle_i.h"
+#include "pt_inode_i.h"
+#include "pt_lock_i.h"
+#include "pt_ops_i.h"
+#include "vufs_util.h"
 
 #define PT_MAX_WAITERS 256
 #define PT_WAIT_MIN_NS 1000000L   /* 1 ms */

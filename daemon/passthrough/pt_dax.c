@@ -4,7 +4,7 @@
  * the INIT flags, and the file opens the window needs. The window manager (dax/)
  * keeps the table; node ids are its file keys (index and generation, so a reused
  * inode slot is a new key). The inode table, the attribute replies and the file
- * I/O reach this file only through struct pt_dax_hooks (pt_i.h), which
+ * I/O reach this file only through struct pt_dax_hooks (pt_dax_i.h), which
  * pt_fs_set_dax sets when it is given a window.
  *
  * The request path runs one way, passthrough -> dax -> backend -> device:
@@ -47,7 +47,15 @@
 #include <sys/vfs.h>
 
 #include "dax.h"
-#include "pt_i.h"
+#include "passthrough.h"
+#include "pt_core_i.h"
+#include "pt_cred_i.h"
+#include "pt_dax_i.h"
+#include "pt_fhandle_i.h"
+#include "pt_fs_i.h"
+#include "pt_inode_i.h"
+#include "pt_ops_i.h"
+#include "vufs_util.h"
 
 static bool pt_dax_on(struct pt_fs *fs)
 {
@@ -167,7 +175,7 @@ static int pt_dax_hook_sync(struct pt_fs *fs, struct pt_inode *i)
     return pt_dax_mapped(fs, i) ? dax_inode_sync(fs->dax, pt_inode_nodeid(i)) : 0;
 }
 
-/* How the inode table, the attribute replies and the file I/O reach DAX (pt_i.h). */
+/* How the inode table, the attribute replies and the file I/O reach DAX (pt_dax_i.h). */
 static const struct pt_dax_hooks pt_dax_hooks = {
     .attr = pt_dax_hook_attr,
     .statx = pt_dax_hook_statx,

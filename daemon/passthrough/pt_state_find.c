@@ -21,7 +21,12 @@
 #include <stdlib.h>
 #include <string.h>
 #include <sys/file.h>
+#include <sys/sysmacros.h>
 
+#include "pt_core_i.h"
+#include "pt_fhandle_i.h"
+#include "pt_fs_i.h"
+#include "pt_inode_i.h"
 #include "pt_state_i.h"
 
 const unsigned char *pt_fh_data(const struct pt_fh *fh)

@@ -30,10 +30,18 @@
 #ifndef VUFSD_PT_STATE_I_H
 #define VUFSD_PT_STATE_I_H
 
+#include <fcntl.h>
 #include <limits.h>
+#include <stdbool.h>
+#include <stddef.h>
+#include <stdint.h>
+#include <sys/stat.h>
 
-#include "pt_i.h"
+#include "pt_fhandle_i.h"
 #include "state.h"
+
+struct pt_fs;
+struct pt_state_report;
 
 #define PT_REC_FD 0x1u
 #define PT_REC_FH 0x2u

@@ -23,8 +23,18 @@
 #include <stdlib.h>
 #include <string.h>
 #include <sys/file.h>
+#include <sys/sysmacros.h>
 
+#include "passthrough.h"
+#include "pt_core_i.h"
+#include "pt_fhandle_i.h"
+#include "pt_fs_i.h"
+#include "pt_handle_i.h"
+#include "pt_inode_i.h"
+#include "pt_lock_i.h"
+#include "pt_slots_i.h"
 #include "pt_state_i.h"
+#include "state.h"
 
 static bool pt_type_valid(uint32_t t)
 {

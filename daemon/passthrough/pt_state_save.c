@@ -11,7 +11,14 @@
 #include <string.h>
 #include <sys/file.h>
 
+#include "passthrough.h"
+#include "pt_fhandle_i.h"
+#include "pt_fs_i.h"
+#include "pt_handle_i.h"
+#include "pt_inode_i.h"
+#include "pt_lock_i.h"
 #include "pt_state_i.h"
+#include "state.h"
 
 struct pt_save_inode {
     struct pt_inode *i; /* referenced while saving */

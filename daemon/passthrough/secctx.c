@@ -28,7 +28,13 @@
 #include <string.h>
 #include <sys/xattr.h>
 
-#include "pt_i.h"
+#include "fll.h"
+#include "pt_core_i.h"
+#include "pt_fhandle_i.h"
+#include "pt_fs_i.h"
+#include "pt_inode_i.h"
+#include "pt_secctx_i.h"
+#include "pt_xattrmap_i.h"
 
 int pt_secctx_apply(struct pt_fs *fs, const struct fll_req *r, struct pt_inode *i, int fd)
 {

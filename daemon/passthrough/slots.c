@@ -1,14 +1,14 @@
 /* SPDX-License-Identifier: GPL-2.0-or-later */
 /*
  * The chunked slot tables behind the inode and handle tables (see struct
- * pt_slots in pt_i.h): indices handed out from a free list or fresh, slots that
+ * pt_slots in pt_slots_i.h): indices handed out from a free list or fresh, slots that
  * never move, chunk pointers readable without the owner's lock.
  */
 #include <errno.h>
 #include <stdlib.h>
 #include <string.h>
 
-#include "pt_i.h"
+#include "pt_slots_i.h"
 
 void pt_slots_init(struct pt_slots *t, size_t size, size_t link,
                    void (*init)(void *slot, uint32_t idx, void *arg), void *arg)

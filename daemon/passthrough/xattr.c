@@ -13,7 +13,14 @@
 #include <string.h>
 #include <sys/xattr.h>
 
-#include "pt_i.h"
+#include "pt_core_i.h"
+#include "pt_fhandle_i.h"
+#include "pt_fs_i.h"
+#include "pt_idmap_i.h"
+#include "pt_inode_i.h"
+#include "pt_ops_i.h"
+#include "pt_xattrmap_i.h"
+#include "vufs_util.h"
 
 #define PT_XATTR_LIST_MAX 65536
 

@@ -23,11 +23,14 @@
  * A final ':bad:all:::' is always appended so that every name matches a rule.
  */
 #include <ctype.h>
+#include <errno.h>
 #include <stdarg.h>
+#include <stdbool.h>
+#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
-#include "pt_i.h"
+#include "pt_xattrmap_i.h"
 
 #define PT_XMAP_MAX_RULES 1024
 

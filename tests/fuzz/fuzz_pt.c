@@ -44,7 +44,6 @@
 #include "fuzz_input.h"
 #include "fuzz_scratch.h"
 #include "passthrough.h"
-#include "pt_i.h"
 
 #define FZ_OUT_SIZE (128u * 1024 + 4096)
 #define FZ_MAX_REQS 64

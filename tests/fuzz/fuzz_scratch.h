@@ -22,7 +22,9 @@
 #include <unistd.h>
 #include <linux/mount.h>
 
-#include "pt_i.h"
+#include "pt_fs_i.h"
+#include "pt_inode_i.h"
+#include "pt_slots_i.h"
 
 static char fz_share[64];
 static dev_t fz_share_dev;

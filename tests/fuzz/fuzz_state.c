@@ -39,6 +39,7 @@
 #include "fuzz_scratch.h"
 #include "options.h"
 #include "passthrough.h"
+#include "pt_fs_i.h"
 #include "restart.h"
 #include "state.h"
 

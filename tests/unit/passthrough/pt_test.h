@@ -25,7 +25,7 @@
 
 #include <cmocka.h>
 
-#include "pt_i.h"
+#include "pt_fs_i.h"
 
 struct pt_t_req {
     struct fll_req r;
@@ -172,7 +172,7 @@ static inline int pt_t_start(struct pt_t *t)
     return 0;
 }
 
-/* ---- What the fs holds, read from its internals (pt_i.h) ---------------------- */
+/* ---- What the fs holds, read from its internals (pt_fs_i.h) ------------------- */
 
 /* Inodes the client knows now (the root included). */
 static inline size_t pt_t_inode_count(struct pt_fs *fs)

@@ -1,7 +1,7 @@
 /* SPDX-License-Identifier: GPL-2.0-or-later */
 /* --translate-uid/--translate-gid: the rule grammar and both directions. */
 #include "pt_test.h"
-#include "pt_i.h"
+#include "pt_idmap_i.h"
 
 static uint32_t host_of(const struct pt_idmap *m, uint32_t guest)
 {

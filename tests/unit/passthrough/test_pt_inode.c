@@ -2,6 +2,9 @@
 /* Inode and handle tables: counts, clamping, generations, races, fd budget, reset. */
 #include "pt_test.h"
 
+#include "pt_fs_i.h"
+#include "pt_inode_i.h"
+
 static void test_lookup_counts_and_forget_clamps(void **state)
 {
     struct pt_t *t = pt_t_up();

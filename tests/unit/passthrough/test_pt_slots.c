@@ -8,7 +8,7 @@
 
 #include <cmocka.h>
 
-#include "pt_i.h"
+#include "pt_slots_i.h"
 
 struct thing {
     uint32_t idx;

@@ -11,7 +11,7 @@
 
 #include <sys/file.h>
 
-#include "pt_i.h"
+#include "pt_fhandle_i.h"
 #include "state.h"
 
 /* A second fs (and session) on t's share, as a new process would make. */

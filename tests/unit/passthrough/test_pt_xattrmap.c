@@ -1,7 +1,7 @@
 /* SPDX-License-Identifier: GPL-2.0-or-later */
 /* The --xattrmap rule language: parsing and both mapping directions. */
 #include "pt_test.h"
-#include "pt_i.h"
+#include "pt_xattrmap_i.h"
 
 static void expect_server(const struct pt_xattrmap *m, const char *client, const char *host)
 {
