@@ -31,6 +31,8 @@ packages=(
     libvirt-daemon-system libvirt-clients
     # tools the scripts use
     python3 procps util-linux man-db groff-base
+    # the trace-setupmapping tests run the daemon under gdb (tests/trace_setupmapping.py)
+    gdb
 )
 # Already there (a second run, a prepared CI image): no apt-get, no network.
 installed=$(dpkg-query -W -f='${db:Status-Abbrev}\n' "${packages[@]}" 2>/dev/null |
