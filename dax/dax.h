@@ -119,6 +119,12 @@ struct dax_config {
      * when the policy runs, so a quiet window forgets old thrash. 0 = 1 s;
      * UINT64_MAX = only by activity (deterministic, for tests). */
     uint64_t decay_interval_ns;
+    /* A look at a file counts (the store is taken to hold the file as the look
+     * saw it) only once the file's last change is this old when the look is
+     * taken: a write stamps the file before it copies its bytes, so the bytes of
+     * a write stamped just before a merge may land after the merge read the
+     * file, under the stamp the look saw. 0 = 1 s. */
+    uint64_t settle_ns;
 };
 
 struct dax_window;

@@ -213,6 +213,7 @@ struct dax_window {
     uint64_t decay_epoch;
     uint64_t period_events, events_in_period;
     uint64_t decay_interval_ns, last_decay_ns;
+    int64_t settle_ns; /* dax_config.settle_ns */
 
     struct dax_window_stats st; /* counters; derived fields filled on read */
 
@@ -280,9 +281,11 @@ void dax_close_pending(struct dax_window *w);
 int dax_stamp_fd(int fd, struct dax_file_stamp *out);
 bool dax_stamp_equal(const struct dax_file_stamp *a, const struct dax_file_stamp *b);
 /* Records the file's stamp as the window's view of it; kept as valid only
- * once the file system's clock has moved past it (a later change could
- * otherwise carry the same stamp), so the next look merges meanwhile. */
-void dax_inode_set_seen_locked(struct dax_inode *ino, const struct dax_file_stamp *s);
+ * when the look was taken once the file system's clock had moved past it (a
+ * later change could otherwise carry the same stamp) and the change it
+ * shows had settled (w->settle_ns), so the next look merges meanwhile. */
+void dax_inode_set_seen_locked(struct dax_window *w, struct dax_inode *ino,
+                               const struct dax_file_stamp *s);
 
 /* sync.c */
 /*

@@ -323,7 +323,7 @@ static int merge_all_locked(struct dax_window *w, struct dax_inode *ino,
     if (pages || size_moved)
         host_changed_locked(w, ino);
     if (r == 0 && looked)
-        dax_inode_set_seen_locked(ino, &look);
+        dax_inode_set_seen_locked(w, ino, &look);
     else
         ino->seen_valid = false;
     return r;

@@ -329,20 +329,25 @@ int dax_stamp_fd(int fd, struct dax_file_stamp *out)
  * tells every later change only if that clock had moved past its ctime when
  * the look was taken: every change after the look then carries a later ctime.
  * The clock at the look, not at the use: a change between the two could hide.
+ * And a write stamps the file before it copies its bytes: the look must also
+ * come settle_ns after the change, when the bytes of the write that stamped
+ * it are in the file (a writer stalled longer between the two is not seen
+ * until its file changes again or the periodic merge).
  */
-static bool stamp_settled(const struct dax_file_stamp *s)
+static bool stamp_settled(const struct dax_window *w, const struct dax_file_stamp *s)
 {
     int64_t need = s->ctime_ns;
 
     if (s->ctime_ns % 1000000000 == 0)
         need += 1000000000; /* whole seconds: a file system of one-second stamps */
-    return s->taken_ns > need;
+    return need < s->taken_ns - w->settle_ns; /* taken_ns is positive: no overflow */
 }
 
-void dax_inode_set_seen_locked(struct dax_inode *ino, const struct dax_file_stamp *s)
+void dax_inode_set_seen_locked(struct dax_window *w, struct dax_inode *ino,
+                               const struct dax_file_stamp *s)
 {
     ino->seen = *s;
-    ino->seen_valid = stamp_settled(s);
+    ino->seen_valid = stamp_settled(w, s);
 }
 
 bool dax_stamp_equal(const struct dax_file_stamp *a, const struct dax_file_stamp *b)
@@ -421,6 +426,9 @@ int dax_window_new(const struct dax_config *cfg, const struct dax_ops *ops, void
     w->nslots = (uint32_t)nslots;
     w->decay_interval_ns = cfg->decay_interval_ns ? cfg->decay_interval_ns : 1000000000u;
     w->last_decay_ns = vufs_now_ns();
+    w->settle_ns = (int64_t)(cfg->settle_ns == 0            ? 1000000000u
+                             : cfg->settle_ns < INT64_MAX / 2 ? cfg->settle_ns
+                                                              : INT64_MAX / 2);
     w->period_events = nslots * DAX_POLICY_PERIOD_SLOTS;
     if (w->period_events < 256)
         w->period_events = 256;

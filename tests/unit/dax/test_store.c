@@ -33,6 +33,8 @@
 #define RD FUSE_SETUPMAPPING_FLAG_READ
 #define RW (FUSE_SETUPMAPPING_FLAG_READ | FUSE_SETUPMAPPING_FLAG_WRITE)
 #define WIN (16 * MiB)
+/* The window's settle time here: a change counts as settled this long after. */
+#define SETTLE_US 50000u
 
 struct fx {
     struct fake_fe fe;
@@ -42,7 +44,8 @@ struct fx {
 static void fx_new(struct fx *f, enum dax_policy pol)
 {
     struct dax_config cfg = { .window_size = WIN, .policy = pol,
-                              .decay_interval_ns = UINT64_MAX };
+                              .decay_interval_ns = UINT64_MAX,
+                              .settle_ns = SETTLE_US * UINT64_C(1000) };
 
     fake_init(&f->fe, WIN, 4096);
     assert_int_equal(dax_window_new(&cfg, &fake_ops, &f->fe, &f->w), 0);
@@ -111,7 +114,7 @@ static uint8_t *win(struct fx *f, uint64_t m)
  * same clock tick as a change could miss the next one). */
 static void settle(struct fx *f)
 {
-    usleep(20000);
+    usleep(SETTLE_US + 20000);
     assert_int_equal(dax_window_sync(f->w, DAX_SYNC_CHECK), 0);
 }
 
@@ -271,14 +274,15 @@ static void test_look_counts_by_its_own_time(void **state)
     usleep(20000); /* the clock has moved on by the time the stamp is kept */
     pthread_mutex_lock(&f.w->lock);
     struct dax_inode *ino = dax_inode_find_locked(f.w, 1);
-    dax_inode_set_seen_locked(ino, &s);
+    dax_inode_set_seen_locked(f.w, ino, &s);
     valid = ino->seen_valid;
     pthread_mutex_unlock(&f.w->lock);
     assert_false(valid);
-    /* A look taken after the tick counts. */
+    /* A look taken after the tick and the settle time counts. */
+    usleep(SETTLE_US);
     stamp_of(fd, &s);
     pthread_mutex_lock(&f.w->lock);
-    dax_inode_set_seen_locked(ino, &s);
+    dax_inode_set_seen_locked(f.w, ino, &s);
     valid = ino->seen_valid;
     pthread_mutex_unlock(&f.w->lock);
     assert_true(valid);
@@ -485,6 +489,49 @@ static void test_change_behind_a_merge(void **state)
     stamp_of(fd, &now);
     dax_inode_attr(f.w, 1, &now);
     assert_int_equal(*win(&f, 200), 0x22);
+    fx_free(&f);
+}
+
+/*
+ * A write stamps the file before it copies its bytes. A merge between the two
+ * reads the file without them, and the look taken for it shows the write's
+ * stamp: that look must not count before the change has settled, or the bytes,
+ * landing under the same stamp, would never reach the store. Stores through a
+ * shared mapping of the file (a memfd: they leave its stamp as it is) stand
+ * for the late bytes.
+ */
+static void test_bytes_after_their_stamp(void **state)
+{
+    struct fx f;
+    struct dax_file_stamp now, later;
+
+    fx_new(&f, DAX_POLICY_AUTO);
+    int fd = file_fill(&f, 1, 2 * MiB, 22);
+    assert_int_equal(fake_setup(&f.fe, f.w, 1, 0, 2 * MiB, 0, RD), 0);
+    uint8_t *host = mmap(NULL, 4096, PROT_READ | PROT_WRITE, MAP_SHARED, fd, 0);
+    assert_true(host != MAP_FAILED);
+    host[700] = 0x01; /* the page mapped writable here */
+    usleep(20000);
+    uint8_t h = 0x5a;
+    assert_int_equal(pwrite(fd, &h, 1, 600), 1); /* the write's stamp */
+    usleep(20000); /* past the clock's tick, within the settle time */
+    stamp_of(fd, &now);
+    dax_inode_attr(f.w, 1, &now); /* a merge, and its look */
+    assert_int_equal(*win(&f, 600), 0x5a);
+    host[800] = 0x6b; /* the write's bytes, late */
+    stamp_of(fd, &later);
+    assert_true(dax_stamp_equal(&later, &now));
+    dax_inode_attr(f.w, 1, &later);
+    assert_int_equal(*win(&f, 800), 0x6b);
+    /* Settled: the next look counts, and the same stamp again merges nothing. */
+    usleep(SETTLE_US + 20000);
+    stamp_of(fd, &now);
+    dax_inode_attr(f.w, 1, &now);
+    uint64_t m = merges_of(&f);
+    stamp_of(fd, &now);
+    dax_inode_attr(f.w, 1, &now);
+    assert_int_equal(merges_of(&f), m);
+    assert_int_equal(munmap(host, 4096), 0);
     fx_free(&f);
 }
 
@@ -800,6 +847,7 @@ int main(void)
         cmocka_unit_test(test_own_writeback_keeps_the_old_look),
         cmocka_unit_test(test_look_during_a_fill_does_not_count),
         cmocka_unit_test(test_change_behind_a_merge),
+        cmocka_unit_test(test_bytes_after_their_stamp),
         cmocka_unit_test(test_host_truncate_clears_the_window),
         cmocka_unit_test(test_removal_and_eviction_write_back),
         cmocka_unit_test(test_reset_writes_back),
