@@ -350,7 +350,13 @@ int dax_inode_sync(struct dax_window *w, uint64_t key)
     return r;
 }
 
-int dax_inode_before_io(struct dax_window *w, uint64_t key, uint64_t off, uint64_t len)
+/*
+ * One pass over [off, off + len) of key's file, if it has mappings: the
+ * write-back only where it has store extents. A merge of the daemon's own
+ * change leaves the file's new stamp untaken: the next look merges the rest.
+ */
+static int pass_mapped(struct dax_window *w, uint64_t key, uint64_t off, uint64_t len,
+                       unsigned act)
 {
     struct dax_inode *ino;
     uint64_t pages = 0;
@@ -361,8 +367,10 @@ int dax_inode_before_io(struct dax_window *w, uint64_t key, uint64_t off, uint64
     pthread_mutex_lock(&w->lock);
     ino = get_mapped_locked(w, key);
     if (ino) {
-        if (ino->st.store_extents)
-            r = pass_locked(w, ino, off, len, ACT_WRITEBACK, &pages);
+        if (act != ACT_WRITEBACK || ino->st.store_extents)
+            r = pass_locked(w, ino, off, len, act, &pages);
+        if (act & ACT_MERGE)
+            ino->self_changed = true;
         dax_inode_put_locked(w, ino);
     }
     pthread_mutex_unlock(&w->lock);
@@ -370,23 +378,14 @@ int dax_inode_before_io(struct dax_window *w, uint64_t key, uint64_t off, uint64
     return r;
 }
 
+int dax_inode_before_io(struct dax_window *w, uint64_t key, uint64_t off, uint64_t len)
+{
+    return pass_mapped(w, key, off, len, ACT_WRITEBACK);
+}
+
 void dax_inode_after_change(struct dax_window *w, uint64_t key, uint64_t off, uint64_t len)
 {
-    struct dax_inode *ino;
-    uint64_t pages = 0;
-
-    if (len > UINT64_MAX - off)
-        len = UINT64_MAX - off;
-    pthread_mutex_lock(&w->lock);
-    ino = get_mapped_locked(w, key);
-    if (ino) {
-        pass_locked(w, ino, off, len, ACT_MERGE | ACT_PREALLOC, &pages);
-        /* The new stamp is not taken: the next look merges the rest. */
-        ino->self_changed = true;
-        dax_inode_put_locked(w, ino);
-    }
-    pthread_mutex_unlock(&w->lock);
-    dax_close_pending(w);
+    pass_mapped(w, key, off, len, ACT_MERGE | ACT_PREALLOC);
 }
 
 void dax_inode_attr(struct dax_window *w, uint64_t key, const struct dax_file_stamp *now)
