@@ -351,9 +351,10 @@ int dax_inode_sync(struct dax_window *w, uint64_t key)
 }
 
 /*
- * One pass over [off, off + len) of key's file, if it has mappings: the
- * write-back only where it has store extents. A merge of the daemon's own
- * change leaves the file's new stamp untaken: the next look merges the rest.
+ * One pass over [off, off + len) of key's file, if it has mappings the pass
+ * can act on (write-back and merge: store extents; prealloc: direct ones). A
+ * merge of the daemon's own change leaves the file's new stamp untaken: the
+ * next look merges the rest.
  */
 static int pass_mapped(struct dax_window *w, uint64_t key, uint64_t off, uint64_t len,
                        unsigned act)
@@ -367,7 +368,7 @@ static int pass_mapped(struct dax_window *w, uint64_t key, uint64_t off, uint64_
     pthread_mutex_lock(&w->lock);
     ino = get_mapped_locked(w, key);
     if (ino) {
-        if (act != ACT_WRITEBACK || ino->st.store_extents)
+        if (ino->st.store_extents || (act & ACT_PREALLOC))
             r = pass_locked(w, ino, off, len, act, &pages);
         if (act & ACT_MERGE)
             ino->self_changed = true;

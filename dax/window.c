@@ -426,9 +426,9 @@ int dax_window_new(const struct dax_config *cfg, const struct dax_ops *ops, void
     w->nslots = (uint32_t)nslots;
     w->decay_interval_ns = cfg->decay_interval_ns ? cfg->decay_interval_ns : 1000000000u;
     w->last_decay_ns = vufs_now_ns();
-    w->settle_ns = (int64_t)(cfg->settle_ns == 0            ? 1000000000u
-                             : cfg->settle_ns < INT64_MAX / 2 ? cfg->settle_ns
-                                                              : INT64_MAX / 2);
+    w->settle_ns = cfg->settle_ns == 0        ? 1000000000
+                   : cfg->settle_ns > INT64_MAX ? INT64_MAX
+                                                : (int64_t)cfg->settle_ns;
     w->period_events = nslots * DAX_POLICY_PERIOD_SLOTS;
     if (w->period_events < 256)
         w->period_events = 256;
